@@ -1,0 +1,16 @@
+//! The pgrx-free core of pg_corpus.
+//!
+//! Everything that can be decided without a running PostgreSQL lives here and is tested by
+//! plain `cargo test`: reading and validating corpus definitions ([`resolve`]), caller filters
+//! ([`filters`]), the SQL text of every subplan ([`plan`], the only place the corpus predicate
+//! is built), and rank fusion with per-parent capping ([`fusion`]). The extension crate turns
+//! SQL arguments into calls of this core and runs the SQL it produces through SPI.
+
+pub mod error;
+pub mod filters;
+pub mod fusion;
+pub mod plan;
+pub mod resolve;
+pub mod sql;
+
+pub use error::{CoreError, SqlState};

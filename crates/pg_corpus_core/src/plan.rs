@@ -1,0 +1,313 @@
+//! The SQL of every subplan a search runs.
+//!
+//! [`scope_predicate`] is the ONLY place the corpus predicate (isolation + searchable contract)
+//! is written; every query this module produces — semantic, lexical, slice estimate and the
+//! final fetch — takes its FROM/WHERE from [`from_where`], which always includes it. Values are
+//! bind parameters; identifiers are quoted. Each branch is its own single-table-group query with
+//! the parent joined on its key (Citus can push that down per shard); fusion happens in Rust.
+
+use serde::Serialize;
+
+use crate::filters::{Condition, Op};
+use crate::resolve::{BoundCond, ColRef, Corpus, Source};
+use crate::sql::{ident, qualified, Param, Params};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Branch {
+    Semantic,
+    Lexical,
+}
+
+impl Branch {
+    pub fn name(self) -> &'static str {
+        match self {
+            Branch::Semantic => "semantic",
+            Branch::Lexical => "lexical",
+        }
+    }
+}
+
+/// How the semantic branch finds its nearest neighbours.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Strategy {
+    /// Distances computed for every item of the (small) corpus slice, found through the
+    /// parent/filter B-tree indexes; exact by construction.
+    Exact,
+    /// The ANN index (HNSW) over the whole table, filtered, with pgvector's iterative scan so
+    /// that a selective corpus predicate cannot starve the result.
+    Approximate,
+    /// The lexical branch: `@@` through the tsvector's GIN index.
+    TextMatch,
+}
+
+impl Strategy {
+    pub fn name(self) -> &'static str {
+        match self {
+            Strategy::Exact => "exact",
+            Strategy::Approximate => "hnsw_iterative",
+            Strategy::TextMatch => "text_match",
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Subplan {
+    pub source: usize,
+    pub branch: Branch,
+    pub strategy: Strategy,
+    pub sql: String,
+    pub params: Vec<Param>,
+}
+
+/// `alias."column"`.
+fn col(c: &ColRef) -> String {
+    format!("{}.{}", c.side.alias(), ident(&c.column))
+}
+
+fn bound(c: &BoundCond, params: &mut Params) -> String {
+    if c.values.len() == 1 {
+        let p = params.push(Param::Text(c.values[0].clone()));
+        format!("{} = {p}::text::{}", col(&c.col), c.col.sql_type)
+    } else {
+        let p = params.push(Param::TextArray(c.values.clone()));
+        format!("{} = ANY({p}::text[]::{}[])", col(&c.col), c.col.sql_type)
+    }
+}
+
+/// THE corpus predicate of a source: isolation, then the searchable contract (text length,
+/// parent completeness, source rule; an embedding for the semantic branch). Every query built
+/// here carries it; nothing else in the code base writes these conditions.
+pub fn scope_predicate(src: &Source, semantic: bool, params: &mut Params) -> Vec<String> {
+    let mut preds: Vec<String> = src.isolation.iter().map(|c| bound(c, params)).collect();
+    if src.min_length > 0 {
+        preds.push(format!("char_length(btrim({})) >= {}", col(&src.text), src.min_length));
+    } else {
+        preds.push(format!("{} IS NOT NULL", col(&src.text)));
+    }
+    for c in &src.parent_required {
+        if c.is_array {
+            preds.push(format!("cardinality({}) > 0", col(c)));
+        } else {
+            preds.push(format!("NULLIF(btrim({}::text), '') IS NOT NULL", col(c)));
+        }
+    }
+    preds.extend(src.rule.iter().map(|c| bound(c, params)));
+    if semantic {
+        preds.push(format!("{} IS NOT NULL", col(&src.embedding)));
+    }
+    preds
+}
+
+fn filter_sql(src: &Source, cond: &Condition, params: &mut Params) -> String {
+    let c = &src.filter_columns[&cond.field];
+    let ty = cond.field_type.sql();
+    match cond.op {
+        Op::In => {
+            let p = params.push(Param::TextArray(cond.values.clone()));
+            format!("{} = ANY({p}::text[]::{ty}[])", col(c))
+        }
+        op => {
+            let p = params.push(Param::Text(cond.values[0].clone()));
+            format!("{} {} {p}::text::{ty}", col(c), op.sql())
+        }
+    }
+}
+
+/// `FROM item i [JOIN parent p ON key] WHERE <scope predicate> AND <caller filters> [AND extra]`.
+pub fn from_where(src: &Source, conds: &[Condition], semantic: bool, extra: &[String], params: &mut Params) -> String {
+    let mut sql = format!("FROM {} AS i", qualified(&src.item.schema, &src.item.name));
+    if let (Some(parent), Some(key)) = (&src.parent, &src.parent_key) {
+        sql.push_str(&format!(
+            " JOIN {} AS p ON {} = {}",
+            qualified(&parent.schema, &parent.name),
+            col(key),
+            col(&src.parent_fk)
+        ));
+    }
+    let mut preds = scope_predicate(src, semantic, params);
+    preds.extend(conds.iter().map(|c| filter_sql(src, c, params)));
+    preds.extend(extra.iter().cloned());
+    sql.push_str("\nWHERE ");
+    sql.push_str(&preds.join("\n  AND "));
+    sql
+}
+
+fn query_vector(corpus: &Corpus, p: &str) -> String {
+    format!("CAST({p}::real[] AS {}.vector)", ident(&corpus.vector_schema))
+}
+
+fn distance_expr(corpus: &Corpus, src: &Source, vec: &str) -> String {
+    format!(
+        "{} OPERATOR({}.{}) {vec}",
+        col(&src.embedding),
+        ident(&corpus.vector_schema),
+        src.distance.operator()
+    )
+}
+
+/// The semantic subplan: `item_id, parent_id, distance`, nearest first, at most `limit` rows.
+pub fn semantic(
+    corpus: &Corpus,
+    idx: usize,
+    conds: &[Condition],
+    query: &[f32],
+    limit: i64,
+    strategy: Strategy,
+) -> Subplan {
+    let src = &corpus.sources[idx];
+    let mut params = Params::default();
+    let v = params.push(Param::Floats(query.to_vec()));
+    let lim = params.push(Param::Int(limit));
+    let vec = query_vector(corpus, &v);
+    let dist = distance_expr(corpus, src, &vec);
+    let select = format!(
+        "SELECT {}::text AS item_id, {}::text AS parent_id, ({dist})::float8 AS distance",
+        col(&src.id),
+        col(&src.parent_fk)
+    );
+    let fw = from_where(src, conds, true, &[], &mut params);
+    let sql = match strategy {
+        // ORDER BY the bare operator expression: the shape pgvector's index scan serves.
+        Strategy::Approximate => format!("{select}\n{fw}\nORDER BY {dist}\nLIMIT {lim}"),
+        // OFFSET 0 fences the slice off, so the ordering cannot be served by the ANN index:
+        // the planner reaches the slice through the predicate's B-tree indexes instead.
+        _ => format!("SELECT item_id, parent_id, distance FROM (\n{select}\n{fw}\nOFFSET 0) AS slice\nORDER BY distance, item_id\nLIMIT {lim}"),
+    };
+    Subplan { source: idx, branch: Branch::Semantic, strategy, sql, params: params.values }
+}
+
+/// The lexical subplan: `item_id, parent_id, score`, best first. The query's words are ORed
+/// (`pg_corpus._or_tsquery`): an AND query finds almost nothing for natural-language questions.
+pub fn lexical(corpus: &Corpus, idx: usize, conds: &[Condition], text: &str, limit: i64) -> Subplan {
+    let src = &corpus.sources[idx];
+    let mut params = Params::default();
+    let t = params.push(Param::Text(text.to_string()));
+    let lim = params.push(Param::Int(limit));
+    let cfg = params.push(Param::Int(src.ts_config));
+    let tsv = col(&src.tsv);
+    let fw = from_where(src, conds, false, &[format!("{tsv} @@ q.query")], &mut params);
+    let fw = fw.replacen(
+        "\nWHERE ",
+        &format!("\nCROSS JOIN (SELECT pg_corpus._or_tsquery({cfg}::int8::oid::regconfig, {t}) AS query) AS q\nWHERE "),
+        1,
+    );
+    let sql = format!(
+        "SELECT {}::text AS item_id, {}::text AS parent_id, ts_rank_cd({tsv}, q.query)::float8 AS score\n{fw}\nORDER BY score DESC, {} \nLIMIT {lim}",
+        col(&src.id),
+        col(&src.parent_fk),
+        col(&src.id)
+    );
+    Subplan { source: idx, branch: Branch::Lexical, strategy: Strategy::TextMatch, sql, params: params.values }
+}
+
+/// A query whose planner row estimate is the size of the corpus slice the semantic branch sees.
+pub fn slice_estimate(corpus: &Corpus, idx: usize, conds: &[Condition]) -> (String, Vec<Param>) {
+    let src = &corpus.sources[idx];
+    let mut params = Params::default();
+    let fw = from_where(src, conds, true, &[], &mut params);
+    (format!("SELECT 1 {fw}"), params.values)
+}
+
+fn json_object(pairs: &[(String, ColRef)], params: &mut Params) -> String {
+    if pairs.is_empty() {
+        return "'{}'::jsonb".to_string();
+    }
+    // jsonb_build_object takes at most 100 arguments; nest when more are declared.
+    let parts: Vec<String> = pairs
+        .chunks(50)
+        .map(|chunk| {
+            let args: Vec<String> = chunk
+                .iter()
+                .map(|(k, c)| format!("{}::text, {}", params.push(Param::Text(k.clone())), col(c)))
+                .collect();
+            format!("jsonb_build_object({})", args.join(", "))
+        })
+        .collect();
+    parts.join(" || ")
+}
+
+/// Fetch the final rows of one source by item id, under the same predicate and filters.
+pub fn fetch(corpus: &Corpus, idx: usize, conds: &[Condition], ids: Vec<String>) -> (String, Vec<Param>) {
+    let src = &corpus.sources[idx];
+    let mut params = Params::default();
+    let p = params.push(Param::TextArray(ids));
+    let extra = [format!("{} = ANY({p}::text[]::{}[])", col(&src.id), src.id.sql_type)];
+    let locator = json_object(&src.locator, &mut params);
+    let metadata = json_object(&src.metadata, &mut params);
+    let fw = from_where(src, conds, false, &extra, &mut params);
+    let sql = format!(
+        "SELECT {}::text AS item_id, {}::text AS content, {locator} AS locator, {metadata} AS metadata\n{fw}",
+        col(&src.id),
+        col(&src.text),
+    );
+    (sql, params.values)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::filters;
+    use crate::resolve::tests::legal;
+    use serde_json::json;
+
+    fn all_plans() -> Vec<(String, Vec<Param>)> {
+        let c = legal();
+        let conds = filters::parse(&c, &json!({"court": "עליון"})).unwrap();
+        let mut out = Vec::new();
+        for idx in 0..c.sources.len() {
+            for s in [Strategy::Exact, Strategy::Approximate] {
+                let p = semantic(&c, idx, &conds, &[0.5; 384], 40, s);
+                out.push((p.sql, p.params));
+            }
+            let p = lexical(&c, idx, &conds, "חוזה שכירות", 40);
+            out.push((p.sql, p.params));
+            out.push(slice_estimate(&c, idx, &conds));
+            out.push(fetch(&c, idx, &conds, vec!["1".into()]));
+        }
+        out
+    }
+
+    #[test]
+    fn every_query_carries_the_isolation_predicate_as_a_parameter() {
+        for (sql, params) in all_plans() {
+            assert!(sql.contains("p.\"source_kind\" = $"), "{sql}");
+            assert!(params.contains(&Param::Text("external_upload".into())));
+            assert!(!sql.contains("external_upload"), "values never inlined: {sql}");
+            assert!(sql.contains("char_length(btrim("), "{sql}");
+            assert!(sql.contains("NULLIF(btrim(p.\"case_number\"::text), '') IS NOT NULL"));
+            assert!(sql.contains("p.\"court\" = $"), "caller filter ANDed: {sql}");
+        }
+    }
+
+    #[test]
+    fn halachot_carry_the_review_rule_on_every_path() {
+        let c = legal();
+        for s in [Strategy::Exact, Strategy::Approximate] {
+            let p = semantic(&c, 1, &[], &[0.0; 384], 10, s);
+            assert!(p.sql.contains("i.\"review_status\" = $"));
+            assert!(p.params.contains(&Param::Text("approved".into())));
+        }
+        let p = lexical(&c, 1, &[], "x", 10);
+        assert!(p.sql.contains("i.\"review_status\" = $"));
+    }
+
+    #[test]
+    fn placeholders_match_params() {
+        for (sql, params) in all_plans() {
+            for n in 1..=params.len() {
+                assert!(sql.contains(&format!("${n}")), "${n} unused in {sql}");
+            }
+            assert!(!sql.contains(&format!("${}", params.len() + 1)));
+        }
+    }
+
+    #[test]
+    fn approximate_orders_by_the_bare_operator() {
+        let c = legal();
+        let p = semantic(&c, 0, &[], &[0.0; 384], 10, Strategy::Approximate);
+        assert!(p.sql.contains("ORDER BY i.\"embedding\" OPERATOR(\"public\".<=>) CAST($1::real[] AS \"public\".vector)\nLIMIT $2"));
+        let p = semantic(&c, 0, &[], &[0.0; 384], 10, Strategy::Exact);
+        assert!(p.sql.contains("OFFSET 0) AS slice"));
+    }
+}

@@ -1,0 +1,745 @@
+//! Corpus definitions: the JSON the catalog hands out (`pg_corpus._corpus_definition`), checked
+//! and resolved against the live column lists it carries. The same code validates a definition
+//! when it is made and resolves it for every search, so a mapping that would fail at search time
+//! fails at definition time, and catalog drift (a column dropped or retyped later) gives a clear
+//! error instead of a broken query.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::error::{CoreError, Result, SqlState};
+
+// ---------------------------------------------------------------------------------------------
+// The catalog JSON, as produced by sql/catalog.sql
+// ---------------------------------------------------------------------------------------------
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct ColumnInfo {
+    /// `format_type(atttypid, atttypmod)` with search_path = pg_catalog: schema-qualified
+    /// outside pg_catalog, so it can be used verbatim as a cast target.
+    #[serde(rename = "type")]
+    pub sql_type: String,
+    pub typname: String,
+    pub category: String,
+    pub typmod: i32,
+    #[serde(default)]
+    pub not_null: bool,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct RelationInfo {
+    pub oid: i64,
+    pub schema: String,
+    pub name: String,
+    pub kind: String,
+    pub columns: BTreeMap<String, ColumnInfo>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct SourceDef {
+    pub name: String,
+    /// NULL when the registered table no longer exists.
+    pub item: Option<RelationInfo>,
+    pub item_oid: i64,
+    pub id_column: String,
+    pub text_column: String,
+    pub tsv_column: String,
+    pub embedding_column: String,
+    pub distance: String,
+    pub parent: Option<RelationInfo>,
+    pub parent_oid: Option<i64>,
+    pub parent_fk: String,
+    pub parent_key: String,
+    pub parent_required: Vec<String>,
+    pub rule: Value,
+    pub locator: Value,
+    pub metadata: Value,
+    pub min_length: i32,
+    pub ts_config: i64,
+    pub semantic_weight: f64,
+    pub lexical_weight: f64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct CorpusDef {
+    pub name: String,
+    pub description: Option<String>,
+    pub isolation: Value,
+    pub required_filters: Vec<String>,
+    pub filter_fields: Value,
+    pub vector_schema: Option<String>,
+    pub sources: Vec<SourceDef>,
+}
+
+// ---------------------------------------------------------------------------------------------
+// The resolved form the planner uses
+// ---------------------------------------------------------------------------------------------
+
+/// Which table of a source a column belongs to: the item table (alias `i`) or the parent (`p`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    Item,
+    Parent,
+}
+
+impl Side {
+    pub fn alias(self) -> &'static str {
+        match self {
+            Side::Item => "i",
+            Side::Parent => "p",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ColRef {
+    pub side: Side,
+    pub column: String,
+    /// Cast target for values compared with this column.
+    pub sql_type: String,
+    pub is_array: bool,
+}
+
+/// Values a predicate column must equal (one value: `=`, several: `= ANY`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct BoundCond {
+    pub col: ColRef,
+    pub values: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Distance {
+    Cosine,
+    L2,
+    InnerProduct,
+}
+
+impl Distance {
+    pub fn operator(self) -> &'static str {
+        match self {
+            Distance::Cosine => "<=>",
+            Distance::L2 => "<->",
+            Distance::InnerProduct => "<#>",
+        }
+    }
+
+    /// The pgvector HNSW/IVFFlat operator class that serves this operator.
+    pub fn opclass(self) -> &'static str {
+        match self {
+            Distance::Cosine => "vector_cosine_ops",
+            Distance::L2 => "vector_l2_ops",
+            Distance::InnerProduct => "vector_ip_ops",
+        }
+    }
+}
+
+/// Declared type of a caller filter field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FieldType {
+    Text,
+    Integer,
+    Bigint,
+    Numeric,
+    Boolean,
+    Date,
+    Timestamptz,
+}
+
+impl FieldType {
+    pub fn parse(s: &str) -> Option<FieldType> {
+        Some(match s {
+            "text" => FieldType::Text,
+            "integer" | "int" | "int4" => FieldType::Integer,
+            "bigint" | "int8" => FieldType::Bigint,
+            "numeric" => FieldType::Numeric,
+            "boolean" | "bool" => FieldType::Boolean,
+            "date" => FieldType::Date,
+            "timestamptz" => FieldType::Timestamptz,
+            _ => return None,
+        })
+    }
+
+    pub fn sql(self) -> &'static str {
+        match self {
+            FieldType::Text => "text",
+            FieldType::Integer => "integer",
+            FieldType::Bigint => "bigint",
+            FieldType::Numeric => "numeric",
+            FieldType::Boolean => "boolean",
+            FieldType::Date => "date",
+            FieldType::Timestamptz => "timestamptz",
+        }
+    }
+
+    /// Does a column of this PostgreSQL type category / name hold values of the field type?
+    fn accepts(self, col: &ColumnInfo) -> bool {
+        match self {
+            FieldType::Text => col.category == "S" || col.category == "E",
+            FieldType::Integer | FieldType::Bigint | FieldType::Numeric => col.category == "N",
+            FieldType::Boolean => col.category == "B",
+            FieldType::Date => col.typname == "date",
+            FieldType::Timestamptz => col.typname == "timestamptz" || col.typname == "timestamp",
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Relation {
+    pub oid: i64,
+    pub schema: String,
+    pub name: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct Source {
+    pub name: String,
+    pub item: Relation,
+    pub parent: Option<Relation>,
+    /// The key the per-parent cap is counted under: sources sharing a parent table share it.
+    pub parent_scope: String,
+    pub id: ColRef,
+    pub text: ColRef,
+    pub tsv: ColRef,
+    pub embedding: ColRef,
+    pub dimensions: i32,
+    pub distance: Distance,
+    pub parent_fk: ColRef,
+    pub parent_key: Option<ColRef>,
+    pub parent_required: Vec<ColRef>,
+    pub rule: Vec<BoundCond>,
+    /// The corpus isolation predicate, bound to this source's columns.
+    pub isolation: Vec<BoundCond>,
+    /// Declared filter fields resolved to this source's columns.
+    pub filter_columns: BTreeMap<String, ColRef>,
+    pub locator: Vec<(String, ColRef)>,
+    pub metadata: Vec<(String, ColRef)>,
+    pub min_length: i32,
+    pub ts_config: i64,
+    pub semantic_weight: f64,
+    pub lexical_weight: f64,
+}
+
+#[derive(Debug, Clone)]
+pub struct Corpus {
+    pub name: String,
+    /// Isolation columns (names); callers can never filter on them.
+    pub isolation_columns: Vec<String>,
+    pub required_filters: Vec<String>,
+    pub filter_fields: BTreeMap<String, FieldType>,
+    pub vector_schema: String,
+    pub sources: Vec<Source>,
+}
+
+impl Corpus {
+    /// The embedding dimension shared by the sources (checked equal at definition time).
+    pub fn dimensions(&self) -> Option<i32> {
+        self.sources.first().map(|s| s.dimensions)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Resolution
+// ---------------------------------------------------------------------------------------------
+
+fn invalid(msg: String, hint: &str) -> CoreError {
+    CoreError::new(SqlState::InvalidParameterValue, msg, hint)
+}
+
+/// A JSON scalar as the text form PostgreSQL casts from.
+pub fn scalar_text(v: &Value) -> Option<String> {
+    match v {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        Value::Bool(b) => Some(b.to_string()),
+        _ => None,
+    }
+}
+
+/// `{"col": v}` / `{"col": [v, ...]}` → (column, values). Used for isolation and source rules.
+fn equality_map(v: &Value, what: &str) -> Result<Vec<(String, Vec<String>)>> {
+    let hint = "Write it as {\"column\": value} or {\"column\": [value, ...]} with string, number or boolean values.";
+    let obj = v
+        .as_object()
+        .ok_or_else(|| invalid(format!("{what} must be a JSON object"), hint))?;
+    let mut out = Vec::new();
+    for (col, val) in obj {
+        let values = match val {
+            Value::Array(items) => {
+                if items.is_empty() {
+                    return Err(invalid(format!("{what}: the value list of \"{col}\" is empty"), hint));
+                }
+                items
+                    .iter()
+                    .map(|x| scalar_text(x).ok_or_else(|| invalid(format!("{what}: \"{col}\" has a value that is not a scalar"), hint)))
+                    .collect::<Result<Vec<_>>>()?
+            }
+            other => vec![scalar_text(other)
+                .ok_or_else(|| invalid(format!("{what}: \"{col}\" has a value that is not a scalar"), hint))?],
+        };
+        out.push((col.clone(), values));
+    }
+    Ok(out)
+}
+
+fn column<'a>(rel: &'a RelationInfo, name: &str, role: &str) -> Result<&'a ColumnInfo> {
+    rel.columns.get(name).ok_or_else(|| {
+        CoreError::new(
+            SqlState::UndefinedColumn,
+            format!("column \"{name}\" ({role}) does not exist in table \"{}\".\"{}\"", rel.schema, rel.name),
+            "Check the column mapping of the source; if the table changed after the corpus was defined, redefine the source (pg_corpus.corpus_drop_source + corpus_add_source).",
+        )
+        .with_detail(format!(
+            "columns of \"{}\".\"{}\": {}",
+            rel.schema,
+            rel.name,
+            rel.columns.keys().cloned().collect::<Vec<_>>().join(", ")
+        ))
+    })
+}
+
+fn colref(side: Side, name: &str, info: &ColumnInfo) -> ColRef {
+    ColRef {
+        side,
+        column: name.to_string(),
+        sql_type: info.sql_type.clone(),
+        is_array: info.category == "A",
+    }
+}
+
+fn wrong_type(rel: &RelationInfo, col: &str, info: &ColumnInfo, want: &str, hint: &str) -> CoreError {
+    CoreError::new(
+        SqlState::DatatypeMismatch,
+        format!(
+            "column \"{col}\" of \"{}\".\"{}\" has type {}, expected {want}",
+            rel.schema, rel.name, info.sql_type
+        ),
+        hint,
+    )
+}
+
+/// `"col"` → item column, `"parent.col"` → parent column.
+fn mapped_column(src: &SourceDef, item: &RelationInfo, spec: &str, what: &str) -> Result<ColRef> {
+    if let Some(pcol) = spec.strip_prefix("parent.") {
+        let parent = src.parent.as_ref().ok_or_else(|| {
+            invalid(
+                format!("{what} names \"{spec}\" but source \"{}\" has no parent table", src.name),
+                "Name an item column, or register the source with parent_table.",
+            )
+        })?;
+        Ok(colref(Side::Parent, pcol, column(parent, pcol, what)?))
+    } else {
+        Ok(colref(Side::Item, spec, column(item, spec, what)?))
+    }
+}
+
+fn key_map(src: &SourceDef, item: &RelationInfo, v: &Value, what: &str) -> Result<Vec<(String, ColRef)>> {
+    let hint = "Write it as {\"key\": \"item_column\"} or {\"key\": \"parent.column\"}.";
+    let obj = v
+        .as_object()
+        .ok_or_else(|| invalid(format!("{what} must be a JSON object"), hint))?;
+    let mut out = Vec::new();
+    for (key, spec) in obj {
+        let spec = spec
+            .as_str()
+            .ok_or_else(|| invalid(format!("{what}: the value of \"{key}\" must be a column name"), hint))?;
+        out.push((key.clone(), mapped_column(src, item, spec, what)?));
+    }
+    Ok(out)
+}
+
+fn check_identifier(name: &str, what: &str) -> Result<()> {
+    let ok = !name.is_empty()
+        && name.len() <= 63
+        && name.chars().next().is_some_and(|c| c.is_ascii_lowercase() || c == '_')
+        && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    if ok {
+        Ok(())
+    } else {
+        Err(invalid(
+            format!("invalid {what} \"{name}\""),
+            "Use a lower-case identifier: letters, digits and _, at most 63 characters.",
+        ))
+    }
+}
+
+/// Parse and validate corpus-level settings (no tables needed).
+fn corpus_settings(def: &CorpusDef) -> Result<(Vec<(String, Vec<String>)>, BTreeMap<String, FieldType>)> {
+    let isolation = equality_map(&def.isolation, "isolation")?;
+    let mut fields = BTreeMap::new();
+    let obj = def.filter_fields.as_object().ok_or_else(|| {
+        invalid("filter_fields must be a JSON object".into(), "Write it as {\"field\": \"type\"}.")
+    })?;
+    for (name, ty) in obj {
+        let ty = ty.as_str().and_then(FieldType::parse).ok_or_else(|| {
+            invalid(
+                format!("filter field \"{name}\" has an unknown type {ty}"),
+                "Field types are text, integer, bigint, numeric, boolean, date and timestamptz.",
+            )
+        })?;
+        if isolation.iter().any(|(c, _)| c == name) {
+            return Err(CoreError::new(
+                SqlState::InsufficientPrivilege,
+                format!("\"{name}\" is an isolation column of corpus \"{}\" and cannot be a filter field", def.name),
+                "The isolation predicate is fixed by the corpus definition; remove the field from filter_fields.",
+            ));
+        }
+        fields.insert(name.clone(), ty);
+    }
+    for req in &def.required_filters {
+        if !fields.contains_key(req) {
+            return Err(invalid(
+                format!("required filter \"{req}\" is not a declared filter field"),
+                "Declare it in filter_fields with its type.",
+            ));
+        }
+    }
+    Ok((isolation, fields))
+}
+
+fn resolve_source(
+    def: &CorpusDef,
+    src: &SourceDef,
+    isolation: &[(String, Vec<String>)],
+    fields: &BTreeMap<String, FieldType>,
+) -> Result<Source> {
+    check_identifier(&src.name, "source name")?;
+    let item = src.item.as_ref().ok_or_else(|| {
+        CoreError::new(
+            SqlState::UndefinedTable,
+            format!("the item table of source \"{}\" (oid {}) no longer exists", src.name, src.item_oid),
+            "Drop the source with pg_corpus.corpus_drop_source and register the new table.",
+        )
+    })?;
+    if src.parent_oid.is_some() && src.parent.is_none() {
+        return Err(CoreError::new(
+            SqlState::UndefinedTable,
+            format!("the parent table of source \"{}\" no longer exists", src.name),
+            "Drop the source with pg_corpus.corpus_drop_source and register it again.",
+        ));
+    }
+    let id_info = column(item, &src.id_column, "id_column")?;
+    let text_info = column(item, &src.text_column, "text_column")?;
+    if text_info.category != "S" {
+        return Err(wrong_type(item, &src.text_column, text_info, "text or varchar", "text_column must hold the item's text."));
+    }
+    let tsv_info = column(item, &src.tsv_column, "tsv_column")?;
+    if tsv_info.typname != "tsvector" {
+        return Err(wrong_type(
+            item,
+            &src.tsv_column,
+            tsv_info,
+            "tsvector",
+            "Add a generated column, e.g. ALTER TABLE t ADD COLUMN body_tsv tsvector GENERATED ALWAYS AS (to_tsvector('simple', body)) STORED.",
+        ));
+    }
+    let emb_info = column(item, &src.embedding_column, "embedding_column")?;
+    if emb_info.typname != "vector" {
+        return Err(wrong_type(
+            item,
+            &src.embedding_column,
+            emb_info,
+            "vector(n) (pgvector)",
+            "The embedding column must be a pgvector vector with a fixed dimension.",
+        ));
+    }
+    if emb_info.typmod <= 0 {
+        return Err(wrong_type(
+            item,
+            &src.embedding_column,
+            emb_info,
+            "vector(n) with a fixed dimension n",
+            "Declare the dimension, e.g. ALTER TABLE t ALTER COLUMN embedding TYPE vector(384); the search checks query vectors against it.",
+        ));
+    }
+    let distance = match src.distance.as_str() {
+        "cosine" => Distance::Cosine,
+        "l2" => Distance::L2,
+        "ip" => Distance::InnerProduct,
+        other => {
+            return Err(invalid(format!("unknown distance \"{other}\""), "distance is cosine, l2 or ip."));
+        }
+    };
+    let fk_info = column(item, &src.parent_fk, "parent_fk")?;
+    let parent_key = match &src.parent {
+        Some(parent) => {
+            let key_info = column(parent, &src.parent_key, "parent_key")?;
+            let compatible = key_info.typname == fk_info.typname
+                || (key_info.category == "N" && fk_info.category == "N")
+                || (key_info.category == "S" && fk_info.category == "S");
+            if !compatible {
+                return Err(wrong_type(
+                    item,
+                    &src.parent_fk,
+                    fk_info,
+                    &format!("a type comparable with {}.{} ({})", parent.name, src.parent_key, key_info.sql_type),
+                    "parent_fk must reference the parent key.",
+                ));
+            }
+            Some(colref(Side::Parent, &src.parent_key, key_info))
+        }
+        None => None,
+    };
+    // The scope table of corpus-level rules: the parent when there is one.
+    let (scope_side, scope) = match &src.parent {
+        Some(p) => (Side::Parent, p),
+        None => (Side::Item, item),
+    };
+    let parent_required = src
+        .parent_required
+        .iter()
+        .map(|c| Ok(colref(scope_side, c, column(scope, c, "parent_required")?)))
+        .collect::<Result<Vec<_>>>()?;
+    let rule = equality_map(&src.rule, "rule")?
+        .into_iter()
+        .map(|(c, values)| Ok(BoundCond { col: colref(Side::Item, &c, column(item, &c, "rule")?), values }))
+        .collect::<Result<Vec<_>>>()?;
+    let isolation = isolation
+        .iter()
+        .map(|(c, values)| {
+            Ok(BoundCond { col: colref(scope_side, c, column(scope, c, "isolation")?), values: values.clone() })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let mut filter_columns = BTreeMap::new();
+    for (field, ty) in fields {
+        let (side, rel, info) = match (item.columns.get(field), src.parent.as_ref()) {
+            (Some(info), _) => (Side::Item, item, info),
+            (None, Some(parent)) => (Side::Parent, parent, column(parent, field, "filter field")?),
+            (None, None) => (Side::Item, item, column(item, field, "filter field")?),
+        };
+        if !ty.accepts(info) {
+            return Err(wrong_type(rel, field, info, ty.sql(), "Declare the filter field with the column's type."));
+        }
+        filter_columns.insert(field.clone(), colref(side, field, info));
+    }
+    if !(src.min_length >= 0) {
+        return Err(invalid(format!("min_length must be >= 0, got {}", src.min_length), "Use 0 to accept any text."));
+    }
+    for (w, name) in [(src.semantic_weight, "semantic_weight"), (src.lexical_weight, "lexical_weight")] {
+        if !(w.is_finite() && w >= 0.0) {
+            return Err(invalid(format!("{name} must be a finite number >= 0, got {w}"), "Weights scale a source's RRF contribution; 1 is neutral."));
+        }
+    }
+    let parent_scope = match &src.parent {
+        Some(p) => format!("rel:{}", p.oid),
+        None => format!("src:{}:{}", def.name, src.name),
+    };
+    Ok(Source {
+        name: src.name.clone(),
+        item: Relation { oid: item.oid, schema: item.schema.clone(), name: item.name.clone() },
+        parent: src.parent.as_ref().map(|p| Relation { oid: p.oid, schema: p.schema.clone(), name: p.name.clone() }),
+        parent_scope,
+        id: colref(Side::Item, &src.id_column, id_info),
+        text: colref(Side::Item, &src.text_column, text_info),
+        tsv: colref(Side::Item, &src.tsv_column, tsv_info),
+        embedding: colref(Side::Item, &src.embedding_column, emb_info),
+        dimensions: emb_info.typmod,
+        distance,
+        parent_fk: colref(Side::Item, &src.parent_fk, fk_info),
+        parent_key,
+        parent_required,
+        rule,
+        isolation,
+        filter_columns,
+        locator: key_map(src, item, &src.locator, "locator")?,
+        metadata: key_map(src, item, &src.metadata, "metadata")?,
+        min_length: src.min_length,
+        ts_config: src.ts_config,
+        semantic_weight: src.semantic_weight,
+        lexical_weight: src.lexical_weight,
+    })
+}
+
+/// Validate a corpus definition and resolve it for planning.
+pub fn resolve(def: &CorpusDef) -> Result<Corpus> {
+    check_identifier(&def.name, "corpus name")?;
+    let (isolation, fields) = corpus_settings(def)?;
+    let vector_schema = def.vector_schema.clone().ok_or_else(|| {
+        CoreError::new(
+            SqlState::ObjectNotInPrerequisiteState,
+            "the vector extension (pgvector) is not installed in this database",
+            "CREATE EXTENSION vector;",
+        )
+    })?;
+    let sources = def
+        .sources
+        .iter()
+        .map(|s| resolve_source(def, s, &isolation, &fields))
+        .collect::<Result<Vec<_>>>()?;
+    if let Some(first) = sources.first() {
+        if let Some(other) = sources.iter().find(|s| s.dimensions != first.dimensions) {
+            return Err(CoreError::new(
+                SqlState::DatatypeMismatch,
+                format!(
+                    "source \"{}\" has {}-dimensional embeddings but source \"{}\" has {}",
+                    other.name, other.dimensions, first.name, first.dimensions
+                ),
+                "All sources of a corpus are searched with one query vector; use one embedding model per corpus.",
+            ));
+        }
+    }
+    Ok(Corpus {
+        name: def.name.clone(),
+        isolation_columns: isolation.into_iter().map(|(c, _)| c).collect(),
+        required_filters: def.required_filters.clone(),
+        filter_fields: fields,
+        vector_schema,
+        sources,
+    })
+}
+
+/// Parse the catalog JSON.
+pub fn parse_definition(json: &str) -> Result<CorpusDef> {
+    serde_json::from_str(json).map_err(|e| {
+        CoreError::new(
+            SqlState::ObjectNotInPrerequisiteState,
+            format!("the corpus catalog could not be read: {e}"),
+            "The pg_corpus catalog and library versions may differ; run ALTER EXTENSION pg_corpus UPDATE.",
+        )
+    })
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn col(ty: &str, typname: &str, cat: &str, typmod: i32) -> Value {
+        json!({"type": ty, "typname": typname, "category": cat, "typmod": typmod, "not_null": false})
+    }
+
+    /// The legal test schema's external_precedents corpus, as the catalog would describe it.
+    pub fn legal_def() -> Value {
+        let case_law = json!({"oid": 100, "schema": "public", "name": "case_law", "kind": "r", "columns": {
+            "id": col("bigint", "int8", "N", -1),
+            "case_number": col("text", "text", "S", -1),
+            "case_name": col("text", "text", "S", -1),
+            "court": col("text", "text", "S", -1),
+            "source_kind": col("text", "text", "S", -1),
+            "practice_area": col("text", "text", "S", -1),
+            "tags": col("text[]", "_text", "A", -1),
+        }});
+        let chunks = json!({"oid": 101, "schema": "public", "name": "precedent_chunks", "kind": "r", "columns": {
+            "id": col("bigint", "int8", "N", -1),
+            "case_law_id": col("bigint", "int8", "N", -1),
+            "chunk_index": col("integer", "int4", "N", -1),
+            "page_number": col("integer", "int4", "N", -1),
+            "content": col("text", "text", "S", -1),
+            "content_tsv": col("tsvector", "tsvector", "U", -1),
+            "embedding": col("public.vector(384)", "vector", "U", 384),
+        }});
+        let halachot = json!({"oid": 102, "schema": "public", "name": "halachot", "kind": "r", "columns": {
+            "id": col("bigint", "int8", "N", -1),
+            "case_law_id": col("bigint", "int8", "N", -1),
+            "rule": col("text", "text", "S", -1),
+            "supporting_quote": col("text", "text", "S", -1),
+            "page_number": col("integer", "int4", "N", -1),
+            "review_status": col("text", "text", "S", -1),
+            "rule_tsv": col("tsvector", "tsvector", "U", -1),
+            "embedding": col("public.vector(384)", "vector", "U", 384),
+        }});
+        let src = |name: &str, item: &Value, text: &str, tsv: &str, rule: Value, locator: Value| {
+            json!({"name": name, "item": item, "item_oid": item["oid"], "id_column": "id",
+                   "text_column": text, "tsv_column": tsv, "embedding_column": "embedding",
+                   "distance": "cosine", "parent": case_law, "parent_oid": 100,
+                   "parent_fk": "case_law_id", "parent_key": "id",
+                   "parent_required": ["case_number", "case_name"], "rule": rule,
+                   "locator": locator, "metadata": {"court": "parent.court"},
+                   "min_length": 50, "ts_config": 3748, "semantic_weight": 1.0, "lexical_weight": 1.0})
+        };
+        json!({
+            "name": "external_precedents", "description": null,
+            "isolation": {"source_kind": "external_upload"},
+            "required_filters": [], "filter_fields": {"court": "text", "page_number": "integer"},
+            "vector_schema": "public",
+            "sources": [
+                src("chunks", &chunks, "content", "content_tsv", json!({}),
+                    json!({"case_number": "parent.case_number", "page": "page_number"})),
+                src("halachot", &halachot, "rule", "rule_tsv", json!({"review_status": "approved"}),
+                    json!({"case_number": "parent.case_number", "quote": "supporting_quote"})),
+            ]
+        })
+    }
+
+    pub fn legal() -> Corpus {
+        resolve(&serde_json::from_value(legal_def()).unwrap()).unwrap()
+    }
+
+    fn resolve_json(v: Value) -> Result<Corpus> {
+        resolve(&serde_json::from_value(v).unwrap())
+    }
+
+    #[test]
+    fn resolves_the_legal_corpus() {
+        let c = legal();
+        assert_eq!(c.isolation_columns, vec!["source_kind"]);
+        assert_eq!(c.sources.len(), 2);
+        let h = &c.sources[1];
+        assert_eq!(h.isolation[0].col.side, Side::Parent);
+        assert_eq!(h.rule[0].values, vec!["approved"]);
+        assert_eq!(h.dimensions, 384);
+        assert_eq!(h.filter_columns["court"].side, Side::Parent);
+        assert_eq!(c.sources[0].filter_columns["page_number"].side, Side::Item);
+        assert_eq!(h.parent_scope, c.sources[0].parent_scope);
+    }
+
+    #[test]
+    fn missing_column_is_42703() {
+        let mut d = legal_def();
+        d["sources"][0]["text_column"] = json!("body");
+        assert_eq!(resolve_json(d).unwrap_err().state, SqlState::UndefinedColumn);
+    }
+
+    #[test]
+    fn wrong_types_are_42804() {
+        for (field, value) in [("tsv_column", "content"), ("embedding_column", "content"), ("text_column", "page_number")] {
+            let mut d = legal_def();
+            d["sources"][0][field] = json!(value);
+            assert_eq!(resolve_json(d).unwrap_err().state, SqlState::DatatypeMismatch, "{field}");
+        }
+        let mut d = legal_def();
+        d["sources"][0]["item"]["columns"]["embedding"]["typmod"] = json!(-1);
+        assert_eq!(resolve_json(d).unwrap_err().state, SqlState::DatatypeMismatch);
+        let mut d = legal_def();
+        d["filter_fields"]["court"] = json!("integer");
+        assert_eq!(resolve_json(d).unwrap_err().state, SqlState::DatatypeMismatch);
+    }
+
+    #[test]
+    fn isolation_column_cannot_be_a_filter_field() {
+        let mut d = legal_def();
+        d["filter_fields"]["source_kind"] = json!("text");
+        assert_eq!(resolve_json(d).unwrap_err().state, SqlState::InsufficientPrivilege);
+    }
+
+    #[test]
+    fn required_filter_must_be_declared() {
+        let mut d = legal_def();
+        d["required_filters"] = json!(["practice_area"]);
+        assert_eq!(resolve_json(d).unwrap_err().state, SqlState::InvalidParameterValue);
+    }
+
+    #[test]
+    fn isolation_values_must_be_scalars() {
+        for bad in [json!({"source_kind": []}), json!({"source_kind": {"a": 1}}), json!(["x"])] {
+            let mut d = legal_def();
+            d["isolation"] = bad;
+            assert_eq!(resolve_json(d).unwrap_err().state, SqlState::InvalidParameterValue);
+        }
+    }
+
+    #[test]
+    fn dropped_table_is_reported() {
+        let mut d = legal_def();
+        d["sources"][0]["item"] = Value::Null;
+        assert_eq!(resolve_json(d).unwrap_err().state, SqlState::UndefinedTable);
+    }
+
+    #[test]
+    fn dimensions_must_agree() {
+        let mut d = legal_def();
+        d["sources"][1]["item"]["columns"]["embedding"]["typmod"] = json!(768);
+        assert_eq!(resolve_json(d).unwrap_err().state, SqlState::DatatypeMismatch);
+    }
+}

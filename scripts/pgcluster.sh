@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# A private PostgreSQL 15 cluster in a project folder: no system service, a free port, its
+# socket inside the folder. Used by `make demo`, the integration tests and the benchmarks.
+#
+#   scripts/pgcluster.sh start DIR   initdb if needed, start if stopped; prints the libpq URI
+#   scripts/pgcluster.sh stop DIR    fast shutdown (pg_ctl stop), never by killing processes
+#   scripts/pgcluster.sh uri DIR     the libpq URI of a running cluster (database postgres)
+#   scripts/pgcluster.sh status DIR  exit 0 when running
+#
+# As root the cluster runs as the `postgres` OS user (initdb refuses root); the superuser role
+# inside is `postgres`, authentication is trust on the socket and on 127.0.0.1 only.
+set -euo pipefail
+
+PGBIN="${PGBIN:-$(/usr/lib/postgresql/15/bin/pg_config --bindir)}"
+cmd="${1:-}"; dir="${2:-}"
+[ -n "$cmd" ] && [ -n "$dir" ] || { echo "usage: $0 start|stop|uri|status DIR" >&2; exit 2; }
+mkdir -p "$dir"
+dir="$(cd "$dir" && pwd)"
+data="$dir/data"; sock="$dir/socket"; portfile="$dir/port"
+
+as_owner() {
+  if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
+}
+
+running() { [ -f "$data/postmaster.pid" ] && as_owner "$PGBIN/pg_ctl" -D "$data" status >/dev/null 2>&1; }
+
+uri() {
+  local port; port="$(cat "$portfile")"
+  # libpq URI with the socket directory as host (percent-encoded path).
+  local enc; enc="$(printf '%s' "$sock" | sed 's|/|%2F|g')"
+  echo "postgresql://postgres@${enc}:${port}/postgres"
+}
+
+free_port() {
+  python3 - <<'PY'
+import socket
+s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()
+PY
+}
+
+case "$cmd" in
+  start)
+    if [ "$(id -u)" = 0 ]; then
+      # The postgres OS user must be able to reach and own the folder.
+      chown postgres:postgres "$dir"
+      chmod 0755 "$dir"
+    fi
+    if [ ! -f "$data/PG_VERSION" ]; then
+      as_owner "$PGBIN/initdb" -D "$data" -U postgres --auth=trust -E UTF8 --locale=C.UTF-8 >"$dir/initdb.log" 2>&1 \
+        || { cat "$dir/initdb.log" >&2; echo "initdb failed in $data" >&2; exit 1; }
+    fi
+    as_owner mkdir -p "$sock"
+    if running; then uri; exit 0; fi
+    port="$(free_port)"
+    echo "$port" > "$portfile"
+    # Small, CI-friendly settings; fsync stays on (crash tests rely on it).
+    as_owner "$PGBIN/pg_ctl" -D "$data" -l "$dir/server.log" -w -t 60 \
+      -o "-p $port -k $sock -c listen_addresses=127.0.0.1 -c shared_buffers=256MB -c max_connections=50 -c maintenance_work_mem=512MB" \
+      start >/dev/null \
+      || { tail -20 "$dir/server.log" >&2; echo "could not start the cluster in $data" >&2; exit 1; }
+    uri
+    ;;
+  stop)
+    if running; then as_owner "$PGBIN/pg_ctl" -D "$data" -m fast -w stop >/dev/null; fi
+    ;;
+  uri)
+    running || { echo "no cluster running in $dir" >&2; exit 1; }
+    uri
+    ;;
+  status)
+    running
+    ;;
+  *) echo "unknown command $cmd" >&2; exit 2 ;;
+esac
