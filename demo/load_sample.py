@@ -115,7 +115,7 @@ def main():
             conn.execute("CREATE EXTENSION pg_corpus")
             conn.execute((FIXTURES / "legal_corpora.sql").read_text())
             conn.commit()
-            names = [r[0] for r in conn.execute("SELECT name FROM pg_corpus.corpus_list() ORDER BY 1")]
+            names = [r[0] for r in conn.execute("SELECT name FROM corpus.corpus_list() ORDER BY 1")]
             log(f"  corpora: {', '.join(names)}")
     log(f"loaded in {time.monotonic() - started:.1f} s")
     print(demo_uri)
@@ -129,6 +129,6 @@ if __name__ == "__main__":
         log(f"load_sample: {diag.sqlstate or ''} {diag.message_primary or e}")
         if diag.message_hint:
             log(f"hint: {diag.message_hint}")
-        if diag.sqlstate == "58P01" and "pg_corpus" in str(e):  # no pg_corpus.control
+        if diag.sqlstate in ("0A000", "58P01") and "pg_corpus" in str(e):  # not installed
             log("pg_corpus is not installed in this server: run `make install` first.")
         sys.exit(1)

@@ -7,11 +7,11 @@
 -- DEFINER), so table privileges are the access control, and every function pins search_path.
 --
 -- Shape checks and the resolution of every column against the live tables happen in one place,
--- the Rust core (pg_corpus._validate_corpus -> pg_corpus_core::resolve), which the search path
+-- the Rust core (corpus._validate_corpus -> pg_corpus_core::resolve), which the search path
 -- uses too: a definition that would fail at search time fails when it is made.
 -- ==========================================================================================
 
-CREATE TABLE pg_corpus.corpora (
+CREATE TABLE corpus.corpora (
     name             text PRIMARY KEY
                      CONSTRAINT corpora_name_check CHECK (name ~ '^[a-z_][a-z0-9_]{0,62}$'),
     description      text,
@@ -23,10 +23,10 @@ CREATE TABLE pg_corpus.corpora (
     created_at       timestamptz NOT NULL DEFAULT now(),
     created_by       name NOT NULL DEFAULT current_user
 );
-COMMENT ON TABLE pg_corpus.corpora IS 'pg_corpus: one row per corpus (isolation predicate, filters)';
+COMMENT ON TABLE corpus.corpora IS 'pg_corpus: one row per corpus (isolation predicate, filters)';
 
-CREATE TABLE pg_corpus.sources (
-    corpus           text NOT NULL REFERENCES pg_corpus.corpora (name) ON DELETE CASCADE,
+CREATE TABLE corpus.sources (
+    corpus           text NOT NULL REFERENCES corpus.corpora (name) ON DELETE CASCADE,
     name             text NOT NULL
                      CONSTRAINT sources_name_check CHECK (name ~ '^[a-z_][a-z0-9_]{0,62}$'),
     item_table       regclass NOT NULL,
@@ -49,23 +49,23 @@ CREATE TABLE pg_corpus.sources (
     created_at       timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (corpus, name)
 );
-COMMENT ON TABLE pg_corpus.sources IS 'pg_corpus: one row per item table registered in a corpus';
+COMMENT ON TABLE corpus.sources IS 'pg_corpus: one row per item table registered in a corpus';
 
 -- pg_dump must keep the user's definitions.
-SELECT pg_catalog.pg_extension_config_dump('pg_corpus.corpora', '');
-SELECT pg_catalog.pg_extension_config_dump('pg_corpus.sources', '');
+SELECT pg_catalog.pg_extension_config_dump('corpus.corpora', '');
+SELECT pg_catalog.pg_extension_config_dump('corpus.sources', '');
 
 -- Lock the catalog down: read for everyone, write for the owner (and whom it grants).
-REVOKE ALL ON SCHEMA pg_corpus FROM PUBLIC;
-GRANT USAGE ON SCHEMA pg_corpus TO PUBLIC;
-REVOKE ALL ON pg_corpus.corpora, pg_corpus.sources FROM PUBLIC;
-GRANT SELECT ON pg_corpus.corpora, pg_corpus.sources TO PUBLIC;
+REVOKE ALL ON SCHEMA corpus FROM PUBLIC;
+GRANT USAGE ON SCHEMA corpus TO PUBLIC;
+REVOKE ALL ON corpus.corpora, corpus.sources FROM PUBLIC;
+GRANT SELECT ON corpus.corpora, corpus.sources TO PUBLIC;
 
 -- ------------------------------------------------------------------------------------------
 -- The resolved definition the Rust core reads: catalog rows plus the live names and types of
 -- every column of the item and parent tables (so renamed, dropped or retyped columns are seen).
 -- ------------------------------------------------------------------------------------------
-CREATE FUNCTION pg_corpus._relation_json(rel regclass) RETURNS jsonb
+CREATE FUNCTION corpus._relation_json(rel regclass) RETURNS jsonb
 LANGUAGE sql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -89,7 +89,7 @@ AS $$
      WHERE c.oid = rel
 $$;
 
-CREATE FUNCTION pg_corpus._corpus_definition(corpus_name text) RETURNS jsonb
+CREATE FUNCTION corpus._corpus_definition(corpus_name text) RETURNS jsonb
 LANGUAGE sql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -105,7 +105,7 @@ AS $$
         'sources', COALESCE((
             SELECT jsonb_agg(jsonb_build_object(
                        'name', s.name,
-                       'item', pg_corpus._relation_json(s.item_table),
+                       'item', corpus._relation_json(s.item_table),
                        'item_oid', s.item_table::oid::bigint,
                        'id_column', s.id_column::text,
                        'text_column', s.text_column::text,
@@ -113,7 +113,7 @@ AS $$
                        'embedding_column', s.embedding_column::text,
                        'distance', s.distance,
                        'parent', CASE WHEN s.parent_table IS NULL THEN NULL
-                                      ELSE pg_corpus._relation_json(s.parent_table) END,
+                                      ELSE corpus._relation_json(s.parent_table) END,
                        'parent_oid', s.parent_table::oid::bigint,
                        'parent_fk', s.parent_fk::text,
                        'parent_key', s.parent_key::text,
@@ -126,9 +126,9 @@ AS $$
                        'semantic_weight', s.semantic_weight,
                        'lexical_weight', s.lexical_weight)
                      ORDER BY s.name)
-              FROM pg_corpus.sources s
+              FROM corpus.sources s
              WHERE s.corpus = c.name), '[]'::jsonb))
-      FROM pg_corpus.corpora c
+      FROM corpus.corpora c
      WHERE c.name = corpus_name
 $$;
 
@@ -136,7 +136,7 @@ $$;
 -- Definition functions. Each changes rows, then validates the whole corpus in Rust; an error
 -- aborts the statement, so nothing half-defined is ever stored.
 -- ------------------------------------------------------------------------------------------
-CREATE FUNCTION pg_corpus.corpus_create(
+CREATE FUNCTION corpus.corpus_create(
     name             text,
     isolation        jsonb  DEFAULT '{}',
     required_filters text[] DEFAULT '{}',
@@ -152,19 +152,19 @@ BEGIN
             MESSAGE = format('invalid corpus name %L', name),
             HINT = 'A corpus name is a lower-case identifier: letters, digits and _, at most 63 characters.';
     END IF;
-    IF EXISTS (SELECT 1 FROM pg_corpus.corpora c WHERE c.name = corpus_create.name) THEN
+    IF EXISTS (SELECT 1 FROM corpus.corpora c WHERE c.name = corpus_create.name) THEN
         RAISE EXCEPTION USING ERRCODE = '42710',
             MESSAGE = format('corpus %L already exists', name),
-            HINT = 'Use pg_corpus.corpus_alter to change it, or pg_corpus.corpus_drop first.';
+            HINT = 'Use corpus.corpus_alter to change it, or corpus.corpus_drop first.';
     END IF;
-    INSERT INTO pg_corpus.corpora (name, description, isolation, required_filters, filter_fields)
+    INSERT INTO corpus.corpora (name, description, isolation, required_filters, filter_fields)
     VALUES (name, description, COALESCE(isolation, '{}'), COALESCE(required_filters, '{}'),
             COALESCE(filter_fields, '{}'));
-    PERFORM pg_corpus._validate_corpus(name);
+    PERFORM corpus._validate_corpus(name);
 END
 $$;
 
-CREATE FUNCTION pg_corpus.corpus_add_source(
+CREATE FUNCTION corpus.corpus_add_source(
     corpus           text,
     source           text,
     item_table       regclass,
@@ -189,21 +189,21 @@ LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF NOT EXISTS (SELECT 1 FROM pg_corpus.corpora c WHERE c.name = corpus) THEN
+    IF NOT EXISTS (SELECT 1 FROM corpus.corpora c WHERE c.name = corpus) THEN
         RAISE EXCEPTION USING ERRCODE = '42704',
             MESSAGE = format('corpus %L does not exist', corpus),
-            HINT = 'Create it with pg_corpus.corpus_create, or see pg_corpus.corpus_list().';
+            HINT = 'Create it with corpus.corpus_create, or see corpus.corpus_list().';
     END IF;
     IF source IS NULL OR source !~ '^[a-z_][a-z0-9_]{0,62}$' THEN
         RAISE EXCEPTION USING ERRCODE = '22023',
             MESSAGE = format('invalid source name %L', source),
             HINT = 'A source name is a lower-case identifier: letters, digits and _, at most 63 characters.';
     END IF;
-    IF EXISTS (SELECT 1 FROM pg_corpus.sources s WHERE s.corpus = corpus_add_source.corpus
+    IF EXISTS (SELECT 1 FROM corpus.sources s WHERE s.corpus = corpus_add_source.corpus
                                                    AND s.name = source) THEN
         RAISE EXCEPTION USING ERRCODE = '42710',
             MESSAGE = format('source %L is already registered in corpus %L', source, corpus),
-            HINT = 'Use pg_corpus.corpus_drop_source first to redefine it.';
+            HINT = 'Use corpus.corpus_drop_source first to redefine it.';
     END IF;
     IF item_table IS NULL OR text_column IS NULL OR embedding_column IS NULL
        OR tsv_column IS NULL OR id_column IS NULL OR parent_fk IS NULL THEN
@@ -211,7 +211,7 @@ BEGIN
             MESSAGE = 'item_table, id_column, text_column, embedding_column, tsv_column and parent_fk are required',
             HINT = 'parent_fk names the item column that holds the parent id (the capping and provenance key).';
     END IF;
-    INSERT INTO pg_corpus.sources AS s (corpus, name, item_table, id_column, text_column, tsv_column,
+    INSERT INTO corpus.sources AS s (corpus, name, item_table, id_column, text_column, tsv_column,
         embedding_column, distance, parent_table, parent_fk, parent_key, parent_required, rule,
         locator, metadata, min_length, ts_config, semantic_weight, lexical_weight)
     VALUES (corpus, source, item_table, id_column, text_column, tsv_column, embedding_column,
@@ -219,25 +219,25 @@ BEGIN
         COALESCE(parent_required, '{}'), COALESCE(rule, '{}'), COALESCE(locator, '{}'),
         COALESCE(metadata, '{}'), COALESCE(min_length, 50), COALESCE(ts_config, 'simple'),
         COALESCE(semantic_weight, 1), COALESCE(lexical_weight, 1));
-    PERFORM pg_corpus._validate_corpus(corpus);
+    PERFORM corpus._validate_corpus(corpus);
 END
 $$;
 
-CREATE FUNCTION pg_corpus.corpus_drop_source(corpus text, source text) RETURNS void
+CREATE FUNCTION corpus.corpus_drop_source(corpus text, source text) RETURNS void
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    DELETE FROM pg_corpus.sources s WHERE s.corpus = corpus_drop_source.corpus AND s.name = source;
+    DELETE FROM corpus.sources s WHERE s.corpus = corpus_drop_source.corpus AND s.name = source;
     IF NOT FOUND THEN
         RAISE EXCEPTION USING ERRCODE = '42704',
             MESSAGE = format('source %L is not registered in corpus %L', source, corpus),
-            HINT = 'See the sources of each corpus in pg_corpus.corpus_list().';
+            HINT = 'See the sources of each corpus in corpus.corpus_list().';
     END IF;
 END
 $$;
 
-CREATE FUNCTION pg_corpus.corpus_alter(
+CREATE FUNCTION corpus.corpus_alter(
     name             text,
     isolation        jsonb  DEFAULT NULL,
     required_filters text[] DEFAULT NULL,
@@ -248,7 +248,7 @@ LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    UPDATE pg_corpus.corpora c
+    UPDATE corpus.corpora c
        SET isolation        = COALESCE(corpus_alter.isolation, c.isolation),
            required_filters = COALESCE(corpus_alter.required_filters, c.required_filters),
            filter_fields    = COALESCE(corpus_alter.filter_fields, c.filter_fields),
@@ -257,18 +257,18 @@ BEGIN
     IF NOT FOUND THEN
         RAISE EXCEPTION USING ERRCODE = '42704',
             MESSAGE = format('corpus %L does not exist', name),
-            HINT = 'See pg_corpus.corpus_list() for the defined corpora.';
+            HINT = 'See corpus.corpus_list() for the defined corpora.';
     END IF;
-    PERFORM pg_corpus._validate_corpus(name);
+    PERFORM corpus._validate_corpus(name);
 END
 $$;
 
-CREATE FUNCTION pg_corpus.corpus_drop(name text, if_exists boolean DEFAULT false) RETURNS void
+CREATE FUNCTION corpus.corpus_drop(name text, if_exists boolean DEFAULT false) RETURNS void
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    DELETE FROM pg_corpus.corpora c WHERE c.name = corpus_drop.name;
+    DELETE FROM corpus.corpora c WHERE c.name = corpus_drop.name;
     IF NOT FOUND AND NOT COALESCE(if_exists, false) THEN
         RAISE EXCEPTION USING ERRCODE = '42704',
             MESSAGE = format('corpus %L does not exist', name),
@@ -277,7 +277,7 @@ BEGIN
 END
 $$;
 
-CREATE FUNCTION pg_corpus.corpus_list()
+CREATE FUNCTION corpus.corpus_list()
 RETURNS TABLE (name text, description text, isolation jsonb, required_filters text[],
                filter_fields jsonb, sources jsonb)
 LANGUAGE sql STABLE PARALLEL SAFE
@@ -296,7 +296,7 @@ AS $$
                         'min_length', s.min_length, 'ts_config', s.ts_config::text,
                         'semantic_weight', s.semantic_weight,
                         'lexical_weight', s.lexical_weight) ORDER BY s.name)
-                       FROM pg_corpus.sources s WHERE s.corpus = c.name), '[]'::jsonb)
-      FROM pg_corpus.corpora c
+                       FROM corpus.sources s WHERE s.corpus = c.name), '[]'::jsonb)
+      FROM corpus.corpora c
      ORDER BY c.name
 $$;

@@ -1,1 +1,37 @@
-pub fn x(){}
+//! pg_corpus: hybrid retrieval inside PostgreSQL with corpus isolation.
+//!
+//! This crate is the thin pgrx layer: SQL-visible functions turn their arguments into calls of
+//! the pgrx-free core (`pg_corpus_core`) and run the SQL it plans through `spi`, the only module
+//! that talks to SPI.
+
+use pgrx::prelude::*;
+
+mod error;
+mod gucs;
+mod search;
+mod spi;
+mod vector;
+
+::pgrx::pg_module_magic!(name, version);
+
+// Hand-written SQL: the catalog tables, their privileges and the definition functions.
+pgrx::extension_sql_file!("../sql/catalog.sql", name = "catalog", bootstrap);
+pgrx::extension_sql_file!(
+    "../sql/lexical.sql",
+    name = "lexical",
+    requires = ["catalog"]
+);
+
+#[pg_guard]
+pub extern "C-unwind" fn _PG_init() {
+    gucs::init();
+}
+
+#[cfg(test)]
+pub mod pg_test {
+    pub fn setup(_options: Vec<&str>) {}
+
+    pub fn postgresql_conf_options() -> Vec<&'static str> {
+        vec![]
+    }
+}

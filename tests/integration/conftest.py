@@ -282,7 +282,7 @@ def search_sql(**kw):
         params[name] = value
     sql = ("SELECT rank, corpus, source, item_id, parent_id, score, semantic_rank, "
            "semantic_distance, lexical_rank, lexical_score, content, locator, metadata "
-           f"FROM pg_corpus.corpus_hybrid_search({', '.join(args)}) ORDER BY rank")
+           f"FROM corpus.corpus_hybrid_search({', '.join(args)}) ORDER BY rank")
     return sql, params
 
 

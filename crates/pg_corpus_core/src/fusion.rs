@@ -77,15 +77,17 @@ pub fn rrf(lists: &[RankedList], rrf_k: f64) -> Vec<Fused> {
     for list in lists {
         for (i, hit) in list.hits.iter().enumerate() {
             let rank = i + 1;
-            let entry = by_item.entry((list.source, hit.item_id.as_str())).or_insert_with(|| Fused {
-                source: list.source,
-                item_id: hit.item_id.clone(),
-                parent_scope: list.parent_scope.clone(),
-                parent_id: hit.parent_id.clone(),
-                score: 0.0,
-                semantic: None,
-                lexical: None,
-            });
+            let entry = by_item
+                .entry((list.source, hit.item_id.as_str()))
+                .or_insert_with(|| Fused {
+                    source: list.source,
+                    item_id: hit.item_id.clone(),
+                    parent_scope: list.parent_scope.clone(),
+                    parent_id: hit.parent_id.clone(),
+                    score: 0.0,
+                    semantic: None,
+                    lexical: None,
+                });
             let slot = match list.branch {
                 Branch::Semantic => &mut entry.semantic,
                 Branch::Lexical => &mut entry.lexical,
@@ -111,7 +113,9 @@ pub fn cap(fused: &[Fused], max_per_parent: Option<usize>, k: usize) -> Vec<Fuse
             break;
         }
         if let Some(max) = max_per_parent {
-            let n = per_parent.entry((f.parent_scope.as_str(), f.parent_id.as_str())).or_insert(0);
+            let n = per_parent
+                .entry((f.parent_scope.as_str(), f.parent_id.as_str()))
+                .or_insert(0);
             if *n >= max {
                 continue;
             }
@@ -134,18 +138,34 @@ mod tests {
     use proptest::prelude::*;
 
     fn hit(id: &str, parent: &str, raw: f64) -> Hit {
-        Hit { item_id: id.into(), parent_id: parent.into(), raw }
+        Hit {
+            item_id: id.into(),
+            parent_id: parent.into(),
+            raw,
+        }
     }
 
     fn list(branch: Branch, hits: Vec<Hit>) -> RankedList {
-        RankedList { source: 0, parent_scope: "rel:1".into(), branch, weight: 1.0, hits }
+        RankedList {
+            source: 0,
+            parent_scope: "rel:1".into(),
+            branch,
+            weight: 1.0,
+            hits,
+        }
     }
 
     #[test]
     fn rrf_formula() {
         let lists = vec![
-            list(Branch::Semantic, vec![hit("a", "1", 0.1), hit("b", "1", 0.2)]),
-            list(Branch::Lexical, vec![hit("b", "1", 9.0), hit("c", "2", 1.0)]),
+            list(
+                Branch::Semantic,
+                vec![hit("a", "1", 0.1), hit("b", "1", 0.2)],
+            ),
+            list(
+                Branch::Lexical,
+                vec![hit("b", "1", 9.0), hit("c", "2", 1.0)],
+            ),
         ];
         let f = rrf(&lists, 60.0);
         assert_eq!(f[0].item_id, "b");
@@ -180,7 +200,12 @@ mod tests {
     fn cap_skips_full_parents_and_keeps_order() {
         let lists = vec![list(
             Branch::Semantic,
-            vec![hit("a", "1", 0.1), hit("b", "1", 0.2), hit("c", "1", 0.3), hit("d", "2", 0.4)],
+            vec![
+                hit("a", "1", 0.1),
+                hit("b", "1", 0.2),
+                hit("c", "1", 0.3),
+                hit("d", "2", 0.4),
+            ],
         )];
         let f = rrf(&lists, 60.0);
         let ids: Vec<_> = cap(&f, Some(2), 3).into_iter().map(|x| x.item_id).collect();
@@ -192,9 +217,15 @@ mod tests {
     fn order_hits_sorts_per_branch() {
         let mut h = vec![hit("b", "1", 0.3), hit("a", "1", 0.3), hit("c", "1", 0.1)];
         order_hits(Branch::Semantic, &mut h);
-        assert_eq!(h.iter().map(|x| x.item_id.as_str()).collect::<String>(), "cab");
+        assert_eq!(
+            h.iter().map(|x| x.item_id.as_str()).collect::<String>(),
+            "cab"
+        );
         order_hits(Branch::Lexical, &mut h);
-        assert_eq!(h.iter().map(|x| x.item_id.as_str()).collect::<String>(), "abc");
+        assert_eq!(
+            h.iter().map(|x| x.item_id.as_str()).collect::<String>(),
+            "abc"
+        );
     }
 
     /// Random ranked lists over a shared pool of items with random parents: at most one list
@@ -208,7 +239,11 @@ mod tests {
                 .enumerate()
                 .filter(|(_, (present, _))| *present)
                 .map(|(combo, (_, items))| {
-                    let branch = if combo % 2 == 0 { Branch::Semantic } else { Branch::Lexical };
+                    let branch = if combo % 2 == 0 {
+                        Branch::Semantic
+                    } else {
+                        Branch::Lexical
+                    };
                     let mut seen = std::collections::HashSet::new();
                     let mut hits: Vec<Hit> = items
                         .into_iter()
@@ -217,7 +252,13 @@ mod tests {
                         .map(|(id, raw)| hit(&format!("i{id}"), &format!("p{}", id % 8), raw))
                         .collect();
                     order_hits(branch, &mut hits);
-                    RankedList { source: combo / 2, parent_scope: "rel:1".into(), branch, weight: 1.0, hits }
+                    RankedList {
+                        source: combo / 2,
+                        parent_scope: "rel:1".into(),
+                        branch,
+                        weight: 1.0,
+                        hits,
+                    }
                 })
                 .collect()
         })

@@ -81,7 +81,11 @@ fn bound(c: &BoundCond, params: &mut Params) -> String {
 pub fn scope_predicate(src: &Source, semantic: bool, params: &mut Params) -> Vec<String> {
     let mut preds: Vec<String> = src.isolation.iter().map(|c| bound(c, params)).collect();
     if src.min_length > 0 {
-        preds.push(format!("char_length(btrim({})) >= {}", col(&src.text), src.min_length));
+        preds.push(format!(
+            "char_length(btrim({})) >= {}",
+            col(&src.text),
+            src.min_length
+        ));
     } else {
         preds.push(format!("{} IS NOT NULL", col(&src.text)));
     }
@@ -115,7 +119,13 @@ fn filter_sql(src: &Source, cond: &Condition, params: &mut Params) -> String {
 }
 
 /// `FROM item i [JOIN parent p ON key] WHERE <scope predicate> AND <caller filters> [AND extra]`.
-pub fn from_where(src: &Source, conds: &[Condition], semantic: bool, extra: &[String], params: &mut Params) -> String {
+pub fn from_where(
+    src: &Source,
+    conds: &[Condition],
+    semantic: bool,
+    extra: &[String],
+    params: &mut Params,
+) -> String {
     let mut sql = format!("FROM {} AS i", qualified(&src.item.schema, &src.item.name));
     if let (Some(parent), Some(key)) = (&src.parent, &src.parent_key) {
         sql.push_str(&format!(
@@ -134,7 +144,10 @@ pub fn from_where(src: &Source, conds: &[Condition], semantic: bool, extra: &[St
 }
 
 fn query_vector(corpus: &Corpus, p: &str) -> String {
-    format!("CAST({p}::real[] AS {}.vector)", ident(&corpus.vector_schema))
+    format!(
+        "CAST({p}::real[] AS {}.vector)",
+        ident(&corpus.vector_schema)
+    )
 }
 
 fn distance_expr(corpus: &Corpus, src: &Source, vec: &str) -> String {
@@ -174,22 +187,40 @@ pub fn semantic(
         // the planner reaches the slice through the predicate's B-tree indexes instead.
         _ => format!("SELECT item_id, parent_id, distance FROM (\n{select}\n{fw}\nOFFSET 0) AS slice\nORDER BY distance, item_id\nLIMIT {lim}"),
     };
-    Subplan { source: idx, branch: Branch::Semantic, strategy, sql, params: params.values }
+    Subplan {
+        source: idx,
+        branch: Branch::Semantic,
+        strategy,
+        sql,
+        params: params.values,
+    }
 }
 
 /// The lexical subplan: `item_id, parent_id, score`, best first. The query's words are ORed
-/// (`pg_corpus._or_tsquery`): an AND query finds almost nothing for natural-language questions.
-pub fn lexical(corpus: &Corpus, idx: usize, conds: &[Condition], text: &str, limit: i64) -> Subplan {
+/// (`corpus._or_tsquery`): an AND query finds almost nothing for natural-language questions.
+pub fn lexical(
+    corpus: &Corpus,
+    idx: usize,
+    conds: &[Condition],
+    text: &str,
+    limit: i64,
+) -> Subplan {
     let src = &corpus.sources[idx];
     let mut params = Params::default();
     let t = params.push(Param::Text(text.to_string()));
     let lim = params.push(Param::Int(limit));
     let cfg = params.push(Param::Int(src.ts_config));
     let tsv = col(&src.tsv);
-    let fw = from_where(src, conds, false, &[format!("{tsv} @@ q.query")], &mut params);
+    let fw = from_where(
+        src,
+        conds,
+        false,
+        &[format!("{tsv} @@ q.query")],
+        &mut params,
+    );
     let fw = fw.replacen(
         "\nWHERE ",
-        &format!("\nCROSS JOIN (SELECT pg_corpus._or_tsquery({cfg}::int8::oid::regconfig, {t}) AS query) AS q\nWHERE "),
+        &format!("\nCROSS JOIN (SELECT corpus._or_tsquery({cfg}::int8::oid::regconfig, {t}) AS query) AS q\nWHERE "),
         1,
     );
     let sql = format!(
@@ -198,7 +229,13 @@ pub fn lexical(corpus: &Corpus, idx: usize, conds: &[Condition], text: &str, lim
         col(&src.parent_fk),
         col(&src.id)
     );
-    Subplan { source: idx, branch: Branch::Lexical, strategy: Strategy::TextMatch, sql, params: params.values }
+    Subplan {
+        source: idx,
+        branch: Branch::Lexical,
+        strategy: Strategy::TextMatch,
+        sql,
+        params: params.values,
+    }
 }
 
 /// A query whose planner row estimate is the size of the corpus slice the semantic branch sees.
@@ -228,11 +265,20 @@ fn json_object(pairs: &[(String, ColRef)], params: &mut Params) -> String {
 }
 
 /// Fetch the final rows of one source by item id, under the same predicate and filters.
-pub fn fetch(corpus: &Corpus, idx: usize, conds: &[Condition], ids: Vec<String>) -> (String, Vec<Param>) {
+pub fn fetch(
+    corpus: &Corpus,
+    idx: usize,
+    conds: &[Condition],
+    ids: Vec<String>,
+) -> (String, Vec<Param>) {
     let src = &corpus.sources[idx];
     let mut params = Params::default();
     let p = params.push(Param::TextArray(ids));
-    let extra = [format!("{} = ANY({p}::text[]::{}[])", col(&src.id), src.id.sql_type)];
+    let extra = [format!(
+        "{} = ANY({p}::text[]::{}[])",
+        col(&src.id),
+        src.id.sql_type
+    )];
     let locator = json_object(&src.locator, &mut params);
     let metadata = json_object(&src.metadata, &mut params);
     let fw = from_where(src, conds, false, &extra, &mut params);
@@ -273,10 +319,16 @@ mod tests {
         for (sql, params) in all_plans() {
             assert!(sql.contains("p.\"source_kind\" = $"), "{sql}");
             assert!(params.contains(&Param::Text("external_upload".into())));
-            assert!(!sql.contains("external_upload"), "values never inlined: {sql}");
+            assert!(
+                !sql.contains("external_upload"),
+                "values never inlined: {sql}"
+            );
             assert!(sql.contains("char_length(btrim("), "{sql}");
             assert!(sql.contains("NULLIF(btrim(p.\"case_number\"::text), '') IS NOT NULL"));
-            assert!(sql.contains("p.\"court\" = $"), "caller filter ANDed: {sql}");
+            assert!(
+                sql.contains("p.\"court\" = $"),
+                "caller filter ANDed: {sql}"
+            );
         }
     }
 

@@ -1,4 +1,4 @@
-//! Corpus definitions: the JSON the catalog hands out (`pg_corpus._corpus_definition`), checked
+//! Corpus definitions: the JSON the catalog hands out (`corpus._corpus_definition`), checked
 //! and resolved against the live column lists it carries. The same code validates a definition
 //! when it is made and resolves it for every search, so a mapping that would fail at search time
 //! fails at definition time, and catalog drift (a column dropped or retyped later) gives a clear
@@ -268,15 +268,29 @@ fn equality_map(v: &Value, what: &str) -> Result<Vec<(String, Vec<String>)>> {
         let values = match val {
             Value::Array(items) => {
                 if items.is_empty() {
-                    return Err(invalid(format!("{what}: the value list of \"{col}\" is empty"), hint));
+                    return Err(invalid(
+                        format!("{what}: the value list of \"{col}\" is empty"),
+                        hint,
+                    ));
                 }
                 items
                     .iter()
-                    .map(|x| scalar_text(x).ok_or_else(|| invalid(format!("{what}: \"{col}\" has a value that is not a scalar"), hint)))
+                    .map(|x| {
+                        scalar_text(x).ok_or_else(|| {
+                            invalid(
+                                format!("{what}: \"{col}\" has a value that is not a scalar"),
+                                hint,
+                            )
+                        })
+                    })
                     .collect::<Result<Vec<_>>>()?
             }
-            other => vec![scalar_text(other)
-                .ok_or_else(|| invalid(format!("{what}: \"{col}\" has a value that is not a scalar"), hint))?],
+            other => vec![scalar_text(other).ok_or_else(|| {
+                invalid(
+                    format!("{what}: \"{col}\" has a value that is not a scalar"),
+                    hint,
+                )
+            })?],
         };
         out.push((col.clone(), values));
     }
@@ -288,7 +302,7 @@ fn column<'a>(rel: &'a RelationInfo, name: &str, role: &str) -> Result<&'a Colum
         CoreError::new(
             SqlState::UndefinedColumn,
             format!("column \"{name}\" ({role}) does not exist in table \"{}\".\"{}\"", rel.schema, rel.name),
-            "Check the column mapping of the source; if the table changed after the corpus was defined, redefine the source (pg_corpus.corpus_drop_source + corpus_add_source).",
+            "Check the column mapping of the source; if the table changed after the corpus was defined, redefine the source (corpus.corpus_drop_source + corpus_add_source).",
         )
         .with_detail(format!(
             "columns of \"{}\".\"{}\": {}",
@@ -308,7 +322,13 @@ fn colref(side: Side, name: &str, info: &ColumnInfo) -> ColRef {
     }
 }
 
-fn wrong_type(rel: &RelationInfo, col: &str, info: &ColumnInfo, want: &str, hint: &str) -> CoreError {
+fn wrong_type(
+    rel: &RelationInfo,
+    col: &str,
+    info: &ColumnInfo,
+    want: &str,
+    hint: &str,
+) -> CoreError {
     CoreError::new(
         SqlState::DatatypeMismatch,
         format!(
@@ -324,7 +344,10 @@ fn mapped_column(src: &SourceDef, item: &RelationInfo, spec: &str, what: &str) -
     if let Some(pcol) = spec.strip_prefix("parent.") {
         let parent = src.parent.as_ref().ok_or_else(|| {
             invalid(
-                format!("{what} names \"{spec}\" but source \"{}\" has no parent table", src.name),
+                format!(
+                    "{what} names \"{spec}\" but source \"{}\" has no parent table",
+                    src.name
+                ),
                 "Name an item column, or register the source with parent_table.",
             )
         })?;
@@ -334,16 +357,24 @@ fn mapped_column(src: &SourceDef, item: &RelationInfo, spec: &str, what: &str) -
     }
 }
 
-fn key_map(src: &SourceDef, item: &RelationInfo, v: &Value, what: &str) -> Result<Vec<(String, ColRef)>> {
+fn key_map(
+    src: &SourceDef,
+    item: &RelationInfo,
+    v: &Value,
+    what: &str,
+) -> Result<Vec<(String, ColRef)>> {
     let hint = "Write it as {\"key\": \"item_column\"} or {\"key\": \"parent.column\"}.";
     let obj = v
         .as_object()
         .ok_or_else(|| invalid(format!("{what} must be a JSON object"), hint))?;
     let mut out = Vec::new();
     for (key, spec) in obj {
-        let spec = spec
-            .as_str()
-            .ok_or_else(|| invalid(format!("{what}: the value of \"{key}\" must be a column name"), hint))?;
+        let spec = spec.as_str().ok_or_else(|| {
+            invalid(
+                format!("{what}: the value of \"{key}\" must be a column name"),
+                hint,
+            )
+        })?;
         out.push((key.clone(), mapped_column(src, item, spec, what)?));
     }
     Ok(out)
@@ -352,8 +383,13 @@ fn key_map(src: &SourceDef, item: &RelationInfo, v: &Value, what: &str) -> Resul
 fn check_identifier(name: &str, what: &str) -> Result<()> {
     let ok = !name.is_empty()
         && name.len() <= 63
-        && name.chars().next().is_some_and(|c| c.is_ascii_lowercase() || c == '_')
-        && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+        && name
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_lowercase() || c == '_')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
     if ok {
         Ok(())
     } else {
@@ -365,11 +401,16 @@ fn check_identifier(name: &str, what: &str) -> Result<()> {
 }
 
 /// Parse and validate corpus-level settings (no tables needed).
-fn corpus_settings(def: &CorpusDef) -> Result<(Vec<(String, Vec<String>)>, BTreeMap<String, FieldType>)> {
+fn corpus_settings(
+    def: &CorpusDef,
+) -> Result<(Vec<(String, Vec<String>)>, BTreeMap<String, FieldType>)> {
     let isolation = equality_map(&def.isolation, "isolation")?;
     let mut fields = BTreeMap::new();
     let obj = def.filter_fields.as_object().ok_or_else(|| {
-        invalid("filter_fields must be a JSON object".into(), "Write it as {\"field\": \"type\"}.")
+        invalid(
+            "filter_fields must be a JSON object".into(),
+            "Write it as {\"field\": \"type\"}.",
+        )
     })?;
     for (name, ty) in obj {
         let ty = ty.as_str().and_then(FieldType::parse).ok_or_else(|| {
@@ -408,21 +449,33 @@ fn resolve_source(
     let item = src.item.as_ref().ok_or_else(|| {
         CoreError::new(
             SqlState::UndefinedTable,
-            format!("the item table of source \"{}\" (oid {}) no longer exists", src.name, src.item_oid),
-            "Drop the source with pg_corpus.corpus_drop_source and register the new table.",
+            format!(
+                "the item table of source \"{}\" (oid {}) no longer exists",
+                src.name, src.item_oid
+            ),
+            "Drop the source with corpus.corpus_drop_source and register the new table.",
         )
     })?;
     if src.parent_oid.is_some() && src.parent.is_none() {
         return Err(CoreError::new(
             SqlState::UndefinedTable,
-            format!("the parent table of source \"{}\" no longer exists", src.name),
-            "Drop the source with pg_corpus.corpus_drop_source and register it again.",
+            format!(
+                "the parent table of source \"{}\" no longer exists",
+                src.name
+            ),
+            "Drop the source with corpus.corpus_drop_source and register it again.",
         ));
     }
     let id_info = column(item, &src.id_column, "id_column")?;
     let text_info = column(item, &src.text_column, "text_column")?;
     if text_info.category != "S" {
-        return Err(wrong_type(item, &src.text_column, text_info, "text or varchar", "text_column must hold the item's text."));
+        return Err(wrong_type(
+            item,
+            &src.text_column,
+            text_info,
+            "text or varchar",
+            "text_column must hold the item's text.",
+        ));
     }
     let tsv_info = column(item, &src.tsv_column, "tsv_column")?;
     if tsv_info.typname != "tsvector" {
@@ -458,7 +511,10 @@ fn resolve_source(
         "l2" => Distance::L2,
         "ip" => Distance::InnerProduct,
         other => {
-            return Err(invalid(format!("unknown distance \"{other}\""), "distance is cosine, l2 or ip."));
+            return Err(invalid(
+                format!("unknown distance \"{other}\""),
+                "distance is cosine, l2 or ip.",
+            ));
         }
     };
     let fk_info = column(item, &src.parent_fk, "parent_fk")?;
@@ -473,7 +529,10 @@ fn resolve_source(
                     item,
                     &src.parent_fk,
                     fk_info,
-                    &format!("a type comparable with {}.{} ({})", parent.name, src.parent_key, key_info.sql_type),
+                    &format!(
+                        "a type comparable with {}.{} ({})",
+                        parent.name, src.parent_key, key_info.sql_type
+                    ),
                     "parent_fk must reference the parent key.",
                 ));
             }
@@ -493,12 +552,20 @@ fn resolve_source(
         .collect::<Result<Vec<_>>>()?;
     let rule = equality_map(&src.rule, "rule")?
         .into_iter()
-        .map(|(c, values)| Ok(BoundCond { col: colref(Side::Item, &c, column(item, &c, "rule")?), values }))
+        .map(|(c, values)| {
+            Ok(BoundCond {
+                col: colref(Side::Item, &c, column(item, &c, "rule")?),
+                values,
+            })
+        })
         .collect::<Result<Vec<_>>>()?;
     let isolation = isolation
         .iter()
         .map(|(c, values)| {
-            Ok(BoundCond { col: colref(scope_side, c, column(scope, c, "isolation")?), values: values.clone() })
+            Ok(BoundCond {
+                col: colref(scope_side, c, column(scope, c, "isolation")?),
+                values: values.clone(),
+            })
         })
         .collect::<Result<Vec<_>>>()?;
     let mut filter_columns = BTreeMap::new();
@@ -509,16 +576,31 @@ fn resolve_source(
             (None, None) => (Side::Item, item, column(item, field, "filter field")?),
         };
         if !ty.accepts(info) {
-            return Err(wrong_type(rel, field, info, ty.sql(), "Declare the filter field with the column's type."));
+            return Err(wrong_type(
+                rel,
+                field,
+                info,
+                ty.sql(),
+                "Declare the filter field with the column's type.",
+            ));
         }
         filter_columns.insert(field.clone(), colref(side, field, info));
     }
     if !(src.min_length >= 0) {
-        return Err(invalid(format!("min_length must be >= 0, got {}", src.min_length), "Use 0 to accept any text."));
+        return Err(invalid(
+            format!("min_length must be >= 0, got {}", src.min_length),
+            "Use 0 to accept any text.",
+        ));
     }
-    for (w, name) in [(src.semantic_weight, "semantic_weight"), (src.lexical_weight, "lexical_weight")] {
+    for (w, name) in [
+        (src.semantic_weight, "semantic_weight"),
+        (src.lexical_weight, "lexical_weight"),
+    ] {
         if !(w.is_finite() && w >= 0.0) {
-            return Err(invalid(format!("{name} must be a finite number >= 0, got {w}"), "Weights scale a source's RRF contribution; 1 is neutral."));
+            return Err(invalid(
+                format!("{name} must be a finite number >= 0, got {w}"),
+                "Weights scale a source's RRF contribution; 1 is neutral.",
+            ));
         }
     }
     let parent_scope = match &src.parent {
@@ -527,8 +609,16 @@ fn resolve_source(
     };
     Ok(Source {
         name: src.name.clone(),
-        item: Relation { oid: item.oid, schema: item.schema.clone(), name: item.name.clone() },
-        parent: src.parent.as_ref().map(|p| Relation { oid: p.oid, schema: p.schema.clone(), name: p.name.clone() }),
+        item: Relation {
+            oid: item.oid,
+            schema: item.schema.clone(),
+            name: item.name.clone(),
+        },
+        parent: src.parent.as_ref().map(|p| Relation {
+            oid: p.oid,
+            schema: p.schema.clone(),
+            name: p.name.clone(),
+        }),
         parent_scope,
         id: colref(Side::Item, &src.id_column, id_info),
         text: colref(Side::Item, &src.text_column, text_info),
@@ -688,44 +778,74 @@ pub(crate) mod tests {
     fn missing_column_is_42703() {
         let mut d = legal_def();
         d["sources"][0]["text_column"] = json!("body");
-        assert_eq!(resolve_json(d).unwrap_err().state, SqlState::UndefinedColumn);
+        assert_eq!(
+            resolve_json(d).unwrap_err().state,
+            SqlState::UndefinedColumn
+        );
     }
 
     #[test]
     fn wrong_types_are_42804() {
-        for (field, value) in [("tsv_column", "content"), ("embedding_column", "content"), ("text_column", "page_number")] {
+        for (field, value) in [
+            ("tsv_column", "content"),
+            ("embedding_column", "content"),
+            ("text_column", "page_number"),
+        ] {
             let mut d = legal_def();
             d["sources"][0][field] = json!(value);
-            assert_eq!(resolve_json(d).unwrap_err().state, SqlState::DatatypeMismatch, "{field}");
+            assert_eq!(
+                resolve_json(d).unwrap_err().state,
+                SqlState::DatatypeMismatch,
+                "{field}"
+            );
         }
         let mut d = legal_def();
         d["sources"][0]["item"]["columns"]["embedding"]["typmod"] = json!(-1);
-        assert_eq!(resolve_json(d).unwrap_err().state, SqlState::DatatypeMismatch);
+        assert_eq!(
+            resolve_json(d).unwrap_err().state,
+            SqlState::DatatypeMismatch
+        );
         let mut d = legal_def();
         d["filter_fields"]["court"] = json!("integer");
-        assert_eq!(resolve_json(d).unwrap_err().state, SqlState::DatatypeMismatch);
+        assert_eq!(
+            resolve_json(d).unwrap_err().state,
+            SqlState::DatatypeMismatch
+        );
     }
 
     #[test]
     fn isolation_column_cannot_be_a_filter_field() {
         let mut d = legal_def();
         d["filter_fields"]["source_kind"] = json!("text");
-        assert_eq!(resolve_json(d).unwrap_err().state, SqlState::InsufficientPrivilege);
+        assert_eq!(
+            resolve_json(d).unwrap_err().state,
+            SqlState::InsufficientPrivilege
+        );
     }
 
     #[test]
     fn required_filter_must_be_declared() {
         let mut d = legal_def();
         d["required_filters"] = json!(["practice_area"]);
-        assert_eq!(resolve_json(d).unwrap_err().state, SqlState::InvalidParameterValue);
+        assert_eq!(
+            resolve_json(d).unwrap_err().state,
+            SqlState::InvalidParameterValue
+        );
     }
 
     #[test]
     fn isolation_values_must_be_scalars() {
-        for bad in [json!({"source_kind": []}), json!({"source_kind": {"a": 1}}), json!(["x"])] {
+        for bad in [
+            json!({"source_kind": []}),
+            json!({"source_kind": {"a": 1}}),
+            json!(["x"]),
+        ] {
             let mut d = legal_def();
             d["isolation"] = bad;
-            assert_eq!(resolve_json(d).unwrap_err().state, SqlState::InvalidParameterValue);
+            assert_eq!(
+                resolve_json(d).unwrap_err().state,
+                SqlState::InvalidParameterValue
+            );
         }
     }
 
@@ -740,6 +860,9 @@ pub(crate) mod tests {
     fn dimensions_must_agree() {
         let mut d = legal_def();
         d["sources"][1]["item"]["columns"]["embedding"]["typmod"] = json!(768);
-        assert_eq!(resolve_json(d).unwrap_err().state, SqlState::DatatypeMismatch);
+        assert_eq!(
+            resolve_json(d).unwrap_err().state,
+            SqlState::DatatypeMismatch
+        );
     }
 }

@@ -1,0 +1,44 @@
+//! Reporting core errors as PostgreSQL errors: SQLSTATE, message, detail, hint.
+
+use pg_corpus_core::{CoreError, SqlState};
+use pgrx::pg_sys::panic::ErrorReport;
+use pgrx::{PgLogLevel, PgSqlErrorCode};
+
+fn code(state: SqlState) -> PgSqlErrorCode {
+    use PgSqlErrorCode::*;
+    match state {
+        SqlState::UndefinedObject => ERRCODE_UNDEFINED_OBJECT,
+        SqlState::UndefinedTable => ERRCODE_UNDEFINED_TABLE,
+        SqlState::UndefinedColumn => ERRCODE_UNDEFINED_COLUMN,
+        SqlState::DatatypeMismatch => ERRCODE_DATATYPE_MISMATCH,
+        SqlState::InsufficientPrivilege => ERRCODE_INSUFFICIENT_PRIVILEGE,
+        SqlState::InvalidParameterValue => ERRCODE_INVALID_PARAMETER_VALUE,
+        SqlState::NullValueNotAllowed => ERRCODE_NULL_VALUE_NOT_ALLOWED,
+        SqlState::DataException => ERRCODE_DATA_EXCEPTION,
+        SqlState::ObjectNotInPrerequisiteState => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+    }
+}
+
+/// Raise `e` as an ERROR (does not return).
+pub fn raise(e: CoreError) -> ! {
+    let mut report = ErrorReport::new(code(e.state), e.message, "pg_corpus").set_hint(e.hint);
+    if let Some(detail) = e.detail {
+        report = report.set_detail(detail);
+    }
+    report.report(PgLogLevel::ERROR);
+    unreachable!("ereport(ERROR) returned")
+}
+
+/// Unwrap a core result or raise its error.
+pub trait OrRaise<T> {
+    fn or_raise(self) -> T;
+}
+
+impl<T> OrRaise<T> for Result<T, CoreError> {
+    fn or_raise(self) -> T {
+        match self {
+            Ok(v) => v,
+            Err(e) => raise(e),
+        }
+    }
+}

@@ -1,0 +1,480 @@
+//! The SQL-visible search functions: `corpus_hybrid_search`, `corpus_explain` and the catalog's
+//! validation hook. Argument checking and orchestration only: planning and fusion live in the
+//! core, queries run through `crate::spi`.
+
+use std::collections::HashMap;
+
+use pg_corpus_core::filters::{self, Condition};
+use pg_corpus_core::fusion::{self, RankedList};
+use pg_corpus_core::plan::{self, Branch, Strategy, Subplan};
+use pg_corpus_core::resolve::Corpus;
+use pg_corpus_core::{CoreError, SqlState};
+use pgrx::prelude::*;
+use pgrx::JsonB;
+
+use crate::error::OrRaise;
+use crate::gucs;
+use crate::spi;
+use crate::vector::Vector;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Hybrid,
+    Semantic,
+    Lexical,
+}
+
+/// Validated search arguments.
+struct Request {
+    corpus: Corpus,
+    conds: Vec<Condition>,
+    vector: Option<Vec<f32>>,
+    text: Option<String>,
+    k: usize,
+    window: usize,
+    max_per_parent: Option<usize>,
+    rrf_k: f64,
+}
+
+fn bad(msg: String, hint: &str) -> CoreError {
+    CoreError::new(SqlState::InvalidParameterValue, msg, hint)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn request(
+    corpus: &str,
+    query_vec: Option<Vector>,
+    query_text: Option<&str>,
+    k: i32,
+    filters: Option<JsonB>,
+    mode: &str,
+    max_per_parent: Option<i32>,
+    candidates: Option<i32>,
+    rrf_k: i32,
+) -> Result<Request, CoreError> {
+    let max_k = gucs::MAX_K.get();
+    if k <= 0 || k > max_k {
+        return Err(bad(
+            format!("k must be between 1 and {max_k}, got {k}"),
+            "Ask for fewer rows, or raise pg_corpus.max_k.",
+        ));
+    }
+    let mode = match mode {
+        "hybrid" => Mode::Hybrid,
+        "semantic" => Mode::Semantic,
+        "lexical" => Mode::Lexical,
+        other => {
+            return Err(bad(
+                format!("unknown search mode \"{other}\""),
+                "mode is hybrid, semantic or lexical.",
+            ));
+        }
+    };
+    let max_candidates = gucs::MAX_CANDIDATES.get();
+    if let Some(c) = candidates {
+        if c < 1 || c > max_candidates {
+            return Err(bad(
+                format!("candidates must be between 1 and {max_candidates}, got {c}"),
+                "Leave it NULL for max(20, 4*k), or raise pg_corpus.max_candidates.",
+            ));
+        }
+    }
+    if !(0..=100_000).contains(&rrf_k) {
+        return Err(bad(
+            format!("rrf_k must be between 0 and 100000, got {rrf_k}"),
+            "The usual value is 60.",
+        ));
+    }
+    let max_per_parent = match max_per_parent {
+        None | Some(0) => None,
+        Some(n) if n < 0 => {
+            return Err(bad(
+                format!("max_per_parent must be >= 0, got {n}"),
+                "Use 0 or NULL for no per-parent cap.",
+            ))
+        }
+        Some(n) => Some(n as usize),
+    };
+    let corpus = spi::load_corpus(corpus)?;
+    let conds = filters::parse(&corpus, &filters.map_or(serde_json::Value::Null, |j| j.0))?;
+
+    let text = query_text
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .map(str::to_string);
+    let wants_vector =
+        matches!(mode, Mode::Semantic) || (mode == Mode::Hybrid && query_vec.is_some());
+    let vector = match (wants_vector, query_vec) {
+        (true, Some(Vector(v))) => {
+            let dims = corpus.dimensions().unwrap_or(v.len() as i32);
+            if v.len() as i32 != dims {
+                return Err(CoreError::new(
+                    SqlState::DataException,
+                    format!(
+                        "query vector has {} dimensions, corpus \"{}\" has {dims}",
+                        v.len(),
+                        corpus.name
+                    ),
+                    "Embed the query with the corpus' embedding model.",
+                ));
+            }
+            if v.iter().any(|x| !x.is_finite()) {
+                return Err(CoreError::new(
+                    SqlState::DataException,
+                    "query vector contains NaN or Infinity",
+                    "Check the embedding model's output; every component must be a finite number.",
+                ));
+            }
+            Some(v)
+        }
+        (true, None) => {
+            return Err(CoreError::new(
+                SqlState::NullValueNotAllowed,
+                "a semantic search needs a query vector, got NULL",
+                "Pass query_vec, or use mode => 'lexical'.",
+            ))
+        }
+        (false, _) => None,
+    };
+    let text = match mode {
+        Mode::Semantic => None,
+        Mode::Lexical if text.is_none() => {
+            return Err(bad(
+                "a lexical search needs non-empty query text".into(),
+                "Pass query_text, or use mode => 'semantic'.",
+            ))
+        }
+        _ => text,
+    };
+    if vector.is_none() && text.is_none() {
+        return Err(bad(
+            "nothing to search for: no query vector and empty query text".into(),
+            "Pass query_vec, query_text or both.",
+        ));
+    }
+    let window = candidates.map_or((4 * k).max(20), |c| c) as usize;
+    Ok(Request {
+        corpus,
+        conds,
+        vector,
+        text,
+        k: k as usize,
+        window,
+        max_per_parent,
+        rrf_k: rrf_k as f64,
+    })
+}
+
+/// How the semantic branch of each source runs: exact over a small slice, else the HNSW index
+/// with an iterative scan sized by the slice's selectivity (docs/filtered-ann.md).
+#[derive(Clone)]
+struct SemanticPlan {
+    strategy: Strategy,
+    selectivity: f64,
+}
+
+fn semantic_plans(req: &Request) -> Result<Vec<SemanticPlan>, CoreError> {
+    let exact_max = gucs::EXACT_SEARCH_MAX_ROWS.get() as f64;
+    req.corpus
+        .sources
+        .iter()
+        .enumerate()
+        .map(|(idx, src)| {
+            let (sql, params) = plan::slice_estimate(&req.corpus, idx, &req.conds);
+            let slice = spi::estimated_rows(&sql, &params)?;
+            let total = spi::reltuples(src.item.oid)?;
+            let selectivity = if total > 0.0 {
+                (slice / total).clamp(1e-6, 1.0)
+            } else {
+                1.0
+            };
+            let strategy = if slice <= exact_max {
+                Strategy::Exact
+            } else {
+                Strategy::Approximate
+            };
+            Ok(SemanticPlan {
+                strategy,
+                selectivity,
+            })
+        })
+        .collect()
+}
+
+fn subplans(req: &Request, sem: &[SemanticPlan], window: usize) -> Vec<Subplan> {
+    let mut out = Vec::new();
+    for idx in 0..req.corpus.sources.len() {
+        if let Some(v) = &req.vector {
+            out.push(plan::semantic(
+                &req.corpus,
+                idx,
+                &req.conds,
+                v,
+                window as i64,
+                sem[idx].strategy,
+            ));
+        }
+        if let Some(t) = &req.text {
+            out.push(plan::lexical(
+                &req.corpus,
+                idx,
+                &req.conds,
+                t,
+                window as i64,
+            ));
+        }
+    }
+    out
+}
+
+/// pgvector settings for an approximate subplan: enough ef_search for the window, an iterative
+/// scan, and a scan budget that lets a selective predicate still fill the window.
+fn ann_settings(window: usize, selectivity: f64) -> Vec<(&'static str, String)> {
+    let budget = ((window as f64) / selectivity * 4.0).ceil();
+    let budget = budget.clamp(20_000.0, gucs::ANN_MAX_SCAN_TUPLES.get() as f64) as i64;
+    vec![
+        ("hnsw.ef_search", window.clamp(40, 1000).to_string()),
+        ("hnsw.iterative_scan", "relaxed_order".to_string()),
+        ("hnsw.max_scan_tuples", budget.to_string()),
+        // Memory is the iterative scan's other stop condition; let it follow the budget.
+        ("hnsw.scan_mem_multiplier", "4".to_string()),
+    ]
+}
+
+fn run_round(
+    req: &Request,
+    sem: &[SemanticPlan],
+    window: usize,
+) -> Result<Vec<RankedList>, CoreError> {
+    subplans(req, sem, window)
+        .into_iter()
+        .map(|p| {
+            let src = &req.corpus.sources[p.source];
+            let mut hits = if p.strategy == Strategy::Approximate {
+                spi::with_settings(&ann_settings(window, sem[p.source].selectivity), || {
+                    spi::branch_hits(&p.sql, &p.params)
+                })?
+            } else {
+                spi::branch_hits(&p.sql, &p.params)?
+            };
+            fusion::order_hits(p.branch, &mut hits);
+            let weight = match p.branch {
+                Branch::Semantic => src.semantic_weight,
+                Branch::Lexical => src.lexical_weight,
+            };
+            Ok(RankedList {
+                source: p.source,
+                parent_scope: src.parent_scope.clone(),
+                branch: p.branch,
+                weight,
+                hits,
+            })
+        })
+        .collect()
+}
+
+/// One hit: rank, corpus, source, item_id, parent_id, score, semantic_rank, semantic_distance,
+/// lexical_rank, lexical_score, content, locator, metadata (named in the signature below).
+type SearchRow = (
+    i32,
+    String,
+    String,
+    String,
+    String,
+    f64,
+    Option<i32>,
+    Option<f64>,
+    Option<i32>,
+    Option<f64>,
+    Option<String>,
+    JsonB,
+    JsonB,
+);
+
+fn search(req: &Request) -> Result<Vec<SearchRow>, CoreError> {
+    let sem = if req.vector.is_some() {
+        semantic_plans(req)?
+    } else {
+        Vec::new()
+    };
+    let max_window = (gucs::MAX_CANDIDATES.get() as usize).max(req.window);
+    let mut window = req.window;
+    let rows = loop {
+        let lists = run_round(req, &sem, window)?;
+        let fused = fusion::rrf(&lists, req.rrf_k);
+        let rows = fusion::cap(&fused, req.max_per_parent, req.k);
+        if window >= max_window || !fusion::needs_wider_window(rows.len(), req.k, &lists, window) {
+            break rows;
+        }
+        window = (window * 4).min(max_window);
+    };
+
+    // Fetch content and provenance per source, under the same predicate and filters.
+    let mut fetched: HashMap<(usize, String), spi::FetchedRow> = HashMap::new();
+    for idx in 0..req.corpus.sources.len() {
+        let ids: Vec<String> = rows
+            .iter()
+            .filter(|r| r.source == idx)
+            .map(|r| r.item_id.clone())
+            .collect();
+        if ids.is_empty() {
+            continue;
+        }
+        let (sql, params) = plan::fetch(&req.corpus, idx, &req.conds, ids);
+        for row in spi::fetch_rows(&sql, &params)? {
+            fetched.insert((idx, row.item_id.clone()), row);
+        }
+    }
+    let mut out = Vec::with_capacity(rows.len());
+    for f in rows {
+        // An item the fetch does not return (it cannot, within one snapshot) is left out.
+        let Some(row) = fetched.remove(&(f.source, f.item_id.clone())) else {
+            continue;
+        };
+        out.push((
+            out.len() as i32 + 1,
+            req.corpus.name.clone(),
+            req.corpus.sources[f.source].name.clone(),
+            f.item_id,
+            f.parent_id,
+            f.score,
+            f.semantic.map(|(r, _)| r as i32),
+            f.semantic.map(|(_, d)| d),
+            f.lexical.map(|(r, _)| r as i32),
+            f.lexical.map(|(_, s)| s),
+            row.content,
+            JsonB(row.locator),
+            JsonB(row.metadata),
+        ));
+    }
+    Ok(out)
+}
+
+/// Hybrid (semantic + lexical) search of one corpus, fused by RRF, capped per parent.
+#[allow(clippy::too_many_arguments)]
+#[pg_extern(stable, parallel_restricted)]
+fn corpus_hybrid_search(
+    corpus: &str,
+    query_vec: Option<Vector>,
+    query_text: Option<&str>,
+    k: default!(i32, 10),
+    filters: default!(Option<JsonB>, "'{}'"),
+    mode: default!(&str, "'hybrid'"),
+    max_per_parent: default!(Option<i32>, 3),
+    candidates: default!(Option<i32>, "NULL"),
+    rrf_k: default!(i32, 60),
+    include_stale: default!(bool, false),
+) -> TableIterator<
+    'static,
+    (
+        name!(rank, i32),
+        name!(corpus, String),
+        name!(source, String),
+        name!(item_id, String),
+        name!(parent_id, String),
+        name!(score, f64),
+        name!(semantic_rank, Option<i32>),
+        name!(semantic_distance, Option<f64>),
+        name!(lexical_rank, Option<i32>),
+        name!(lexical_score, Option<f64>),
+        name!(content, Option<String>),
+        name!(locator, JsonB),
+        name!(metadata, JsonB),
+    ),
+> {
+    // Embeddings are not tracked for staleness yet (the re-embed queue adds it); every stored
+    // embedding is used, so include_stale has nothing to include.
+    let _ = include_stale;
+    let req = request(
+        corpus,
+        query_vec,
+        query_text,
+        k,
+        filters,
+        mode,
+        max_per_parent,
+        candidates,
+        rrf_k,
+    )
+    .or_raise();
+    TableIterator::new(search(&req).or_raise())
+}
+
+/// The exact SQL and parameters of every subplan a search with these arguments would run first
+/// (the search may repeat them with a wider window to fill k rows after capping).
+#[allow(clippy::too_many_arguments)]
+#[pg_extern(stable, parallel_restricted)]
+fn corpus_explain(
+    corpus: &str,
+    query_vec: default!(Option<Vector>, "NULL"),
+    query_text: default!(Option<&str>, "NULL"),
+    k: default!(i32, 10),
+    filters: default!(Option<JsonB>, "'{}'"),
+    mode: default!(&str, "'hybrid'"),
+    candidates: default!(Option<i32>, "NULL"),
+) -> TableIterator<
+    'static,
+    (
+        name!(source, String),
+        name!(branch, String),
+        name!(strategy, String),
+        name!(sql, String),
+        name!(params, JsonB),
+    ),
+> {
+    let req = request(
+        corpus,
+        query_vec,
+        query_text,
+        k,
+        filters,
+        mode,
+        Some(0),
+        candidates,
+        60,
+    )
+    .or_raise();
+    let sem = if req.vector.is_some() {
+        semantic_plans(&req).or_raise()
+    } else {
+        Vec::new()
+    };
+    let rows: Vec<_> = subplans(&req, &sem, req.window)
+        .into_iter()
+        .map(|p| {
+            let mut params = serde_json::to_value(&p.params).unwrap_or_default();
+            if let (Some(arr), Some(_)) = (params.as_array_mut(), &req.vector) {
+                // The query vector is long; show its dimension instead of every component.
+                if p.branch == Branch::Semantic {
+                    arr[0] = serde_json::json!(format!(
+                        "<query vector, {} dimensions>",
+                        req.vector.as_ref().map_or(0, Vec::len)
+                    ));
+                }
+            }
+            let settings = if p.strategy == Strategy::Approximate {
+                ann_settings(req.window, sem[p.source].selectivity)
+                    .into_iter()
+                    .map(|(k, v)| format!("SET LOCAL {k} = {v};\n"))
+                    .collect::<String>()
+            } else {
+                String::new()
+            };
+            (
+                req.corpus.sources[p.source].name.clone(),
+                p.branch.name().to_string(),
+                p.strategy.name().to_string(),
+                format!("{settings}{}", p.sql),
+                JsonB(params),
+            )
+        })
+        .collect();
+    TableIterator::new(rows)
+}
+
+/// Validate a corpus definition against the live tables (called by the catalog functions).
+#[pg_extern(stable, parallel_safe)]
+fn _validate_corpus(name: &str) -> bool {
+    spi::load_corpus(name).or_raise();
+    true
+}

@@ -1,0 +1,201 @@
+//! The only module that talks to SPI. Every query it runs was planned by the core
+//! (`pg_corpus_core::plan`) or is a fixed catalog query; values always travel as parameters.
+
+use std::ffi::CString;
+
+use pg_corpus_core::fusion::Hit;
+use pg_corpus_core::resolve::{self, Corpus};
+use pg_corpus_core::sql::Param;
+use pg_corpus_core::{CoreError, SqlState};
+use pgrx::datum::DatumWithOid;
+use pgrx::prelude::*;
+use pgrx::{pg_sys, JsonB};
+
+fn datums(params: &[Param]) -> Vec<DatumWithOid<'static>> {
+    params
+        .iter()
+        .map(|p| match p {
+            Param::Text(s) => DatumWithOid::from(s.clone()),
+            Param::TextArray(v) => DatumWithOid::from(v.clone()),
+            Param::Floats(v) => DatumWithOid::from(v.clone()),
+            Param::Int(n) => DatumWithOid::from(*n),
+        })
+        .collect()
+}
+
+/// SPI failures that are not PostgreSQL errors (those propagate as themselves) are bugs of
+/// ours; report them with a SQLSTATE that says so instead of a panic.
+fn spi_failure(e: pgrx::spi::SpiError) -> CoreError {
+    CoreError::new(
+        SqlState::ObjectNotInPrerequisiteState,
+        format!("pg_corpus internal query failed: {e}"),
+        "This is a bug in pg_corpus; please report it with the statement that caused it.",
+    )
+}
+
+/// Load and resolve a corpus definition from the catalog.
+pub fn load_corpus(name: &str) -> Result<Corpus, CoreError> {
+    let json: Option<JsonB> = Spi::connect(|client| {
+        client
+            .select(
+                "SELECT corpus._corpus_definition($1)",
+                None,
+                &[DatumWithOid::from(name)],
+            )?
+            .first()
+            .get_one::<JsonB>()
+    })
+    .map_err(spi_failure)?;
+    let Some(JsonB(value)) = json else {
+        return Err(CoreError::new(
+            SqlState::UndefinedObject,
+            format!("corpus \"{name}\" does not exist"),
+            "See corpus.corpus_list() for the defined corpora.",
+        ));
+    };
+    let def: resolve::CorpusDef = serde_json::from_value(value).map_err(|e| {
+        CoreError::new(
+            SqlState::ObjectNotInPrerequisiteState,
+            format!("the definition of corpus \"{name}\" could not be read: {e}"),
+            "The pg_corpus catalog and library versions may differ; run ALTER EXTENSION pg_corpus UPDATE.",
+        )
+    })?;
+    resolve::resolve(&def)
+}
+
+/// Run a branch subplan: rows of (item_id, parent_id, raw score).
+pub fn branch_hits(sql: &str, params: &[Param]) -> Result<Vec<Hit>, CoreError> {
+    Spi::connect(|client| {
+        let table = client.select(sql, None, &datums(params))?;
+        let mut hits = Vec::with_capacity(table.len());
+        for row in table {
+            let item_id: Option<String> = row.get(1)?;
+            let parent_id: Option<String> = row.get(2)?;
+            let raw: Option<f64> = row.get(3)?;
+            if let (Some(item_id), Some(raw)) = (item_id, raw) {
+                hits.push(Hit {
+                    item_id,
+                    parent_id: parent_id.unwrap_or_default(),
+                    raw,
+                });
+            }
+        }
+        Ok(hits)
+    })
+    .map_err(spi_failure)
+}
+
+/// The planner's row estimate of a query, planned with its parameter values (a custom plan)
+/// but not executed. This is what EXPLAIN does; EXPLAIN itself is refused inside a STABLE
+/// function, so we call the parser and planner directly.
+pub fn estimated_rows(sql: &str, params: &[Param]) -> Result<f64, CoreError> {
+    let csql = CString::new(sql).map_err(|_| {
+        CoreError::new(
+            SqlState::ObjectNotInPrerequisiteState,
+            "pg_corpus planned a query containing a NUL byte",
+            "This is a bug in pg_corpus; please report it.",
+        )
+    })?;
+    let datums = datums(params);
+    let types: Vec<pg_sys::Oid> = datums.iter().map(|d| d.oid()).collect();
+    unsafe {
+        let raw_list = pg_sys::pg_parse_query(csql.as_ptr());
+        let raw = pg_sys::list_nth(raw_list, 0).cast::<pg_sys::RawStmt>();
+        let queries = pg_sys::pg_analyze_and_rewrite_fixedparams(
+            raw,
+            csql.as_ptr(),
+            types.as_ptr(),
+            types.len() as i32,
+            std::ptr::null_mut(),
+        );
+        let query = pg_sys::list_nth(queries, 0).cast::<pg_sys::Query>();
+        let bound = pg_sys::makeParamList(datums.len() as i32);
+        let slots = (*bound).params.as_mut_slice(datums.len());
+        for (slot, d) in slots.iter_mut().zip(&datums) {
+            let value = d.datum().map(|v| v.sans_lifetime());
+            *slot = pg_sys::ParamExternData {
+                value: value.unwrap_or(pg_sys::Datum::from(0)),
+                isnull: value.is_none(),
+                pflags: pg_sys::PARAM_FLAG_CONST as u16,
+                ptype: d.oid(),
+            };
+        }
+        let stmt = pg_sys::pg_plan_query(query, csql.as_ptr(), 0, bound);
+        Ok((*(*stmt).planTree).plan_rows)
+    }
+}
+
+/// `pg_class.reltuples` of a table (negative when never analysed).
+pub fn reltuples(oid: i64) -> Result<f64, CoreError> {
+    Spi::connect(|client| {
+        client
+            .select(
+                "SELECT reltuples::float8 FROM pg_catalog.pg_class WHERE oid = $1::oid",
+                None,
+                &[DatumWithOid::from(oid)],
+            )?
+            .first()
+            .get_one::<f64>()
+    })
+    .map(|v| v.unwrap_or(-1.0))
+    .map_err(spi_failure)
+}
+
+pub struct FetchedRow {
+    pub item_id: String,
+    pub content: Option<String>,
+    pub locator: serde_json::Value,
+    pub metadata: serde_json::Value,
+}
+
+/// Fetch the final rows of one source.
+pub fn fetch_rows(sql: &str, params: &[Param]) -> Result<Vec<FetchedRow>, CoreError> {
+    Spi::connect(|client| {
+        let table = client.select(sql, None, &datums(params))?;
+        let mut rows = Vec::with_capacity(table.len());
+        for row in table {
+            let Some(item_id) = row.get::<String>(1)? else {
+                continue;
+            };
+            rows.push(FetchedRow {
+                item_id,
+                content: row.get::<String>(2)?,
+                locator: row
+                    .get::<JsonB>(3)?
+                    .map_or(serde_json::Value::Null, |j| j.0),
+                metadata: row
+                    .get::<JsonB>(4)?
+                    .map_or(serde_json::Value::Null, |j| j.0),
+            });
+        }
+        Ok(rows)
+    })
+    .map_err(spi_failure)
+}
+
+/// Run `f` with configuration settings changed, and restore them afterwards — the mechanism
+/// PostgreSQL itself uses for a function's `SET` clause, so nothing leaks into the caller's
+/// session or transaction (an error rolls the nest level back with the transaction).
+pub fn with_settings<T>(settings: &[(&str, String)], f: impl FnOnce() -> T) -> T {
+    let nest = unsafe { pg_sys::NewGUCNestLevel() };
+    for (name, value) in settings {
+        let (Ok(name), Ok(value)) = (CString::new(*name), CString::new(value.as_str())) else {
+            continue;
+        };
+        unsafe {
+            pg_sys::set_config_option(
+                name.as_ptr(),
+                value.as_ptr(),
+                pg_sys::GucContext::PGC_USERSET,
+                pg_sys::GucSource::PGC_S_SESSION,
+                pg_sys::GucAction::GUC_ACTION_SAVE,
+                true,
+                0,
+                false,
+            );
+        }
+    }
+    let out = f();
+    unsafe { pg_sys::AtEOXact_GUC(true, nest) };
+    out
+}

@@ -1,0 +1,43 @@
+//! pgvector's `vector` as a function argument. The `pgvector` crate has no pgrx support, so we
+//! read its varlena directly: int32 length header, int16 dim, int16 unused, float4[dim].
+
+use pgrx::callconv::{Arg, ArgAbi};
+use pgrx::{impl_sql_translatable, pg_sys, FromDatum};
+
+pub struct Vector(pub Vec<f32>);
+
+impl FromDatum for Vector {
+    unsafe fn from_polymorphic_datum(
+        datum: pg_sys::Datum,
+        is_null: bool,
+        _typoid: pg_sys::Oid,
+    ) -> Option<Self> {
+        if is_null {
+            return None;
+        }
+        unsafe {
+            let ptr = pg_sys::pg_detoast_datum(datum.cast_mut_ptr());
+            let size = pgrx::varlena::varsize_any(ptr);
+            let bytes = ptr as *const u8;
+            let dim = bytes.add(4).cast::<i16>().read_unaligned();
+            let dim = usize::try_from(dim).unwrap_or(0);
+            // A well-formed vector is exactly 8 + 4*dim bytes; refuse anything shorter.
+            let dim = if size >= 8 + 4 * dim { dim } else { 0 };
+            let data = bytes.add(8).cast::<f32>();
+            Some(Vector(
+                (0..dim).map(|i| data.add(i).read_unaligned()).collect(),
+            ))
+        }
+    }
+}
+
+unsafe impl<'fcx> ArgAbi<'fcx> for Vector {
+    unsafe fn unbox_arg_unchecked(arg: Arg<'_, 'fcx>) -> Self {
+        unsafe {
+            arg.unbox_arg_using_from_datum()
+                .expect("a non-null vector argument")
+        }
+    }
+}
+
+impl_sql_translatable!(Vector, arg_only = "vector");
