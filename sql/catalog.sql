@@ -149,12 +149,12 @@ AS $$
 BEGIN
     IF name IS NULL OR name !~ '^[a-z_][a-z0-9_]{0,62}$' THEN
         RAISE EXCEPTION USING ERRCODE = '22023',
-            MESSAGE = format('invalid corpus name %L', name),
+            MESSAGE = format('invalid corpus name "%s"', name),
             HINT = 'A corpus name is a lower-case identifier: letters, digits and _, at most 63 characters.';
     END IF;
     IF EXISTS (SELECT 1 FROM corpus.corpora c WHERE c.name = corpus_create.name) THEN
         RAISE EXCEPTION USING ERRCODE = '42710',
-            MESSAGE = format('corpus %L already exists', name),
+            MESSAGE = format('corpus "%s" already exists', name),
             HINT = 'Use corpus.corpus_alter to change it, or corpus.corpus_drop first.';
     END IF;
     INSERT INTO corpus.corpora (name, description, isolation, required_filters, filter_fields)
@@ -191,18 +191,18 @@ AS $$
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM corpus.corpora c WHERE c.name = corpus) THEN
         RAISE EXCEPTION USING ERRCODE = '42704',
-            MESSAGE = format('corpus %L does not exist', corpus),
+            MESSAGE = format('corpus "%s" does not exist', corpus),
             HINT = 'Create it with corpus.corpus_create, or see corpus.corpus_list().';
     END IF;
     IF source IS NULL OR source !~ '^[a-z_][a-z0-9_]{0,62}$' THEN
         RAISE EXCEPTION USING ERRCODE = '22023',
-            MESSAGE = format('invalid source name %L', source),
+            MESSAGE = format('invalid source name "%s"', source),
             HINT = 'A source name is a lower-case identifier: letters, digits and _, at most 63 characters.';
     END IF;
     IF EXISTS (SELECT 1 FROM corpus.sources s WHERE s.corpus = corpus_add_source.corpus
                                                    AND s.name = source) THEN
         RAISE EXCEPTION USING ERRCODE = '42710',
-            MESSAGE = format('source %L is already registered in corpus %L', source, corpus),
+            MESSAGE = format('source "%s" is already registered in corpus "%s"', source, corpus),
             HINT = 'Use corpus.corpus_drop_source first to redefine it.';
     END IF;
     IF item_table IS NULL OR text_column IS NULL OR embedding_column IS NULL
@@ -231,7 +231,7 @@ BEGIN
     DELETE FROM corpus.sources s WHERE s.corpus = corpus_drop_source.corpus AND s.name = source;
     IF NOT FOUND THEN
         RAISE EXCEPTION USING ERRCODE = '42704',
-            MESSAGE = format('source %L is not registered in corpus %L', source, corpus),
+            MESSAGE = format('source "%s" is not registered in corpus "%s"', source, corpus),
             HINT = 'See the sources of each corpus in corpus.corpus_list().';
     END IF;
 END
@@ -256,7 +256,7 @@ BEGIN
      WHERE c.name = corpus_alter.name;
     IF NOT FOUND THEN
         RAISE EXCEPTION USING ERRCODE = '42704',
-            MESSAGE = format('corpus %L does not exist', name),
+            MESSAGE = format('corpus "%s" does not exist', name),
             HINT = 'See corpus.corpus_list() for the defined corpora.';
     END IF;
     PERFORM corpus._validate_corpus(name);
@@ -271,7 +271,7 @@ BEGIN
     DELETE FROM corpus.corpora c WHERE c.name = corpus_drop.name;
     IF NOT FOUND AND NOT COALESCE(if_exists, false) THEN
         RAISE EXCEPTION USING ERRCODE = '42704',
-            MESSAGE = format('corpus %L does not exist', name),
+            MESSAGE = format('corpus "%s" does not exist', name),
             HINT = 'Pass if_exists => true to ignore a missing corpus.';
     END IF;
 END

@@ -367,6 +367,9 @@ MALFORMED = {
 }
 
 
+TEXT_ERRORS = {"22023"}
+
+
 @pytest.mark.parametrize("mode", ["lexical", "hybrid"])
 @pytest.mark.parametrize("case", list(MALFORMED))
 def test_malformed_text_never_crashes(db, pgc, qv, case, mode):
@@ -380,8 +383,15 @@ def test_malformed_text_never_crashes(db, pgc, qv, case, mode):
         rows = pgc.search(db, EXT, qv, text, mode=mode)
     except psycopg.Error as e:
         assert e.sqlstate is not None, f"connection lost: {e!r}"
-        assert not e.sqlstate.startswith("XX"), f"{e.sqlstate}: {e.diag.message_primary}"
-        assert (e.diag.message_primary or "").strip()
+        msg = (e.diag.message_primary or "")
+        # a clean refusal of the text itself: a program limit of PostgreSQL's text search
+        # (class 54, e.g. "string is too long for tsvector"), or nothing to search for (22023);
+        # any other error is a bug
+        assert e.sqlstate in TEXT_ERRORS or e.sqlstate.startswith("54"), \
+            f"{e.sqlstate}: {msg[:300]}"
+        assert msg.strip()
+        if (e.diag.source_file or "").endswith(".rs"):      # raised by pg_corpus itself
+            assert (e.diag.message_hint or "").strip(), msg[:300]
     else:
         assert len(rows) <= 10
         kinds = dict(db.execute("SELECT id::text, source_kind FROM case_law").fetchall())

@@ -172,11 +172,12 @@ def random_corpus(rng, name, two_sources=False, with_required=False):
     required = ([fields[rng.integers(len(fields))]]
                 if fields and (with_required or rng.random() < 0.3) else [])
     sources = []
-    for s in names:
+    for n, s in enumerate(names):
         t = TABLES[s]
         preq = [c for c in ("name", "label") if t["parent"] and rng.random() < 0.4]
+        with_rule = rng.random() < 0.5 or (two_sources and n == 0)
         sources.append(dict(
-            name=s, rule={"status": "ok"} if rng.random() < 0.5 else {},
+            name=s, rule={"status": "ok"} if with_rule else {},
             parent_required=preq,
             min_length=[None, 1, 20, 80][rng.integers(4)],
             distance="cosine" if s == "docs" else ["cosine", "l2", "ip"][rng.integers(3)],

@@ -1,0 +1,32 @@
+-- The catalog lives in a schema PUBLIC cannot create in; only privileged roles change it.
+BEGIN;
+\set ON_ERROR_ROLLBACK on
+\set SHOW_CONTEXT never
+CREATE EXTENSION IF NOT EXISTS vector;
+CREATE EXTENSION pg_corpus;
+SELECT has_schema_privilege('public', 'corpus', 'CREATE') AS public_can_create,
+       has_schema_privilege('public', 'corpus', 'USAGE') AS public_can_use;
+SELECT c.relname,
+       has_table_privilege('public', c.oid, 'SELECT') AS public_select,
+       has_table_privilege('public', c.oid, 'INSERT') AS public_insert,
+       has_table_privilege('public', c.oid, 'UPDATE') AS public_update,
+       has_table_privilege('public', c.oid, 'DELETE') AS public_delete
+  FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+ WHERE n.nspname = 'corpus' AND c.relkind = 'r' ORDER BY 1;
+-- SECURITY DEFINER functions: none; every function pins search_path or is pgrx-generated C.
+SELECT count(*) FILTER (WHERE p.prosecdef) AS security_definer,
+       count(*) FILTER (WHERE p.prolang <> (SELECT oid FROM pg_language WHERE lanname = 'c')
+                          AND NOT EXISTS (SELECT 1 FROM unnest(p.proconfig) s WHERE s LIKE 'search_path=%'))
+           AS sql_functions_without_pinned_search_path
+  FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = 'corpus';
+-- Volatility as declared.
+SELECT p.proname, p.provolatile, p.proparallel, p.proisstrict
+  FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+ WHERE n.nspname = 'corpus' ORDER BY 1;
+CREATE ROLE corpus_regress_user;
+SET ROLE corpus_regress_user;
+SELECT corpus.corpus_create('sneaky');
+INSERT INTO corpus.corpora (name) VALUES ('sneaky');
+SELECT count(*) FROM corpus.corpora;
+RESET ROLE;
+ROLLBACK;
