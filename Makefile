@@ -9,10 +9,11 @@ PYTHON           ?= $(VENV)/bin/python
 DEMO_DIR         ?= .pgdata/demo
 
 .DEFAULT_GOAL := help
-.PHONY: help setup install demo demo-stop
+.PHONY: help setup install test demo demo-stop
 
 help:
 	@echo "make setup      system packages, pgvector, cargo-pgrx, python venv (scripts/setup.sh)"
+	@echo "make test       every test layer: cargo test, pg_regress, integration tests (scripts/test.sh)"
 	@echo "make install    build and install the extension into $(PG_CONFIG)'s PostgreSQL"
 	@echo "make demo       setup + install, then a private cluster in $(DEMO_DIR) with the sample"
 	@echo "make demo-stop  stop the demo cluster"
@@ -24,6 +25,11 @@ setup:
 
 install:
 	cargo pgrx install --release --pg-config $(PG_CONFIG)
+
+# --- tests ----------------------------------------------------------------------------------
+
+test:
+	scripts/test.sh
 
 # --- demo -----------------------------------------------------------------------------------
 # Re-runnable: the cluster is reused when it runs, and load_sample.py recreates the database.

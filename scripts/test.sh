@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Every test layer, in order of cost. Called by `make test` and so by .ci/run.
+#   1. pure Rust core: cargo test (unit + property tests), no PostgreSQL needed
+#   2. the extension built and installed (release) into the system PostgreSQL 15
+#   3. SQL regression files (pg_regress) in pg_test/
+#   4. out-of-process integration tests (pytest) in tests/integration/, the demo included
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/pg_corpus/target}"
+PG_CONFIG="${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}"
+
+step() { printf '\n==> %s\n' "$*"; }
+
+"$ROOT/scripts/setup.sh"
+
+step "layer 1: cargo test -p pg_corpus_core"
+cargo test -p pg_corpus_core --locked
+
+step "layer 2: build and install the extension"
+cargo pgrx install --release --pg-config "$PG_CONFIG" >/dev/null
+
+step "layer 3: pg_regress (pg_test/)"
+"$ROOT/pg_test/run.sh" "$ROOT/.pgdata/regress"
+
+step "layer 4: integration tests (tests/integration/)"
+"$ROOT/.venv/bin/python" -m pytest tests/integration -q -p no:cacheprovider
+
+step "all test layers passed"
