@@ -9,6 +9,8 @@
 #
 # As root the cluster runs as the `postgres` OS user (initdb refuses root); the superuser role
 # inside is `postgres`, authentication is trust on the socket and on 127.0.0.1 only.
+# PGCLUSTER_OPTS (e.g. "-c shared_buffers=2GB") is appended to the server options at start,
+# after the defaults below, so it overrides them (used by the benchmarks).
 set -euo pipefail
 
 PGBIN="${PGBIN:-$(/usr/lib/postgresql/15/bin/pg_config --bindir)}"
@@ -55,7 +57,7 @@ case "$cmd" in
     echo "$port" > "$portfile"
     # Small, CI-friendly settings; fsync stays on (crash tests rely on it).
     as_owner "$PGBIN/pg_ctl" -D "$data" -l "$dir/server.log" -w -t 60 \
-      -o "-p $port -k $sock -c listen_addresses=127.0.0.1 -c shared_buffers=256MB -c max_connections=50 -c maintenance_work_mem=512MB" \
+      -o "-p $port -k $sock -c listen_addresses=127.0.0.1 -c shared_buffers=256MB -c max_connections=50 -c maintenance_work_mem=512MB ${PGCLUSTER_OPTS:-}" \
       start >/dev/null \
       || { tail -20 "$dir/server.log" >&2; echo "could not start the cluster in $data" >&2; exit 1; }
     uri

@@ -7,6 +7,7 @@
 use pgrx::prelude::*;
 
 mod error;
+mod eval;
 mod gucs;
 mod search;
 mod spi;
@@ -21,6 +22,8 @@ pgrx::extension_sql_file!(
     name = "lexical",
     requires = ["catalog"]
 );
+
+pgrx::extension_sql_file!("../sql/eval.sql", name = "eval", requires = ["catalog"]);
 
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use pg_corpus_core::filters::{self, Condition};
-use pg_corpus_core::fusion::{self, RankedList};
+use pg_corpus_core::fusion::{self, RankedList, SourceInfo};
 use pg_corpus_core::plan::{self, Branch, Strategy, Subplan};
 use pg_corpus_core::resolve::Corpus;
 use pg_corpus_core::{CoreError, SqlState};
@@ -25,7 +25,7 @@ enum Mode {
 }
 
 /// Validated search arguments.
-struct Request {
+pub(crate) struct Request {
     corpus: Corpus,
     conds: Vec<Condition>,
     vector: Option<Vec<f32>>,
@@ -36,12 +36,15 @@ struct Request {
     rrf_k: f64,
 }
 
+/// Characters of query_text the lexical branch uses (documented in the README).
+pub(crate) const MAX_QUERY_CHARS: usize = 10_000;
+
 fn bad(msg: String, hint: &str) -> CoreError {
     CoreError::new(SqlState::InvalidParameterValue, msg, hint)
 }
 
 #[allow(clippy::too_many_arguments)]
-fn request(
+pub(crate) fn request(
     corpus: &str,
     query_vec: Option<Vector>,
     query_text: Option<&str>,
@@ -98,10 +101,12 @@ fn request(
     let corpus = spi::load_corpus(corpus)?;
     let conds = filters::parse(&corpus, &filters.map_or(serde_json::Value::Null, |j| j.0))?;
 
+    // The lexical branch reads at most MAX_QUERY_CHARS of the query: an OR of more words than
+    // that overflows PostgreSQL's tsquery (54000) or its stack (54001) and says nothing more.
     let text = query_text
         .map(str::trim)
         .filter(|t| !t.is_empty())
-        .map(str::to_string);
+        .map(|t| t.chars().take(MAX_QUERY_CHARS).collect::<String>());
     let wants_vector =
         matches!(mode, Mode::Semantic) || (mode == Mode::Hybrid && query_vec.is_some());
     let vector = match (wants_vector, query_vec) {
@@ -241,41 +246,43 @@ fn ann_settings(window: usize, selectivity: f64) -> Vec<(&'static str, String)> 
     ]
 }
 
+/// One round: every subplan with `window` rows, each branch's per-source lists merged into a
+/// corpus-wide list. Also says whether some source filled its window.
 fn run_round(
     req: &Request,
     sem: &[SemanticPlan],
     window: usize,
-) -> Result<Vec<RankedList>, CoreError> {
-    subplans(req, sem, window)
-        .into_iter()
-        .map(|p| {
-            let src = &req.corpus.sources[p.source];
-            let mut hits = if p.strategy == Strategy::Approximate {
-                spi::with_settings(&ann_settings(window, sem[p.source].selectivity), || {
-                    spi::branch_hits(&p.sql, &p.params)
-                })?
-            } else {
-                spi::branch_hits(&p.sql, &p.params)?
-            };
-            fusion::order_hits(p.branch, &mut hits);
-            let weight = match p.branch {
-                Branch::Semantic => src.semantic_weight,
-                Branch::Lexical => src.lexical_weight,
-            };
-            Ok(RankedList {
-                source: p.source,
-                parent_scope: src.parent_scope.clone(),
-                branch: p.branch,
-                weight,
-                hits,
-            })
-        })
-        .collect()
+) -> Result<(Vec<RankedList>, bool), CoreError> {
+    let mut semantic = Vec::new();
+    let mut lexical = Vec::new();
+    for p in subplans(req, sem, window) {
+        let hits = if p.strategy == Strategy::Approximate {
+            spi::with_settings(&ann_settings(window, sem[p.source].selectivity), || {
+                spi::branch_hits(p.source, &p.sql, &p.params)
+            })?
+        } else {
+            spi::branch_hits(p.source, &p.sql, &p.params)?
+        };
+        match p.branch {
+            Branch::Semantic => semantic.push(hits),
+            Branch::Lexical => lexical.push(hits),
+        }
+    }
+    let mut lists = Vec::new();
+    let mut saturated = false;
+    for (branch, per_source) in [(Branch::Semantic, semantic), (Branch::Lexical, lexical)] {
+        if !per_source.is_empty() {
+            let (list, full) = fusion::merge_branch(branch, per_source, window);
+            saturated |= full;
+            lists.push(list);
+        }
+    }
+    Ok((lists, saturated))
 }
 
 /// One hit: rank, corpus, source, item_id, parent_id, score, semantic_rank, semantic_distance,
 /// lexical_rank, lexical_score, content, locator, metadata (named in the signature below).
-type SearchRow = (
+pub(crate) type SearchRow = (
     i32,
     String,
     String,
@@ -291,19 +298,29 @@ type SearchRow = (
     JsonB,
 );
 
-fn search(req: &Request) -> Result<Vec<SearchRow>, CoreError> {
+pub(crate) fn search(req: &Request) -> Result<Vec<SearchRow>, CoreError> {
     let sem = if req.vector.is_some() {
         semantic_plans(req)?
     } else {
         Vec::new()
     };
     let max_window = (gucs::MAX_CANDIDATES.get() as usize).max(req.window);
+    let sources: Vec<SourceInfo> = req
+        .corpus
+        .sources
+        .iter()
+        .map(|s| SourceInfo {
+            parent_scope: s.parent_scope.clone(),
+            semantic_weight: s.semantic_weight,
+            lexical_weight: s.lexical_weight,
+        })
+        .collect();
     let mut window = req.window;
     let rows = loop {
-        let lists = run_round(req, &sem, window)?;
-        let fused = fusion::rrf(&lists, req.rrf_k);
+        let (lists, saturated) = run_round(req, &sem, window)?;
+        let fused = fusion::rrf(&lists, &sources, req.rrf_k);
         let rows = fusion::cap(&fused, req.max_per_parent, req.k);
-        if window >= max_window || !fusion::needs_wider_window(rows.len(), req.k, &lists, window) {
+        if window >= max_window || !fusion::needs_wider_window(rows.len(), req.k, saturated) {
             break rows;
         }
         window = (window * 4).min(max_window);

@@ -19,6 +19,7 @@ assertion) and low recall; a wrong distance operator or a missing isolation pred
 recall near 0 (exact ids come from the slice only).
 """
 import numpy as np
+import psycopg
 import pytest
 
 DIM = 64
@@ -136,4 +137,33 @@ def test_exact_search_setting_changes_the_strategy(recall_db, pgc, cluster):
     exact = semantic_strategies(conn, pgc, "slice5", q)
     assert approx and exact
     assert approx != exact, (approx, exact)
+    conn.close()
+
+
+def test_search_leaves_session_settings_unchanged(recall_db, pgc, cluster):
+    """The approximate path tunes pgvector's settings for its own subplan only: after a search
+    (inside the caller's transaction, too) the caller sees the settings it had, and a failing
+    search leaves them alone as well (no state outside tables)."""
+    conn = cluster.connect("pgc_recall")
+    q = recall_db["queries"][1]
+    names = ["hnsw.ef_search", "hnsw.iterative_scan", "hnsw.max_scan_tuples",
+             "hnsw.scan_mem_multiplier", "enable_seqscan", "enable_indexscan"]
+
+    def settings():
+        return {n: conn.execute(f"SELECT current_setting('{n}')").fetchone()[0] for n in names}
+
+    conn.execute("SELECT '[1]'::vector")     # loads pgvector, so its settings exist
+    conn.execute("SET pg_corpus.exact_search_max_rows = 0")
+    conn.execute("SET hnsw.ef_search = 17")
+    before = settings()
+    assert len(pgc.search(conn, "slice5", q, None, mode="semantic", max_per_parent=0)) == K
+    assert settings() == before
+    with conn.transaction():
+        assert len(pgc.search(conn, "slice5", q, None, mode="semantic")) == K
+        assert settings() == before
+        with pytest.raises(psycopg.Error):
+            with conn.transaction():      # a savepoint
+                pgc.search(conn, "slice5", q, None, mode="semantic", k=0)
+        assert settings() == before
+    assert settings() == before
     conn.close()

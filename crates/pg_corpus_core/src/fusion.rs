@@ -1,8 +1,11 @@
 //! Reciprocal Rank Fusion and the per-parent cap.
 //!
-//! `score(item) = Σ_lists weight_list / (rrf_k + rank_list(item))`, ranks 1-based. Only ranks
-//! enter the score: raw scores from different retrievers are never added (PRODUCT.md
-//! invariant 3), so rescaling one branch's raw scores cannot change the fused order.
+//! Each branch's per-source lists are merged into one corpus-wide list first (all sources of a
+//! corpus share one embedding space — checked at definition time — and one lexical scorer), so
+//! `semantic_rank` 1 is the corpus' nearest item whatever its source. The two branch lists are
+//! then fused: `score(item) = Σ_branch weight(source, branch) / (rrf_k + rank_branch(item))`,
+//! ranks 1-based. Only ranks enter the score: raw scores of different retrievers are never added
+//! (PRODUCT.md invariant 3), so rescaling one branch's raw scores cannot change the fused order.
 
 use std::cmp::Ordering;
 use std::collections::HashMap;
@@ -12,33 +15,56 @@ use crate::plan::Branch;
 /// One hit of one branch of one source, as the subplan returned it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Hit {
+    pub source: usize,
     pub item_id: String,
     pub parent_id: String,
     /// Distance (semantic, smaller is better) or score (lexical, larger is better).
     pub raw: f64,
 }
 
-/// One ranked input of the fusion: a (source, branch) list.
+/// What fusion needs to know of a source.
 #[derive(Debug, Clone)]
-pub struct RankedList {
-    pub source: usize,
+pub struct SourceInfo {
     /// Sources that share a parent table share the cap: this names the parent scope.
     pub parent_scope: String,
+    pub semantic_weight: f64,
+    pub lexical_weight: f64,
+}
+
+/// One ranked input of the fusion: a branch's corpus-wide list, best first.
+#[derive(Debug, Clone)]
+pub struct RankedList {
     pub branch: Branch,
-    pub weight: f64,
     pub hits: Vec<Hit>,
 }
 
-/// Put a branch's hits in rank order: nearest first for semantic, best first for lexical,
-/// item id breaking ties, so the ranks do not depend on the order rows arrived in.
+/// Put a branch's hits in rank order: nearest first for semantic, best first for lexical;
+/// source and item id break ties, so ranks do not depend on the order rows arrived in.
 pub fn order_hits(branch: Branch, hits: &mut [Hit]) {
     hits.sort_by(|a, b| {
         let primary = match branch {
             Branch::Semantic => a.raw.total_cmp(&b.raw),
             Branch::Lexical => b.raw.total_cmp(&a.raw),
         };
-        primary.then_with(|| a.item_id.cmp(&b.item_id))
+        primary
+            .then_with(|| a.source.cmp(&b.source))
+            .then_with(|| a.item_id.cmp(&b.item_id))
     });
+}
+
+/// Merge one branch's per-source lists (each at most `window` long) into one corpus-wide list.
+/// Nothing is cut: an item dropped here could be the one needed to fill `k` rows after capping.
+/// Also says whether any source filled its window: then it may hold more eligible items beyond
+/// it, and a wider window could find them.
+pub fn merge_branch(
+    branch: Branch,
+    per_source: Vec<Vec<Hit>>,
+    window: usize,
+) -> (RankedList, bool) {
+    let saturated = per_source.iter().any(|l| l.len() >= window);
+    let mut hits: Vec<Hit> = per_source.into_iter().flatten().collect();
+    order_hits(branch, &mut hits);
+    (RankedList { branch, hits }, saturated)
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -48,9 +74,9 @@ pub struct Fused {
     pub parent_scope: String,
     pub parent_id: String,
     pub score: f64,
-    /// (rank, distance) in the source's semantic list.
+    /// (rank, distance) in the semantic list.
     pub semantic: Option<(usize, f64)>,
-    /// (rank, score) in the source's lexical list.
+    /// (rank, score) in the lexical list.
     pub lexical: Option<(usize, f64)>,
 }
 
@@ -72,30 +98,31 @@ pub fn fused_order(a: &Fused, b: &Fused) -> Ordering {
 }
 
 /// Fuse ranked lists (each already in rank order) with RRF.
-pub fn rrf(lists: &[RankedList], rrf_k: f64) -> Vec<Fused> {
+pub fn rrf(lists: &[RankedList], sources: &[SourceInfo], rrf_k: f64) -> Vec<Fused> {
     let mut by_item: HashMap<(usize, &str), Fused> = HashMap::new();
     for list in lists {
         for (i, hit) in list.hits.iter().enumerate() {
             let rank = i + 1;
+            let info = &sources[hit.source];
             let entry = by_item
-                .entry((list.source, hit.item_id.as_str()))
+                .entry((hit.source, hit.item_id.as_str()))
                 .or_insert_with(|| Fused {
-                    source: list.source,
+                    source: hit.source,
                     item_id: hit.item_id.clone(),
-                    parent_scope: list.parent_scope.clone(),
+                    parent_scope: info.parent_scope.clone(),
                     parent_id: hit.parent_id.clone(),
                     score: 0.0,
                     semantic: None,
                     lexical: None,
                 });
-            let slot = match list.branch {
-                Branch::Semantic => &mut entry.semantic,
-                Branch::Lexical => &mut entry.lexical,
+            let (slot, weight) = match list.branch {
+                Branch::Semantic => (&mut entry.semantic, info.semantic_weight),
+                Branch::Lexical => (&mut entry.lexical, info.lexical_weight),
             };
             // A list holds an item once; keep its best rank if a caller passed duplicates.
             if slot.is_none() {
                 *slot = Some((rank, hit.raw));
-                entry.score += list.weight / (rrf_k + rank as f64);
+                entry.score += weight / (rrf_k + rank as f64);
             }
         }
     }
@@ -126,10 +153,10 @@ pub fn cap(fused: &[Fused], max_per_parent: Option<usize>, k: usize) -> Vec<Fuse
     out
 }
 
-/// After a round: widen the candidate window when fewer than `k` rows came out while some list
-/// was full (it may hold more eligible items beyond the window).
-pub fn needs_wider_window(rows: usize, k: usize, lists: &[RankedList], window: usize) -> bool {
-    rows < k && lists.iter().any(|l| l.hits.len() >= window)
+/// After a round: widen the candidate window when fewer than `k` rows came out while some
+/// source filled its window (it may hold more eligible items beyond it).
+pub fn needs_wider_window(rows: usize, k: usize, saturated: bool) -> bool {
+    rows < k && saturated
 }
 
 #[cfg(test)]
@@ -137,8 +164,9 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    fn hit(id: &str, parent: &str, raw: f64) -> Hit {
+    fn hit(source: usize, id: &str, parent: &str, raw: f64) -> Hit {
         Hit {
+            source,
             item_id: id.into(),
             parent_id: parent.into(),
             raw,
@@ -146,13 +174,17 @@ mod tests {
     }
 
     fn list(branch: Branch, hits: Vec<Hit>) -> RankedList {
-        RankedList {
-            source: 0,
-            parent_scope: "rel:1".into(),
-            branch,
-            weight: 1.0,
-            hits,
-        }
+        RankedList { branch, hits }
+    }
+
+    fn sources(n: usize) -> Vec<SourceInfo> {
+        (0..n)
+            .map(|_| SourceInfo {
+                parent_scope: "rel:1".into(),
+                semantic_weight: 1.0,
+                lexical_weight: 1.0,
+            })
+            .collect()
     }
 
     #[test]
@@ -160,38 +192,67 @@ mod tests {
         let lists = vec![
             list(
                 Branch::Semantic,
-                vec![hit("a", "1", 0.1), hit("b", "1", 0.2)],
+                vec![hit(0, "a", "1", 0.1), hit(0, "b", "1", 0.2)],
             ),
             list(
                 Branch::Lexical,
-                vec![hit("b", "1", 9.0), hit("c", "2", 1.0)],
+                vec![hit(0, "b", "1", 9.0), hit(0, "c", "2", 1.0)],
             ),
         ];
-        let f = rrf(&lists, 60.0);
+        let f = rrf(&lists, &sources(1), 60.0);
         assert_eq!(f[0].item_id, "b");
         assert!((f[0].score - (1.0 / 62.0 + 1.0 / 61.0)).abs() < 1e-15);
         assert_eq!(f[0].semantic, Some((2, 0.2)));
         assert_eq!(f[0].lexical, Some((1, 9.0)));
-        // a and c tie on 1/61; a has semantic rank 1, c lexical rank 2 → a first
+        // a and c tie on 1/61 and 1/62; a has the better rank
         assert_eq!(f[1].item_id, "a");
         assert_eq!(f[2].item_id, "c");
     }
 
     #[test]
+    fn sources_are_merged_per_branch() {
+        // the halacha at distance 0 is the corpus' nearest item, whatever its source
+        let (sem, saturated) = merge_branch(
+            Branch::Semantic,
+            vec![
+                vec![hit(0, "c1", "1", 0.3), hit(0, "c2", "1", 0.4)],
+                vec![hit(1, "h1", "2", 0.0)],
+            ],
+            2,
+        );
+        assert!(saturated);
+        let ids: Vec<_> = sem
+            .hits
+            .iter()
+            .map(|h| (h.source, h.item_id.as_str()))
+            .collect();
+        assert_eq!(ids, vec![(1, "h1"), (0, "c1"), (0, "c2")]);
+        let f = rrf(&[sem], &sources(2), 60.0);
+        assert_eq!(
+            (f[0].item_id.as_str(), f[0].semantic),
+            ("h1", Some((1, 0.0)))
+        );
+        let (_, saturated) = merge_branch(Branch::Lexical, vec![vec![hit(0, "x", "1", 1.0)]], 2);
+        assert!(!saturated);
+    }
+
+    #[test]
     fn ties_break_on_best_rank_then_source_then_id() {
-        let mut l1 = list(Branch::Semantic, vec![hit("x", "1", 0.1)]);
-        l1.source = 1;
-        let l0 = list(Branch::Semantic, vec![hit("y", "2", 0.1)]);
-        let f = rrf(&[l1, l0], 60.0);
-        assert_eq!((f[0].source, f[0].item_id.as_str()), (0, "y"));
+        let (sem, _) = merge_branch(
+            Branch::Semantic,
+            vec![vec![hit(0, "y", "2", 0.1)], vec![hit(1, "x", "1", 0.1)]],
+            10,
+        );
+        assert_eq!((sem.hits[0].source, sem.hits[0].item_id.as_str()), (0, "y"));
     }
 
     #[test]
     fn weights_scale_contributions() {
-        let mut sem = list(Branch::Semantic, vec![hit("a", "1", 0.1)]);
-        sem.weight = 0.5;
-        let lex = list(Branch::Lexical, vec![hit("b", "2", 3.0)]);
-        let f = rrf(&[sem, lex], 60.0);
+        let mut info = sources(2);
+        info[0].semantic_weight = 0.5;
+        let sem = list(Branch::Semantic, vec![hit(0, "a", "1", 0.1)]);
+        let lex = list(Branch::Lexical, vec![hit(1, "b", "2", 3.0)]);
+        let f = rrf(&[sem, lex], &info, 60.0);
         assert_eq!(f[0].item_id, "b");
         assert!((f[1].score - 0.5 / 61.0).abs() < 1e-15);
     }
@@ -201,13 +262,13 @@ mod tests {
         let lists = vec![list(
             Branch::Semantic,
             vec![
-                hit("a", "1", 0.1),
-                hit("b", "1", 0.2),
-                hit("c", "1", 0.3),
-                hit("d", "2", 0.4),
+                hit(0, "a", "1", 0.1),
+                hit(0, "b", "1", 0.2),
+                hit(0, "c", "1", 0.3),
+                hit(0, "d", "2", 0.4),
             ],
         )];
-        let f = rrf(&lists, 60.0);
+        let f = rrf(&lists, &sources(1), 60.0);
         let ids: Vec<_> = cap(&f, Some(2), 3).into_iter().map(|x| x.item_id).collect();
         assert_eq!(ids, vec!["a", "b", "d"]);
         assert_eq!(cap(&f, None, 3).len(), 3);
@@ -215,7 +276,11 @@ mod tests {
 
     #[test]
     fn order_hits_sorts_per_branch() {
-        let mut h = vec![hit("b", "1", 0.3), hit("a", "1", 0.3), hit("c", "1", 0.1)];
+        let mut h = vec![
+            hit(0, "b", "1", 0.3),
+            hit(0, "a", "1", 0.3),
+            hit(0, "c", "1", 0.1),
+        ];
         order_hits(Branch::Semantic, &mut h);
         assert_eq!(
             h.iter().map(|x| x.item_id.as_str()).collect::<String>(),
@@ -228,54 +293,52 @@ mod tests {
         );
     }
 
-    /// Random ranked lists over a shared pool of items with random parents: at most one list
-    /// per (source, branch), as a search produces.
+    /// Random per-source hit lists for both branches over a shared pool of items (an item's
+    /// source and parent are functions of its id), merged as a search merges them.
     fn arb_lists() -> impl Strategy<Value = Vec<RankedList>> {
         let item = (0u32..60, 0.0f64..10.0);
         let one = (any::<bool>(), prop::collection::vec(item, 0..40));
-        prop::collection::vec(one, 4).prop_map(|specs| {
+        prop::collection::vec(one, 2).prop_map(|specs| {
             specs
                 .into_iter()
                 .enumerate()
                 .filter(|(_, (present, _))| *present)
-                .map(|(combo, (_, items))| {
-                    let branch = if combo % 2 == 0 {
+                .map(|(b, (_, items))| {
+                    let branch = if b == 0 {
                         Branch::Semantic
                     } else {
                         Branch::Lexical
                     };
                     let mut seen = std::collections::HashSet::new();
-                    let mut hits: Vec<Hit> = items
-                        .into_iter()
-                        .filter(|(id, _)| seen.insert(*id))
-                        // the parent is a function of the item: an item has one parent
-                        .map(|(id, raw)| hit(&format!("i{id}"), &format!("p{}", id % 8), raw))
-                        .collect();
-                    order_hits(branch, &mut hits);
-                    RankedList {
-                        source: combo / 2,
-                        parent_scope: "rel:1".into(),
-                        branch,
-                        weight: 1.0,
-                        hits,
+                    let mut per_source = vec![Vec::new(), Vec::new()];
+                    for (id, raw) in items.into_iter().filter(|(id, _)| seen.insert(*id)) {
+                        let source = (id % 2) as usize;
+                        per_source[source].push(hit(
+                            source,
+                            &format!("i{id}"),
+                            &format!("p{}", id % 8),
+                            raw,
+                        ));
                     }
+                    merge_branch(branch, per_source, 1000).0
                 })
                 .collect()
         })
     }
 
     proptest! {
-        /// Rescaling (or any monotone transform of) one branch's raw scores leaves the fused
-        /// order unchanged: only ranks are fused.
+        /// Rescaling (or shifting) one branch's raw scores leaves the fused order unchanged:
+        /// only ranks are fused.
         #[test]
-        fn rrf_ignores_raw_score_scale(lists in arb_lists(), which in 0usize..5, scale in 0.001f64..1000.0, shift in -5.0f64..5.0) {
-            let before: Vec<_> = rrf(&lists, 60.0).into_iter().map(|f| (f.source, f.item_id, f.score)).collect();
+        fn rrf_ignores_raw_score_scale(lists in arb_lists(), which in 0usize..2, scale in 0.001f64..1000.0, shift in -5.0f64..5.0) {
+            let info = sources(2);
+            let before: Vec<_> = rrf(&lists, &info, 60.0).into_iter().map(|f| (f.source, f.item_id, f.score)).collect();
             let mut changed = lists.clone();
             let n = changed.len().max(1);
             for h in changed.iter_mut().skip(which % n).take(1).flat_map(|l| l.hits.iter_mut()) {
                 h.raw = h.raw * scale + shift;
             }
-            let after: Vec<_> = rrf(&changed, 60.0).into_iter().map(|f| (f.source, f.item_id, f.score)).collect();
+            let after: Vec<_> = rrf(&changed, &info, 60.0).into_iter().map(|f| (f.source, f.item_id, f.score)).collect();
             prop_assert_eq!(before, after);
         }
 
@@ -283,7 +346,7 @@ mod tests {
         /// most `max` items per parent.
         #[test]
         fn cap_respects_limits(lists in arb_lists(), max in 1usize..4, k in 1usize..30) {
-            let fused = rrf(&lists, 60.0);
+            let fused = rrf(&lists, &sources(2), 60.0);
             let rows = cap(&fused, Some(max), k);
             let mut counts: HashMap<String, usize> = HashMap::new();
             for r in &rows {
@@ -296,7 +359,6 @@ mod tests {
             }
             let eligible: usize = per_parent.values().map(|&c| c.min(max)).sum();
             prop_assert_eq!(rows.len(), k.min(eligible));
-            // the kept rows are in fused order
             for w in rows.windows(2) {
                 prop_assert_ne!(fused_order(&w[0], &w[1]), Ordering::Greater);
             }
@@ -305,10 +367,11 @@ mod tests {
         /// Fusion is deterministic whatever order the lists come in.
         #[test]
         fn rrf_is_order_independent(lists in arb_lists()) {
-            let a = rrf(&lists, 60.0);
+            let info = sources(2);
+            let a = rrf(&lists, &info, 60.0);
             let mut rev = lists.clone();
             rev.reverse();
-            let b = rrf(&rev, 60.0);
+            let b = rrf(&rev, &info, 60.0);
             let ids = |v: &[Fused]| v.iter().map(|f| (f.source, f.item_id.clone())).collect::<Vec<_>>();
             prop_assert_eq!(ids(&a), ids(&b));
         }

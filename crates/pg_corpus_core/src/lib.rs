@@ -9,6 +9,7 @@
 pub mod error;
 pub mod filters;
 pub mod fusion;
+pub mod metrics;
 pub mod plan;
 pub mod resolve;
 pub mod sql;

@@ -1,0 +1,230 @@
+//! The evaluation harness: `corpus_evaluate` runs a gold set through the real search path
+//! (`search::request` + `search::search`, the code behind corpus_hybrid_search) and stores the
+//! figures; `corpus_compare_runs` compares two runs query by query. Metrics are in the core.
+
+use std::collections::HashMap;
+
+use pg_corpus_core::metrics::{self, QueryMetrics};
+use pg_corpus_core::{CoreError, SqlState};
+use pgrx::prelude::*;
+use pgrx::JsonB;
+
+use crate::error::OrRaise;
+use crate::search;
+use crate::spi::{self, GoldSet};
+use crate::vector::Vector;
+
+const MODES: [&str; 3] = ["semantic", "lexical", "hybrid"];
+
+/// The ranking keys of a search's rows that judgments are matched against: for item-level
+/// judgments a hit matches "source:item_id" or, failing that, "item_id"; for parent-level ones
+/// its parent id (the first hit of a parent counts, later ones are duplicates of it).
+fn ranking(
+    gold: &GoldSet,
+    judgments: Option<&HashMap<String, i32>>,
+    rows: &[search::SearchRow],
+) -> Vec<String> {
+    let mut seen = std::collections::HashSet::new();
+    let mut out = Vec::with_capacity(rows.len());
+    for r in rows {
+        let key = if gold.level == "parent" {
+            r.4.clone()
+        } else {
+            let qualified = format!("{}:{}", r.2, r.3);
+            if judgments.is_some_and(|j| j.contains_key(&qualified)) {
+                qualified
+            } else {
+                r.3.clone()
+            }
+        };
+        if seen.insert(key.clone()) {
+            out.push(key);
+        }
+    }
+    out
+}
+
+#[allow(clippy::too_many_arguments)]
+fn evaluate_mode(
+    gold: &GoldSet,
+    mode: &str,
+    k: i32,
+    max_per_parent: Option<i32>,
+    rrf_k: i32,
+    candidates: Option<i32>,
+) -> Result<Vec<(String, QueryMetrics, Vec<String>)>, CoreError> {
+    let empty = HashMap::new();
+    gold.queries
+        .iter()
+        .map(|q| {
+            if mode == "semantic" && q.vector.is_none() {
+                return Err(CoreError::new(
+                    SqlState::NullValueNotAllowed,
+                    format!(
+                        "gold query \"{}\" of gold set \"{}\" has no query vector",
+                        q.id, gold.name
+                    ),
+                    "Store a query_vec for every query, or evaluate only the lexical mode.",
+                ));
+            }
+            let req = search::request(
+                &gold.corpus,
+                q.vector.clone().map(Vector),
+                q.text.as_deref(),
+                k,
+                Some(JsonB(q.filters.clone())),
+                mode,
+                max_per_parent,
+                candidates,
+                rrf_k,
+            )
+            .map_err(|e| {
+                let msg = format!("gold query \"{}\": {}", q.id, e.message);
+                CoreError { message: msg, ..e }
+            })?;
+            let rows = search::search(&req)?;
+            let judgments = gold.judgments.get(&q.id);
+            let ranked = ranking(gold, judgments, &rows);
+            let m = metrics::evaluate(&ranked, judgments.unwrap_or(&empty), k as usize);
+            Ok((q.id.clone(), m, ranked))
+        })
+        .collect()
+}
+
+/// Run every query of a gold set in each mode, store the runs, return their aggregates.
+#[allow(clippy::too_many_arguments)]
+#[pg_extern(volatile, parallel_unsafe)]
+fn corpus_evaluate(
+    gold_set: &str,
+    modes: default!(Vec<String>, "ARRAY['semantic', 'lexical', 'hybrid']"),
+    k: default!(i32, 10),
+    max_per_parent: default!(Option<i32>, 3),
+    rrf_k: default!(i32, 60),
+    candidates: default!(Option<i32>, "NULL"),
+    store: default!(bool, true),
+) -> TableIterator<
+    'static,
+    (
+        name!(run_id, Option<i64>),
+        name!(mode, String),
+        name!(queries, i32),
+        name!(precision_at_k, f64),
+        name!(recall_at_k, f64),
+        name!(mrr, f64),
+        name!(ndcg_at_k, f64),
+    ),
+> {
+    let gold = spi::load_gold_set(gold_set).or_raise();
+    if gold.queries.is_empty() {
+        crate::error::raise(CoreError::new(
+            SqlState::ObjectNotInPrerequisiteState,
+            format!("gold set \"{gold_set}\" has no queries"),
+            "Insert queries into corpus.gold_queries and judgments into corpus.gold_judgments.",
+        ));
+    }
+    let mut out = Vec::new();
+    for mode in &modes {
+        if !MODES.contains(&mode.as_str()) {
+            crate::error::raise(CoreError::new(
+                SqlState::InvalidParameterValue,
+                format!("unknown search mode \"{mode}\""),
+                "modes are semantic, lexical and hybrid.",
+            ));
+        }
+        let started = spi::clock_timestamp().or_raise();
+        let per_query = evaluate_mode(&gold, mode, k, max_per_parent, rrf_k, candidates).or_raise();
+        let figures: Vec<QueryMetrics> = per_query.iter().map(|(_, m, _)| *m).collect();
+        let agg = metrics::mean(&figures);
+        let run_id = if store {
+            let params = serde_json::json!({
+                "k": k, "max_per_parent": max_per_parent, "rrf_k": rrf_k, "candidates": candidates,
+            });
+            Some(spi::store_run(&gold, mode, k, params, &started, &agg, &per_query).or_raise())
+        } else {
+            None
+        };
+        out.push((
+            run_id,
+            mode.clone(),
+            figures.len() as i32,
+            agg.precision,
+            agg.recall,
+            agg.mrr,
+            agg.ndcg,
+        ));
+    }
+    TableIterator::new(out)
+}
+
+/// Compare run B against run A (same gold set): per metric, the means, per-query wins, losses
+/// and ties, and the two-sided p-value of a paired randomisation test (fixed seed: repeatable).
+#[pg_extern(stable, parallel_restricted)]
+fn corpus_compare_runs(
+    run_a: i64,
+    run_b: i64,
+    trials: default!(i32, 10000),
+) -> TableIterator<
+    'static,
+    (
+        name!(metric, String),
+        name!(queries, i32),
+        name!(mean_a, f64),
+        name!(mean_b, f64),
+        name!(delta, f64),
+        name!(wins, i32),
+        name!(losses, i32),
+        name!(ties, i32),
+        name!(p_value, f64),
+    ),
+> {
+    if !(100..=1_000_000).contains(&trials) {
+        crate::error::raise(CoreError::new(
+            SqlState::InvalidParameterValue,
+            format!("trials must be between 100 and 1000000, got {trials}"),
+            "10000 random sign assignments give p-values to about ±0.005.",
+        ));
+    }
+    let a = spi::load_run(run_a).or_raise();
+    let b = spi::load_run(run_b).or_raise();
+    if a.gold_set != b.gold_set {
+        crate::error::raise(CoreError::new(
+            SqlState::InvalidParameterValue,
+            format!(
+                "run {run_a} evaluates gold set \"{}\" but run {run_b} evaluates \"{}\"",
+                a.gold_set, b.gold_set
+            ),
+            "Compare two runs of the same gold set.",
+        ));
+    }
+    let paired: Vec<(&QueryMetrics, &QueryMetrics)> = a
+        .per_query
+        .iter()
+        .filter_map(|(q, ma)| b.per_query.get(q).map(|mb| (ma, mb)))
+        .collect();
+    let metric_fns: [(&str, fn(&QueryMetrics) -> f64); 4] = [
+        ("precision", |m| m.precision),
+        ("recall", |m| m.recall),
+        ("mrr", |m| m.mrr),
+        ("ndcg", |m| m.ndcg),
+    ];
+    let rows: Vec<_> = metric_fns
+        .iter()
+        .map(|(name, f)| {
+            let va: Vec<f64> = paired.iter().map(|(x, _)| f(x)).collect();
+            let vb: Vec<f64> = paired.iter().map(|(_, y)| f(y)).collect();
+            let c = metrics::compare(&va, &vb, trials as usize, 0x5eed);
+            (
+                name.to_string(),
+                c.queries as i32,
+                c.mean_a,
+                c.mean_b,
+                c.mean_b - c.mean_a,
+                c.wins as i32,
+                c.losses as i32,
+                c.ties as i32,
+                c.p_value,
+            )
+        })
+        .collect();
+    TableIterator::new(rows)
+}
