@@ -71,7 +71,7 @@ SLICES = [("registry", 0.01, "slice1"),
           ("internal_committee", 0.50, "slice50"),
           ("archive", None, None)]
 UNFILTERED = "unfiltered"
-SUPERTOPICS = 20        # subject areas; the --clusters topics are spread over them
+LATENT_DIM = 32         # intrinsic dimension of the generated embeddings
 STRATEGIES = {
     "ext_default": "corpus_hybrid_search, default settings",
     "ext_hnsw": "corpus_hybrid_search, exact_search_max_rows = 0 (HNSW + iterative scan)",
@@ -144,6 +144,38 @@ def unit(v):
     return (v / np.linalg.norm(v, axis=-1, keepdims=True)).astype(np.float32)
 
 
+def gaussian(rng, n, dim, norm):
+    """n random vectors of dim components whose norm is about `norm`."""
+    return rng.standard_normal((n, dim), dtype=np.float32) * np.float32(norm / np.sqrt(dim))
+
+
+def embeddings(rng, a, parent_cluster, item_parent):
+    """Clustered embeddings of low intrinsic dimension, as text embeddings are: a Gaussian
+    mixture in a LATENT_DIM-d space (topic centre 1.0, parent offset 0.6, chunk offset 0.5, as
+    norms), mapped to a.dim dimensions by a random linear map, plus a direction shared by all
+    (0.8: the anisotropy of real embeddings) and full-dimensional noise (0.3); L2-normalised.
+    Cosine: same parent ~0.86, unrelated ~0.28. (Independent Gaussian clusters in all 1024
+    dimensions are too well separated: HNSW at ef_search 40 then misses whole clusters for a
+    few percent of the queries, unlike on real embeddings.)
+    Returns the vectors, their latent coordinates and the embedding map (for the queries)."""
+    dims = min(LATENT_DIM, a.dim)
+    centres = gaussian(rng, a.clusters, dims, 1.0)
+    parents = centres[parent_cluster] + gaussian(rng, len(parent_cluster), dims, 0.6)
+    latent = parents[item_parent] + gaussian(rng, len(item_parent), dims, 0.5)
+    projection = gaussian(rng, dims, a.dim, 1.0)      # rows of norm ~1, nearly orthogonal
+    common = gaussian(rng, 1, a.dim, 0.8)
+
+    def embed(points, noise_rng):
+        out = np.empty((len(points), a.dim), dtype=np.float32)
+        for lo in range(0, len(points), 10_000):
+            part = points[lo:lo + 10_000]
+            out[lo:lo + len(part)] = unit(part @ projection + common
+                                          + gaussian(noise_rng, len(part), a.dim, 0.3))
+        return out
+
+    return embed(latent, rng), latent, embed
+
+
 def generate(a):
     """Seeded data: parents with a source_kind and a topic, chunks near their parent's topic,
     queries near random chunks. Everything is recomputed identically from the seed."""
@@ -158,24 +190,9 @@ def generate(a):
         size = n_parents - start if share is None else round(share * n_parents)
         kind_of[order[start:start + size]] = kind
         start += size
-    # Embeddings, L2-normalised sums of independent random directions (each term's norm in
-    # brackets): a direction shared by all (0.8, the anisotropy of real text embeddings), one of
-    # SUPERTOPICS areas (1.0), the parent's topic (0.8), the parent (0.6), the chunk (0.5).
-    # Cosine: same parent ~0.91, same topic ~0.79, same area ~0.57, unrelated ~0.22; topics and
-    # areas overlap, so the HNSW graph is connected as on real embeddings.
-    def noise(n, norm):
-        return rng.standard_normal((n, a.dim), dtype=np.float32) * np.float32(norm / np.sqrt(a.dim))
-
-    common = noise(1, 0.8)
-    areas = noise(SUPERTOPICS, 1.0)
-    centres = common + areas[np.arange(a.clusters) % SUPERTOPICS] + noise(a.clusters, 0.8)
     parent_cluster = rng.integers(a.clusters, size=n_parents)
-    topics = centres[parent_cluster] + noise(n_parents, 0.6)
     item_parent = np.repeat(np.arange(n_parents), a.chunks_per_parent)
-    vecs = np.empty((n_items, a.dim), dtype=np.float32)
-    for lo in range(0, n_items, 10_000):
-        hi = min(lo + 10_000, n_items)
-        vecs[lo:hi] = unit(topics[item_parent[lo:hi]] + noise(hi - lo, 0.5))
+    vecs, latent, embed = embeddings(rng, a, parent_cluster, item_parent)
     # chunk text: 12-20 pseudo-words (always >= 50 characters: the searchable contract)
     syllables = [c + v for c in "bdfgklmnprstv" for v in "aeiou"]
     vocab = np.array(["".join(rng.choice(syllables, size=rng.integers(2, 5)))
@@ -186,8 +203,7 @@ def generate(a):
     # queries: perturbed random chunks of the whole table (the same queries for every corpus)
     qrng = np.random.default_rng(a.seed + 1)
     picks = qrng.choice(n_items, size=a.queries, replace=False)
-    queries = unit(vecs[picks] + qrng.standard_normal(
-        (a.queries, a.dim), dtype=np.float32) * np.float32(0.4 / np.sqrt(a.dim)))
+    queries = embed(latent[picks] + gaussian(qrng, a.queries, latent.shape[1], 0.4), qrng)
     return dict(n_parents=n_parents, n_items=n_items, kind_of=kind_of,
                 parent_cluster=parent_cluster, item_parent=item_parent, vecs=vecs,
                 content=content, queries=queries)
@@ -196,7 +212,7 @@ def generate(a):
 def data_params(a):
     return dict(rows=a.rows, dim=a.dim, chunks_per_parent=a.chunks_per_parent,
                 clusters=a.clusters, seed=a.seed, queries=a.queries,
-                slices=[[k, s] for k, s, _ in SLICES], generator=4, schema=2)
+                slices=[[k, s] for k, s, _ in SLICES], generator=5, schema=2)
 
 
 SCHEMA = """
@@ -304,7 +320,10 @@ def prepare_database(uri, a, data):
             except psycopg.Error:
                 stored = None
         if stored == json.loads(json.dumps(data_params(a))):
-            log(f"reusing database {DBNAME}")
+            log(f"reusing database {DBNAME} (pg_corpus recreated: the installed build may be new)")
+            with psycopg.connect(dsn, autocommit=True) as conn:
+                conn.execute("DROP EXTENSION IF EXISTS pg_corpus CASCADE")
+                conn.execute("CREATE EXTENSION pg_corpus")
             return dsn, None
         log("stored database has other parameters: rebuilding it")
     with psycopg.connect(uri, autocommit=True) as admin:
@@ -648,6 +667,13 @@ def exact_cost_model(summary, sizes, ref):
 def machine_info(dsn):
     info = {"python": platform.python_version(), "platform": platform.platform(),
             "cpus": os.cpu_count()}
+    git = subprocess.run(["git", "-C", str(ROOT), "describe", "--always", "--dirty"],
+                         capture_output=True, text=True)
+    info["commit"] = git.stdout.strip() or "?"
+    so = Path("/usr/lib/postgresql/15/lib/pg_corpus.so")
+    if so.exists():
+        info["pg_corpus_so_installed"] = datetime.fromtimestamp(
+            so.stat().st_mtime, timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     try:
         cpu = [l for l in Path("/proc/cpuinfo").read_text().splitlines()
                if l.startswith("model name")]
@@ -723,7 +749,8 @@ def results_markdown(out):
         "",
         f"Machine: {m.get('cpu', '?')}, {m['cpus']} cores, {m.get('ram_gb', '?')} GB RAM; "
         f"PostgreSQL {m['postgres']}, pgvector {m['extensions'].get('vector')}, "
-        f"pg_corpus {m['extensions'].get('pg_corpus')} (release build); "
+        f"pg_corpus {m['extensions'].get('pg_corpus')} (release build installed "
+        f"{m.get('pg_corpus_so_installed', '?')}, work tree at {m.get('commit', '?')}); "
         f"shared_buffers {m['settings'].get('shared_buffers')}, "
         f"jit {m['settings'].get('jit')}, "
         f"max_parallel_workers_per_gather {m['settings'].get('max_parallel_workers_per_gather')}. "

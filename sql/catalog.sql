@@ -34,6 +34,8 @@ CREATE TABLE corpus.sources (
     text_column      name NOT NULL,
     tsv_column       name NOT NULL,
     embedding_column name NOT NULL,
+    -- the text columns the embedding is computed from (re-embed when they change)
+    embedding_inputs name[] NOT NULL,
     distance         text NOT NULL DEFAULT 'cosine',
     parent_table     regclass,
     parent_fk        name NOT NULL,
@@ -111,6 +113,7 @@ AS $$
                        'text_column', s.text_column::text,
                        'tsv_column', s.tsv_column::text,
                        'embedding_column', s.embedding_column::text,
+                       'embedding_inputs', to_jsonb(s.embedding_inputs::text[]),
                        'distance', s.distance,
                        'parent', CASE WHEN s.parent_table IS NULL THEN NULL
                                       ELSE corpus._relation_json(s.parent_table) END,
@@ -183,7 +186,9 @@ CREATE FUNCTION corpus.corpus_add_source(
     ts_config        regconfig DEFAULT 'simple',
     distance         text      DEFAULT 'cosine',
     semantic_weight  float8    DEFAULT 1,
-    lexical_weight   float8    DEFAULT 1
+    lexical_weight   float8    DEFAULT 1,
+    embedding_inputs text[]    DEFAULT NULL,
+    embedding_model  text      DEFAULT NULL
 ) RETURNS void
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
@@ -212,14 +217,19 @@ BEGIN
             HINT = 'parent_fk names the item column that holds the parent id (the capping and provenance key).';
     END IF;
     INSERT INTO corpus.sources AS s (corpus, name, item_table, id_column, text_column, tsv_column,
-        embedding_column, distance, parent_table, parent_fk, parent_key, parent_required, rule,
+        embedding_column, embedding_inputs, distance, parent_table, parent_fk, parent_key, parent_required, rule,
         locator, metadata, min_length, ts_config, semantic_weight, lexical_weight)
     VALUES (corpus, source, item_table, id_column, text_column, tsv_column, embedding_column,
+        COALESCE(embedding_inputs, ARRAY[text_column])::name[],
         COALESCE(distance, 'cosine'), parent_table, parent_fk, COALESCE(parent_key, 'id'),
         COALESCE(parent_required, '{}'), COALESCE(rule, '{}'), COALESCE(locator, '{}'),
         COALESCE(metadata, '{}'), COALESCE(min_length, 50), COALESCE(ts_config, 'simple'),
         COALESCE(semantic_weight, 1), COALESCE(lexical_weight, 1));
     PERFORM corpus._validate_corpus(corpus);
+    -- Keep the embeddings honest: the re-embed trigger and queue (sql/embedding.sql).
+    PERFORM corpus._attach_embedding_slot(item_table, embedding_column::name, id_column::name,
+        COALESCE(embedding_inputs, ARRAY[text_column])::name[], embedding_model,
+        (SELECT a.atttypmod FROM pg_attribute a WHERE a.attrelid = item_table AND a.attname = embedding_column));
 END
 $$;
 
@@ -227,13 +237,17 @@ CREATE FUNCTION corpus.corpus_drop_source(corpus text, source text) RETURNS void
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    gone corpus.sources;
 BEGIN
-    DELETE FROM corpus.sources s WHERE s.corpus = corpus_drop_source.corpus AND s.name = source;
+    DELETE FROM corpus.sources s WHERE s.corpus = corpus_drop_source.corpus AND s.name = source
+    RETURNING * INTO gone;
     IF NOT FOUND THEN
         RAISE EXCEPTION USING ERRCODE = '42704',
             MESSAGE = format('source "%s" is not registered in corpus "%s"', source, corpus),
             HINT = 'See the sources of each corpus in corpus.corpus_list().';
     END IF;
+    PERFORM corpus._detach_embedding_slot(gone.item_table, gone.embedding_column);
 END
 $$;
 
@@ -267,9 +281,19 @@ CREATE FUNCTION corpus.corpus_drop(name text, if_exists boolean DEFAULT false) R
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    slot    record;
+    dropped boolean;
 BEGIN
     DELETE FROM corpus.corpora c WHERE c.name = corpus_drop.name;
-    IF NOT FOUND AND NOT COALESCE(if_exists, false) THEN
+    dropped := FOUND;
+    IF dropped THEN
+        -- the sources went with the corpus (ON DELETE CASCADE); release their embedding slots
+        FOR slot IN SELECT e.item_table, e.embedding_column FROM corpus.embedding_slots e LOOP
+            PERFORM corpus._detach_embedding_slot(slot.item_table, slot.embedding_column);
+        END LOOP;
+    END IF;
+    IF NOT dropped AND NOT COALESCE(if_exists, false) THEN
         RAISE EXCEPTION USING ERRCODE = '42704',
             MESSAGE = format('corpus "%s" does not exist', name),
             HINT = 'Pass if_exists => true to ignore a missing corpus.';

@@ -19,11 +19,7 @@ const MODES: [&str; 3] = ["semantic", "lexical", "hybrid"];
 /// The ranking keys of a search's rows that judgments are matched against: for item-level
 /// judgments a hit matches "source:item_id" or, failing that, "item_id"; for parent-level ones
 /// its parent id (the first hit of a parent counts, later ones are duplicates of it).
-fn ranking(
-    gold: &GoldSet,
-    judgments: Option<&HashMap<String, i32>>,
-    rows: &[search::SearchRow],
-) -> Vec<String> {
+fn ranking(gold: &GoldSet, judgments: Option<&HashMap<String, i32>>, rows: &[search::SearchRow]) -> Vec<String> {
     let mut seen = std::collections::HashSet::new();
     let mut out = Vec::with_capacity(rows.len());
     for r in rows {
@@ -60,10 +56,7 @@ fn evaluate_mode(
             if mode == "semantic" && q.vector.is_none() {
                 return Err(CoreError::new(
                     SqlState::NullValueNotAllowed,
-                    format!(
-                        "gold query \"{}\" of gold set \"{}\" has no query vector",
-                        q.id, gold.name
-                    ),
+                    format!("gold query \"{}\" of gold set \"{}\" has no query vector", q.id, gold.name),
                     "Store a query_vec for every query, or evaluate only the lexical mode.",
                 ));
             }
@@ -77,6 +70,7 @@ fn evaluate_mode(
                 max_per_parent,
                 candidates,
                 rrf_k,
+                false,
             )
             .map_err(|e| {
                 let msg = format!("gold query \"{}\": {}", q.id, e.message);
@@ -143,15 +137,7 @@ fn corpus_evaluate(
         } else {
             None
         };
-        out.push((
-            run_id,
-            mode.clone(),
-            figures.len() as i32,
-            agg.precision,
-            agg.recall,
-            agg.mrr,
-            agg.ndcg,
-        ));
+        out.push((run_id, mode.clone(), figures.len() as i32, agg.precision, agg.recall, agg.mrr, agg.ndcg));
     }
     TableIterator::new(out)
 }
@@ -189,24 +175,14 @@ fn corpus_compare_runs(
     if a.gold_set != b.gold_set {
         crate::error::raise(CoreError::new(
             SqlState::InvalidParameterValue,
-            format!(
-                "run {run_a} evaluates gold set \"{}\" but run {run_b} evaluates \"{}\"",
-                a.gold_set, b.gold_set
-            ),
+            format!("run {run_a} evaluates gold set \"{}\" but run {run_b} evaluates \"{}\"", a.gold_set, b.gold_set),
             "Compare two runs of the same gold set.",
         ));
     }
-    let paired: Vec<(&QueryMetrics, &QueryMetrics)> = a
-        .per_query
-        .iter()
-        .filter_map(|(q, ma)| b.per_query.get(q).map(|mb| (ma, mb)))
-        .collect();
-    let metric_fns: [(&str, fn(&QueryMetrics) -> f64); 4] = [
-        ("precision", |m| m.precision),
-        ("recall", |m| m.recall),
-        ("mrr", |m| m.mrr),
-        ("ndcg", |m| m.ndcg),
-    ];
+    let paired: Vec<(&QueryMetrics, &QueryMetrics)> =
+        a.per_query.iter().filter_map(|(q, ma)| b.per_query.get(q).map(|mb| (ma, mb))).collect();
+    let metric_fns: [(&str, fn(&QueryMetrics) -> f64); 4] =
+        [("precision", |m| m.precision), ("recall", |m| m.recall), ("mrr", |m| m.mrr), ("ndcg", |m| m.ndcg)];
     let rows: Vec<_> = metric_fns
         .iter()
         .map(|(name, f)| {

@@ -11,7 +11,18 @@ pub static MAX_CANDIDATES: GucSetting<i32> = GucSetting::<i32>::new(10_000);
 /// Upper bound of hnsw.max_scan_tuples the semantic branch sets for an iterative index scan.
 pub static ANN_MAX_SCAN_TUPLES: GucSetting<i32> = GucSetting::<i32>::new(1_000_000);
 
+/// Bulk loads: skip the re-embed trigger's per-row work (enqueue afterwards in one statement).
+pub static DEFER_EMBEDDING_QUEUE: GucSetting<bool> = GucSetting::<bool>::new(false);
+
 pub fn init() {
+    GucRegistry::define_bool_guc(
+        c"pg_corpus.defer_embedding_queue",
+        c"Skip the re-embed trigger's per-row work in this session (bulk loads).",
+        c"Afterwards queue the loaded items in one statement with corpus.corpus_embedding_enqueue(...).",
+        &DEFER_EMBEDDING_QUEUE,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
     GucRegistry::define_int_guc(
         c"pg_corpus.max_k",
         c"Largest k corpus_hybrid_search accepts.",

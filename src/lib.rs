@@ -17,13 +17,10 @@ mod vector;
 
 // Hand-written SQL: the catalog tables, their privileges and the definition functions.
 pgrx::extension_sql_file!("../sql/catalog.sql", name = "catalog", bootstrap);
-pgrx::extension_sql_file!(
-    "../sql/lexical.sql",
-    name = "lexical",
-    requires = ["catalog"]
-);
+pgrx::extension_sql_file!("../sql/lexical.sql", name = "lexical", requires = ["catalog"]);
 
 pgrx::extension_sql_file!("../sql/eval.sql", name = "eval", requires = ["catalog"]);
+pgrx::extension_sql_file!("../sql/embedding.sql", name = "embedding", requires = ["catalog"]);
 
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {

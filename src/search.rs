@@ -34,6 +34,7 @@ pub(crate) struct Request {
     window: usize,
     max_per_parent: Option<usize>,
     rrf_k: f64,
+    include_stale: bool,
 }
 
 /// Characters of query_text the lexical branch uses (documented in the README).
@@ -54,6 +55,7 @@ pub(crate) fn request(
     max_per_parent: Option<i32>,
     candidates: Option<i32>,
     rrf_k: i32,
+    include_stale: bool,
 ) -> Result<Request, CoreError> {
     let max_k = gucs::MAX_K.get();
     if k <= 0 || k > max_k {
@@ -67,10 +69,7 @@ pub(crate) fn request(
         "semantic" => Mode::Semantic,
         "lexical" => Mode::Lexical,
         other => {
-            return Err(bad(
-                format!("unknown search mode \"{other}\""),
-                "mode is hybrid, semantic or lexical.",
-            ));
+            return Err(bad(format!("unknown search mode \"{other}\""), "mode is hybrid, semantic or lexical."));
         }
     };
     let max_candidates = gucs::MAX_CANDIDATES.get();
@@ -83,18 +82,12 @@ pub(crate) fn request(
         }
     }
     if !(0..=100_000).contains(&rrf_k) {
-        return Err(bad(
-            format!("rrf_k must be between 0 and 100000, got {rrf_k}"),
-            "The usual value is 60.",
-        ));
+        return Err(bad(format!("rrf_k must be between 0 and 100000, got {rrf_k}"), "The usual value is 60."));
     }
     let max_per_parent = match max_per_parent {
         None | Some(0) => None,
         Some(n) if n < 0 => {
-            return Err(bad(
-                format!("max_per_parent must be >= 0, got {n}"),
-                "Use 0 or NULL for no per-parent cap.",
-            ))
+            return Err(bad(format!("max_per_parent must be >= 0, got {n}"), "Use 0 or NULL for no per-parent cap."))
         }
         Some(n) => Some(n as usize),
     };
@@ -107,19 +100,14 @@ pub(crate) fn request(
         .map(str::trim)
         .filter(|t| !t.is_empty())
         .map(|t| t.chars().take(MAX_QUERY_CHARS).collect::<String>());
-    let wants_vector =
-        matches!(mode, Mode::Semantic) || (mode == Mode::Hybrid && query_vec.is_some());
+    let wants_vector = matches!(mode, Mode::Semantic) || (mode == Mode::Hybrid && query_vec.is_some());
     let vector = match (wants_vector, query_vec) {
         (true, Some(Vector(v))) => {
             let dims = corpus.dimensions().unwrap_or(v.len() as i32);
             if v.len() as i32 != dims {
                 return Err(CoreError::new(
                     SqlState::DataException,
-                    format!(
-                        "query vector has {} dimensions, corpus \"{}\" has {dims}",
-                        v.len(),
-                        corpus.name
-                    ),
+                    format!("query vector has {} dimensions, corpus \"{}\" has {dims}", v.len(), corpus.name),
                     "Embed the query with the corpus' embedding model.",
                 ));
             }
@@ -167,6 +155,7 @@ pub(crate) fn request(
         window,
         max_per_parent,
         rrf_k: rrf_k as f64,
+        include_stale,
     })
 }
 
@@ -188,20 +177,9 @@ fn semantic_plans(req: &Request) -> Result<Vec<SemanticPlan>, CoreError> {
             let (sql, params) = plan::slice_estimate(&req.corpus, idx, &req.conds);
             let slice = spi::estimated_rows(&sql, &params)?;
             let total = spi::reltuples(src.item.oid)?;
-            let selectivity = if total > 0.0 {
-                (slice / total).clamp(1e-6, 1.0)
-            } else {
-                1.0
-            };
-            let strategy = if slice <= exact_max {
-                Strategy::Exact
-            } else {
-                Strategy::Approximate
-            };
-            Ok(SemanticPlan {
-                strategy,
-                selectivity,
-            })
+            let selectivity = if total > 0.0 { (slice / total).clamp(1e-6, 1.0) } else { 1.0 };
+            let strategy = if slice <= exact_max { Strategy::Exact } else { Strategy::Approximate };
+            Ok(SemanticPlan { strategy, selectivity })
         })
         .collect()
 }
@@ -217,16 +195,11 @@ fn subplans(req: &Request, sem: &[SemanticPlan], window: usize) -> Vec<Subplan> 
                 v,
                 window as i64,
                 sem[idx].strategy,
+                req.include_stale,
             ));
         }
         if let Some(t) = &req.text {
-            out.push(plan::lexical(
-                &req.corpus,
-                idx,
-                &req.conds,
-                t,
-                window as i64,
-            ));
+            out.push(plan::lexical(&req.corpus, idx, &req.conds, t, window as i64));
         }
     }
     out
@@ -248,11 +221,7 @@ fn ann_settings(window: usize, selectivity: f64) -> Vec<(&'static str, String)> 
 
 /// One round: every subplan with `window` rows, each branch's per-source lists merged into a
 /// corpus-wide list. Also says whether some source filled its window.
-fn run_round(
-    req: &Request,
-    sem: &[SemanticPlan],
-    window: usize,
-) -> Result<(Vec<RankedList>, bool), CoreError> {
+fn run_round(req: &Request, sem: &[SemanticPlan], window: usize) -> Result<(Vec<RankedList>, bool), CoreError> {
     let mut semantic = Vec::new();
     let mut lexical = Vec::new();
     for p in subplans(req, sem, window) {
@@ -296,14 +265,11 @@ pub(crate) type SearchRow = (
     Option<String>,
     JsonB,
     JsonB,
+    bool,
 );
 
 pub(crate) fn search(req: &Request) -> Result<Vec<SearchRow>, CoreError> {
-    let sem = if req.vector.is_some() {
-        semantic_plans(req)?
-    } else {
-        Vec::new()
-    };
+    let sem = if req.vector.is_some() { semantic_plans(req)? } else { Vec::new() };
     let max_window = (gucs::MAX_CANDIDATES.get() as usize).max(req.window);
     let sources: Vec<SourceInfo> = req
         .corpus
@@ -329,11 +295,7 @@ pub(crate) fn search(req: &Request) -> Result<Vec<SearchRow>, CoreError> {
     // Fetch content and provenance per source, under the same predicate and filters.
     let mut fetched: HashMap<(usize, String), spi::FetchedRow> = HashMap::new();
     for idx in 0..req.corpus.sources.len() {
-        let ids: Vec<String> = rows
-            .iter()
-            .filter(|r| r.source == idx)
-            .map(|r| r.item_id.clone())
-            .collect();
+        let ids: Vec<String> = rows.iter().filter(|r| r.source == idx).map(|r| r.item_id.clone()).collect();
         if ids.is_empty() {
             continue;
         }
@@ -362,6 +324,7 @@ pub(crate) fn search(req: &Request) -> Result<Vec<SearchRow>, CoreError> {
             row.content,
             JsonB(row.locator),
             JsonB(row.metadata),
+            row.stale,
         ));
     }
     Ok(out)
@@ -397,23 +360,12 @@ fn corpus_hybrid_search(
         name!(content, Option<String>),
         name!(locator, JsonB),
         name!(metadata, JsonB),
+        name!(embedding_stale, bool),
     ),
 > {
-    // Embeddings are not tracked for staleness yet (the re-embed queue adds it); every stored
-    // embedding is used, so include_stale has nothing to include.
-    let _ = include_stale;
-    let req = request(
-        corpus,
-        query_vec,
-        query_text,
-        k,
-        filters,
-        mode,
-        max_per_parent,
-        candidates,
-        rrf_k,
-    )
-    .or_raise();
+    let req =
+        request(corpus, query_vec, query_text, k, filters, mode, max_per_parent, candidates, rrf_k, include_stale)
+            .or_raise();
     TableIterator::new(search(&req).or_raise())
 }
 
@@ -429,33 +381,14 @@ fn corpus_explain(
     filters: default!(Option<JsonB>, "'{}'"),
     mode: default!(&str, "'hybrid'"),
     candidates: default!(Option<i32>, "NULL"),
+    include_stale: default!(bool, false),
 ) -> TableIterator<
     'static,
-    (
-        name!(source, String),
-        name!(branch, String),
-        name!(strategy, String),
-        name!(sql, String),
-        name!(params, JsonB),
-    ),
+    (name!(source, String), name!(branch, String), name!(strategy, String), name!(sql, String), name!(params, JsonB)),
 > {
-    let req = request(
-        corpus,
-        query_vec,
-        query_text,
-        k,
-        filters,
-        mode,
-        Some(0),
-        candidates,
-        60,
-    )
-    .or_raise();
-    let sem = if req.vector.is_some() {
-        semantic_plans(&req).or_raise()
-    } else {
-        Vec::new()
-    };
+    let req =
+        request(corpus, query_vec, query_text, k, filters, mode, Some(0), candidates, 60, include_stale).or_raise();
+    let sem = if req.vector.is_some() { semantic_plans(&req).or_raise() } else { Vec::new() };
     let rows: Vec<_> = subplans(&req, &sem, req.window)
         .into_iter()
         .map(|p| {

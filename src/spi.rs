@@ -38,11 +38,7 @@ fn spi_failure(e: pgrx::spi::SpiError) -> CoreError {
 pub fn load_corpus(name: &str) -> Result<Corpus, CoreError> {
     let json: Option<JsonB> = Spi::connect(|client| {
         client
-            .select(
-                "SELECT corpus._corpus_definition($1)",
-                None,
-                &[DatumWithOid::from(name)],
-            )?
+            .select("SELECT corpus._corpus_definition($1)", None, &[DatumWithOid::from(name)])?
             .first()
             .get_one::<JsonB>()
     })
@@ -74,12 +70,7 @@ pub fn branch_hits(source: usize, sql: &str, params: &[Param]) -> Result<Vec<Hit
             let parent_id: Option<String> = row.get(2)?;
             let raw: Option<f64> = row.get(3)?;
             if let (Some(item_id), Some(raw)) = (item_id, raw) {
-                hits.push(Hit {
-                    source,
-                    item_id,
-                    parent_id: parent_id.unwrap_or_default(),
-                    raw,
-                });
+                hits.push(Hit { source, item_id, parent_id: parent_id.unwrap_or_default(), raw });
             }
         }
         Ok(hits)
@@ -148,6 +139,8 @@ pub struct FetchedRow {
     pub content: Option<String>,
     pub locator: serde_json::Value,
     pub metadata: serde_json::Value,
+    /// The item is queued for re-embedding (its embedding is missing or stale).
+    pub stale: bool,
 }
 
 /// Fetch the final rows of one source.
@@ -162,12 +155,9 @@ pub fn fetch_rows(sql: &str, params: &[Param]) -> Result<Vec<FetchedRow>, CoreEr
             rows.push(FetchedRow {
                 item_id,
                 content: row.get::<String>(2)?,
-                locator: row
-                    .get::<JsonB>(3)?
-                    .map_or(serde_json::Value::Null, |j| j.0),
-                metadata: row
-                    .get::<JsonB>(4)?
-                    .map_or(serde_json::Value::Null, |j| j.0),
+                locator: row.get::<JsonB>(3)?.map_or(serde_json::Value::Null, |j| j.0),
+                metadata: row.get::<JsonB>(4)?.map_or(serde_json::Value::Null, |j| j.0),
+                stale: row.get::<bool>(5)?.unwrap_or(false),
             });
         }
         Ok(rows)
@@ -257,21 +247,11 @@ pub fn load_gold_set(name: &str) -> Result<GoldSet, CoreError> {
             None,
             &[DatumWithOid::from(name)],
         )? {
-            if let (Some(q), Some(t), Some(g)) = (
-                row.get::<String>(1)?,
-                row.get::<String>(2)?,
-                row.get::<i32>(3)?,
-            ) {
+            if let (Some(q), Some(t), Some(g)) = (row.get::<String>(1)?, row.get::<String>(2)?, row.get::<i32>(3)?) {
                 judgments.entry(q).or_default().insert(t, g);
             }
         }
-        Ok(Some(GoldSet {
-            name: name.to_string(),
-            corpus,
-            level,
-            queries,
-            judgments,
-        }))
+        Ok(Some(GoldSet { name: name.to_string(), corpus, level, queries, judgments }))
     })
     .map_err(spi_failure)?;
     found.ok_or_else(|| {
@@ -285,14 +265,9 @@ pub fn load_gold_set(name: &str) -> Result<GoldSet, CoreError> {
 
 /// The current time as text (kept as text: it only goes back into a timestamptz column).
 pub fn clock_timestamp() -> Result<String, CoreError> {
-    Spi::connect(|client| {
-        client
-            .select("SELECT clock_timestamp()::text", None, &[])?
-            .first()
-            .get_one::<String>()
-    })
-    .map(Option::unwrap_or_default)
-    .map_err(spi_failure)
+    Spi::connect(|client| client.select("SELECT clock_timestamp()::text", None, &[])?.first().get_one::<String>())
+        .map(Option::unwrap_or_default)
+        .map_err(spi_failure)
 }
 
 pub fn store_run(
@@ -313,11 +288,7 @@ pub fn store_run(
             })
         })
         .collect();
-    let version = format!(
-        "{} (library {})",
-        extension_version()?,
-        env!("CARGO_PKG_VERSION")
-    );
+    let version = format!("{} (library {})", extension_version()?, env!("CARGO_PKG_VERSION"));
     Spi::connect_mut(|client| {
         let id = client
             .update(
@@ -360,11 +331,7 @@ pub fn store_run(
 fn extension_version() -> Result<String, CoreError> {
     Spi::connect(|client| {
         client
-            .select(
-                "SELECT extversion::text FROM pg_catalog.pg_extension WHERE extname = 'pg_corpus'",
-                None,
-                &[],
-            )?
+            .select("SELECT extversion::text FROM pg_catalog.pg_extension WHERE extname = 'pg_corpus'", None, &[])?
             .first()
             .get_one::<String>()
     })
@@ -380,11 +347,7 @@ pub struct Run {
 pub fn load_run(id: i64) -> Result<Run, CoreError> {
     let found = Spi::connect(|client| {
         let gold_set = client
-            .select(
-                "SELECT (SELECT gold_set FROM corpus.eval_runs WHERE id = $1)",
-                None,
-                &[DatumWithOid::from(id)],
-            )?
+            .select("SELECT (SELECT gold_set FROM corpus.eval_runs WHERE id = $1)", None, &[DatumWithOid::from(id)])?
             .first()
             .get_one::<String>()?;
         let Some(gold_set) = gold_set else {
@@ -410,10 +373,7 @@ pub fn load_run(id: i64) -> Result<Run, CoreError> {
                 },
             );
         }
-        Ok(Some(Run {
-            gold_set,
-            per_query,
-        }))
+        Ok(Some(Run { gold_set, per_query }))
     })
     .map_err(spi_failure)?;
     found.ok_or_else(|| {

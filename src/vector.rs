@@ -7,11 +7,7 @@ use pgrx::{impl_sql_translatable, pg_sys, FromDatum};
 pub struct Vector(pub Vec<f32>);
 
 impl FromDatum for Vector {
-    unsafe fn from_polymorphic_datum(
-        datum: pg_sys::Datum,
-        is_null: bool,
-        _typoid: pg_sys::Oid,
-    ) -> Option<Self> {
+    unsafe fn from_polymorphic_datum(datum: pg_sys::Datum, is_null: bool, _typoid: pg_sys::Oid) -> Option<Self> {
         if is_null {
             return None;
         }
@@ -24,19 +20,14 @@ impl FromDatum for Vector {
             // A well-formed vector is exactly 8 + 4*dim bytes; refuse anything shorter.
             let dim = if size >= 8 + 4 * dim { dim } else { 0 };
             let data = bytes.add(8).cast::<f32>();
-            Some(Vector(
-                (0..dim).map(|i| data.add(i).read_unaligned()).collect(),
-            ))
+            Some(Vector((0..dim).map(|i| data.add(i).read_unaligned()).collect()))
         }
     }
 }
 
 unsafe impl<'fcx> ArgAbi<'fcx> for Vector {
     unsafe fn unbox_arg_unchecked(arg: Arg<'_, 'fcx>) -> Self {
-        unsafe {
-            arg.unbox_arg_using_from_datum()
-                .expect("a non-null vector argument")
-        }
+        unsafe { arg.unbox_arg_using_from_datum().expect("a non-null vector argument") }
     }
 }
 

@@ -45,7 +45,10 @@ SELECT rank, item_id FROM corpus.corpus_hybrid_search('public_notes', NULL, 'zeb
 UPDATE corpus.sources SET semantic_weight = 2;
 SELECT rank, item_id, round(score::numeric, 6) AS score
   FROM corpus.corpus_hybrid_search('public_notes', '[1, 0, 0]', 'zebra rule', k => 3, max_per_parent => 0);
--- the subplans, as run
-SELECT source, branch, strategy, sql, params
+-- the subplans, as run (table oids differ between runs: shown as <oid>)
+SELECT source, branch, strategy, sql,
+       (SELECT jsonb_agg(CASE WHEN jsonb_typeof(p) = 'number' AND p::text::numeric >= 16384
+                              THEN to_jsonb('<oid>'::text) ELSE p END)
+          FROM jsonb_array_elements(params) p) AS params
   FROM corpus.corpus_explain('public_notes', '[1, 0, 0]', 'zebra rule', k => 3);
 ROLLBACK;

@@ -52,12 +52,7 @@ pub struct CoreError {
 
 impl CoreError {
     pub fn new(state: SqlState, message: impl Into<String>, hint: impl Into<String>) -> Self {
-        CoreError {
-            state,
-            message: message.into(),
-            detail: None,
-            hint: hint.into(),
-        }
+        CoreError { state, message: message.into(), detail: None, hint: hint.into() }
     }
 
     pub fn with_detail(mut self, detail: impl Into<String>) -> Self {

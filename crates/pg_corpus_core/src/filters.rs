@@ -61,10 +61,7 @@ fn typed_value(field: &str, ty: FieldType, v: &Value) -> Result<String> {
         };
         return Err(CoreError::new(
             SqlState::DatatypeMismatch,
-            format!(
-                "filter field \"{field}\" is of type {} but the value {v} is not {expected}",
-                ty.sql()
-            ),
+            format!("filter field \"{field}\" is of type {} but the value {v} is not {expected}", ty.sql()),
             format!("Pass {expected} for \"{field}\"."),
         ));
     }
@@ -76,13 +73,7 @@ pub fn parse(corpus: &Corpus, filters: &Value) -> Result<Vec<Condition>> {
     let obj = match filters {
         Value::Null => return required_present(corpus, &[]).map(|_| Vec::new()),
         Value::Object(o) => o,
-        _ => {
-            return Err(CoreError::new(
-                SqlState::InvalidParameterValue,
-                "filters must be a JSON object",
-                FILTER_HINT,
-            ))
-        }
+        _ => return Err(CoreError::new(SqlState::InvalidParameterValue, "filters must be a JSON object", FILTER_HINT)),
     };
     let mut out = Vec::new();
     for (field, v) in obj {
@@ -121,16 +112,8 @@ pub fn parse(corpus: &Corpus, filters: &Value) -> Result<Vec<Condition>> {
                         "An empty list would match nothing; leave the field out or give at least one value.",
                     ));
                 }
-                let values = items
-                    .iter()
-                    .map(|x| typed_value(field, ty, x))
-                    .collect::<Result<Vec<_>>>()?;
-                out.push(Condition {
-                    field: field.clone(),
-                    field_type: ty,
-                    op: Op::In,
-                    values,
-                });
+                let values = items.iter().map(|x| typed_value(field, ty, x)).collect::<Result<Vec<_>>>()?;
+                out.push(Condition { field: field.clone(), field_type: ty, op: Op::In, values });
             }
             Value::Object(ops) => {
                 if ops.is_empty() {
@@ -156,22 +139,12 @@ pub fn parse(corpus: &Corpus, filters: &Value) -> Result<Vec<Condition>> {
                         }
                     };
                     let value = typed_value(field, ty, x)?;
-                    out.push(Condition {
-                        field: field.clone(),
-                        field_type: ty,
-                        op,
-                        values: vec![value],
-                    });
+                    out.push(Condition { field: field.clone(), field_type: ty, op, values: vec![value] });
                 }
             }
             scalar => {
                 let value = typed_value(field, ty, scalar)?;
-                out.push(Condition {
-                    field: field.clone(),
-                    field_type: ty,
-                    op: Op::Eq,
-                    values: vec![value],
-                });
+                out.push(Condition { field: field.clone(), field_type: ty, op: Op::Eq, values: vec![value] });
             }
         }
     }
@@ -181,10 +154,7 @@ pub fn parse(corpus: &Corpus, filters: &Value) -> Result<Vec<Condition>> {
 
 fn required_present(corpus: &Corpus, conds: &[Condition]) -> Result<()> {
     for req in &corpus.required_filters {
-        if !conds
-            .iter()
-            .any(|c| &c.field == req && matches!(c.op, Op::Eq | Op::In))
-        {
+        if !conds.iter().any(|c| &c.field == req && matches!(c.op, Op::Eq | Op::In)) {
             return Err(CoreError::new(
                 SqlState::InvalidParameterValue,
                 format!("corpus \"{}\" requires a filter on \"{req}\"", corpus.name),
@@ -206,11 +176,7 @@ mod tests {
     #[test]
     fn accepts_equality_lists_and_ranges() {
         let c = legal();
-        let f = parse(
-            &c,
-            &json!({"court": ["a", "b"], "page_number": {"gte": 2, "lt": 9}}),
-        )
-        .unwrap();
+        let f = parse(&c, &json!({"court": ["a", "b"], "page_number": {"gte": 2, "lt": 9}})).unwrap();
         assert_eq!(f.len(), 3);
         // fields in name order
         assert_eq!(f[0].op, Op::In);
@@ -222,28 +188,16 @@ mod tests {
     fn rejects_mistakes_with_their_sqlstate() {
         let c = legal();
         let cases = [
-            (
-                json!({"source_kind": "internal_committee"}),
-                SqlState::InsufficientPrivilege,
-            ),
-            (
-                json!({"source_kind": ["external_upload", "internal_committee"]}),
-                SqlState::InsufficientPrivilege,
-            ),
+            (json!({"source_kind": "internal_committee"}), SqlState::InsufficientPrivilege),
+            (json!({"source_kind": ["external_upload", "internal_committee"]}), SqlState::InsufficientPrivilege),
             (json!({"judge": "x"}), SqlState::UndefinedColumn),
             (json!({"court": 5}), SqlState::DatatypeMismatch),
             (json!({"page_number": "five"}), SqlState::DatatypeMismatch),
             (json!({"page_number": 1.5}), SqlState::DatatypeMismatch),
-            (
-                json!({"page_number": 9_999_999_999i64}),
-                SqlState::DatatypeMismatch,
-            ),
+            (json!({"page_number": 9_999_999_999i64}), SqlState::DatatypeMismatch),
             (json!({"court": null}), SqlState::DatatypeMismatch),
             (json!({"court": []}), SqlState::InvalidParameterValue),
-            (
-                json!({"court": {"like": "x"}}),
-                SqlState::InvalidParameterValue,
-            ),
+            (json!({"court": {"like": "x"}}), SqlState::InvalidParameterValue),
             (json!(["court"]), SqlState::InvalidParameterValue),
         ];
         for (f, state) in cases {
@@ -255,21 +209,10 @@ mod tests {
     fn required_filters_are_enforced() {
         let mut c = legal();
         c.required_filters = vec!["court".into()];
-        assert_eq!(
-            parse(&c, &json!({})).unwrap_err().state,
-            SqlState::InvalidParameterValue
-        );
-        assert_eq!(
-            parse(&c, &Value::Null).unwrap_err().state,
-            SqlState::InvalidParameterValue
-        );
+        assert_eq!(parse(&c, &json!({})).unwrap_err().state, SqlState::InvalidParameterValue);
+        assert_eq!(parse(&c, &Value::Null).unwrap_err().state, SqlState::InvalidParameterValue);
         // a range does not scope the search
-        assert_eq!(
-            parse(&c, &json!({"court": {"gte": "a"}}))
-                .unwrap_err()
-                .state,
-            SqlState::InvalidParameterValue
-        );
+        assert_eq!(parse(&c, &json!({"court": {"gte": "a"}})).unwrap_err().state, SqlState::InvalidParameterValue);
         assert!(parse(&c, &json!({"court": "x"})).is_ok());
     }
 }

@@ -46,9 +46,7 @@ pub fn order_hits(branch: Branch, hits: &mut [Hit]) {
             Branch::Semantic => a.raw.total_cmp(&b.raw),
             Branch::Lexical => b.raw.total_cmp(&a.raw),
         };
-        primary
-            .then_with(|| a.source.cmp(&b.source))
-            .then_with(|| a.item_id.cmp(&b.item_id))
+        primary.then_with(|| a.source.cmp(&b.source)).then_with(|| a.item_id.cmp(&b.item_id))
     });
 }
 
@@ -56,11 +54,7 @@ pub fn order_hits(branch: Branch, hits: &mut [Hit]) {
 /// Nothing is cut: an item dropped here could be the one needed to fill `k` rows after capping.
 /// Also says whether any source filled its window: then it may hold more eligible items beyond
 /// it, and a wider window could find them.
-pub fn merge_branch(
-    branch: Branch,
-    per_source: Vec<Vec<Hit>>,
-    window: usize,
-) -> (RankedList, bool) {
+pub fn merge_branch(branch: Branch, per_source: Vec<Vec<Hit>>, window: usize) -> (RankedList, bool) {
     let saturated = per_source.iter().any(|l| l.len() >= window);
     let mut hits: Vec<Hit> = per_source.into_iter().flatten().collect();
     order_hits(branch, &mut hits);
@@ -104,17 +98,15 @@ pub fn rrf(lists: &[RankedList], sources: &[SourceInfo], rrf_k: f64) -> Vec<Fuse
         for (i, hit) in list.hits.iter().enumerate() {
             let rank = i + 1;
             let info = &sources[hit.source];
-            let entry = by_item
-                .entry((hit.source, hit.item_id.as_str()))
-                .or_insert_with(|| Fused {
-                    source: hit.source,
-                    item_id: hit.item_id.clone(),
-                    parent_scope: info.parent_scope.clone(),
-                    parent_id: hit.parent_id.clone(),
-                    score: 0.0,
-                    semantic: None,
-                    lexical: None,
-                });
+            let entry = by_item.entry((hit.source, hit.item_id.as_str())).or_insert_with(|| Fused {
+                source: hit.source,
+                item_id: hit.item_id.clone(),
+                parent_scope: info.parent_scope.clone(),
+                parent_id: hit.parent_id.clone(),
+                score: 0.0,
+                semantic: None,
+                lexical: None,
+            });
             let (slot, weight) = match list.branch {
                 Branch::Semantic => (&mut entry.semantic, info.semantic_weight),
                 Branch::Lexical => (&mut entry.lexical, info.lexical_weight),
@@ -140,9 +132,7 @@ pub fn cap(fused: &[Fused], max_per_parent: Option<usize>, k: usize) -> Vec<Fuse
             break;
         }
         if let Some(max) = max_per_parent {
-            let n = per_parent
-                .entry((f.parent_scope.as_str(), f.parent_id.as_str()))
-                .or_insert(0);
+            let n = per_parent.entry((f.parent_scope.as_str(), f.parent_id.as_str())).or_insert(0);
             if *n >= max {
                 continue;
             }
@@ -165,12 +155,7 @@ mod tests {
     use proptest::prelude::*;
 
     fn hit(source: usize, id: &str, parent: &str, raw: f64) -> Hit {
-        Hit {
-            source,
-            item_id: id.into(),
-            parent_id: parent.into(),
-            raw,
-        }
+        Hit { source, item_id: id.into(), parent_id: parent.into(), raw }
     }
 
     fn list(branch: Branch, hits: Vec<Hit>) -> RankedList {
@@ -178,26 +163,14 @@ mod tests {
     }
 
     fn sources(n: usize) -> Vec<SourceInfo> {
-        (0..n)
-            .map(|_| SourceInfo {
-                parent_scope: "rel:1".into(),
-                semantic_weight: 1.0,
-                lexical_weight: 1.0,
-            })
-            .collect()
+        (0..n).map(|_| SourceInfo { parent_scope: "rel:1".into(), semantic_weight: 1.0, lexical_weight: 1.0 }).collect()
     }
 
     #[test]
     fn rrf_formula() {
         let lists = vec![
-            list(
-                Branch::Semantic,
-                vec![hit(0, "a", "1", 0.1), hit(0, "b", "1", 0.2)],
-            ),
-            list(
-                Branch::Lexical,
-                vec![hit(0, "b", "1", 9.0), hit(0, "c", "2", 1.0)],
-            ),
+            list(Branch::Semantic, vec![hit(0, "a", "1", 0.1), hit(0, "b", "1", 0.2)]),
+            list(Branch::Lexical, vec![hit(0, "b", "1", 9.0), hit(0, "c", "2", 1.0)]),
         ];
         let f = rrf(&lists, &sources(1), 60.0);
         assert_eq!(f[0].item_id, "b");
@@ -214,35 +187,22 @@ mod tests {
         // the halacha at distance 0 is the corpus' nearest item, whatever its source
         let (sem, saturated) = merge_branch(
             Branch::Semantic,
-            vec![
-                vec![hit(0, "c1", "1", 0.3), hit(0, "c2", "1", 0.4)],
-                vec![hit(1, "h1", "2", 0.0)],
-            ],
+            vec![vec![hit(0, "c1", "1", 0.3), hit(0, "c2", "1", 0.4)], vec![hit(1, "h1", "2", 0.0)]],
             2,
         );
         assert!(saturated);
-        let ids: Vec<_> = sem
-            .hits
-            .iter()
-            .map(|h| (h.source, h.item_id.as_str()))
-            .collect();
+        let ids: Vec<_> = sem.hits.iter().map(|h| (h.source, h.item_id.as_str())).collect();
         assert_eq!(ids, vec![(1, "h1"), (0, "c1"), (0, "c2")]);
         let f = rrf(&[sem], &sources(2), 60.0);
-        assert_eq!(
-            (f[0].item_id.as_str(), f[0].semantic),
-            ("h1", Some((1, 0.0)))
-        );
+        assert_eq!((f[0].item_id.as_str(), f[0].semantic), ("h1", Some((1, 0.0))));
         let (_, saturated) = merge_branch(Branch::Lexical, vec![vec![hit(0, "x", "1", 1.0)]], 2);
         assert!(!saturated);
     }
 
     #[test]
     fn ties_break_on_best_rank_then_source_then_id() {
-        let (sem, _) = merge_branch(
-            Branch::Semantic,
-            vec![vec![hit(0, "y", "2", 0.1)], vec![hit(1, "x", "1", 0.1)]],
-            10,
-        );
+        let (sem, _) =
+            merge_branch(Branch::Semantic, vec![vec![hit(0, "y", "2", 0.1)], vec![hit(1, "x", "1", 0.1)]], 10);
         assert_eq!((sem.hits[0].source, sem.hits[0].item_id.as_str()), (0, "y"));
     }
 
@@ -261,12 +221,7 @@ mod tests {
     fn cap_skips_full_parents_and_keeps_order() {
         let lists = vec![list(
             Branch::Semantic,
-            vec![
-                hit(0, "a", "1", 0.1),
-                hit(0, "b", "1", 0.2),
-                hit(0, "c", "1", 0.3),
-                hit(0, "d", "2", 0.4),
-            ],
+            vec![hit(0, "a", "1", 0.1), hit(0, "b", "1", 0.2), hit(0, "c", "1", 0.3), hit(0, "d", "2", 0.4)],
         )];
         let f = rrf(&lists, &sources(1), 60.0);
         let ids: Vec<_> = cap(&f, Some(2), 3).into_iter().map(|x| x.item_id).collect();
@@ -276,21 +231,11 @@ mod tests {
 
     #[test]
     fn order_hits_sorts_per_branch() {
-        let mut h = vec![
-            hit(0, "b", "1", 0.3),
-            hit(0, "a", "1", 0.3),
-            hit(0, "c", "1", 0.1),
-        ];
+        let mut h = vec![hit(0, "b", "1", 0.3), hit(0, "a", "1", 0.3), hit(0, "c", "1", 0.1)];
         order_hits(Branch::Semantic, &mut h);
-        assert_eq!(
-            h.iter().map(|x| x.item_id.as_str()).collect::<String>(),
-            "cab"
-        );
+        assert_eq!(h.iter().map(|x| x.item_id.as_str()).collect::<String>(), "cab");
         order_hits(Branch::Lexical, &mut h);
-        assert_eq!(
-            h.iter().map(|x| x.item_id.as_str()).collect::<String>(),
-            "abc"
-        );
+        assert_eq!(h.iter().map(|x| x.item_id.as_str()).collect::<String>(), "abc");
     }
 
     /// Random per-source hit lists for both branches over a shared pool of items (an item's
@@ -304,21 +249,12 @@ mod tests {
                 .enumerate()
                 .filter(|(_, (present, _))| *present)
                 .map(|(b, (_, items))| {
-                    let branch = if b == 0 {
-                        Branch::Semantic
-                    } else {
-                        Branch::Lexical
-                    };
+                    let branch = if b == 0 { Branch::Semantic } else { Branch::Lexical };
                     let mut seen = std::collections::HashSet::new();
                     let mut per_source = vec![Vec::new(), Vec::new()];
                     for (id, raw) in items.into_iter().filter(|(id, _)| seen.insert(*id)) {
                         let source = (id % 2) as usize;
-                        per_source[source].push(hit(
-                            source,
-                            &format!("i{id}"),
-                            &format!("p{}", id % 8),
-                            raw,
-                        ));
+                        per_source[source].push(hit(source, &format!("i{id}"), &format!("p{}", id % 8), raw));
                     }
                     merge_branch(branch, per_source, 1000).0
                 })

@@ -31,37 +31,14 @@ pub fn evaluate(ranking: &[String], judgments: &HashMap<String, i32>, k: usize) 
     let grade = |id: &String| judgments.get(id).copied().unwrap_or(0);
     let rel_in_top = top.iter().filter(|id| grade(id) >= 1).count();
     let precision = rel_in_top as f64 / k as f64;
-    let recall = if relevant == 0 {
-        0.0
-    } else {
-        rel_in_top as f64 / relevant as f64
-    };
-    let mrr = ranking
-        .iter()
-        .position(|id| grade(id) >= 1)
-        .map_or(0.0, |i| 1.0 / (i + 1) as f64);
-    let dcg: f64 = top
-        .iter()
-        .enumerate()
-        .map(|(i, id)| grade(id).max(0) as f64 / ((i + 2) as f64).log2())
-        .sum();
+    let recall = if relevant == 0 { 0.0 } else { rel_in_top as f64 / relevant as f64 };
+    let mrr = ranking.iter().position(|id| grade(id) >= 1).map_or(0.0, |i| 1.0 / (i + 1) as f64);
+    let dcg: f64 = top.iter().enumerate().map(|(i, id)| grade(id).max(0) as f64 / ((i + 2) as f64).log2()).sum();
     let mut ideal: Vec<i32> = judgments.values().copied().filter(|&g| g > 0).collect();
     ideal.sort_unstable_by(|a, b| b.cmp(a));
-    let idcg: f64 = ideal
-        .iter()
-        .take(k)
-        .enumerate()
-        .map(|(i, &g)| g as f64 / ((i + 2) as f64).log2())
-        .sum();
+    let idcg: f64 = ideal.iter().take(k).enumerate().map(|(i, &g)| g as f64 / ((i + 2) as f64).log2()).sum();
     let ndcg = if idcg > 0.0 { dcg / idcg } else { 0.0 };
-    QueryMetrics {
-        precision,
-        recall,
-        mrr,
-        ndcg,
-        hits: ranking.len(),
-        relevant,
-    }
+    QueryMetrics { precision, recall, mrr, ndcg, hits: ranking.len(), relevant }
 }
 
 /// Mean of each metric over queries.
@@ -143,15 +120,7 @@ pub fn compare(a: &[f64], b: &[f64], trials: usize, seed: u64) -> Comparison {
         // Add-one smoothing: the observed assignment is one of the possible ones.
         (at_least + 1) as f64 / (trials + 1) as f64
     };
-    Comparison {
-        queries: n,
-        mean_a: mean(a),
-        mean_b: mean(b),
-        wins,
-        losses,
-        ties: n - wins - losses,
-        p_value,
-    }
+    Comparison { queries: n, mean_a: mean(a), mean_b: mean(b), wins, losses, ties: n - wins - losses, p_value }
 }
 
 #[cfg(test)]
@@ -169,11 +138,7 @@ mod tests {
     #[test]
     fn textbook_example() {
         // relevant: a (grade 3), c (grade 1), z (grade 2, not retrieved)
-        let m = evaluate(
-            &ids(&["a", "b", "c"]),
-            &qrels(&[("a", 3), ("c", 1), ("z", 2), ("b", 0)]),
-            3,
-        );
+        let m = evaluate(&ids(&["a", "b", "c"]), &qrels(&[("a", 3), ("c", 1), ("z", 2), ("b", 0)]), 3);
         assert!((m.precision - 2.0 / 3.0).abs() < 1e-12);
         assert!((m.recall - 2.0 / 3.0).abs() < 1e-12);
         assert_eq!(m.mrr, 1.0);
@@ -209,11 +174,7 @@ mod tests {
         assert!(c.p_value < 0.01, "{c:?}");
         let same = compare(&a, &a, 10_000, 42);
         assert_eq!(same.p_value, 1.0);
-        let noisy: Vec<f64> = a
-            .iter()
-            .enumerate()
-            .map(|(i, x)| if i % 2 == 0 { x + 0.05 } else { x - 0.05 })
-            .collect();
+        let noisy: Vec<f64> = a.iter().enumerate().map(|(i, x)| if i % 2 == 0 { x + 0.05 } else { x - 0.05 }).collect();
         assert!(compare(&a, &noisy, 10_000, 42).p_value > 0.5);
         // deterministic
         assert_eq!(compare(&a, &noisy, 1000, 7), compare(&a, &noisy, 1000, 7));

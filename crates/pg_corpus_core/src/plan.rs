@@ -81,11 +81,7 @@ fn bound(c: &BoundCond, params: &mut Params) -> String {
 pub fn scope_predicate(src: &Source, semantic: bool, params: &mut Params) -> Vec<String> {
     let mut preds: Vec<String> = src.isolation.iter().map(|c| bound(c, params)).collect();
     if src.min_length > 0 {
-        preds.push(format!(
-            "char_length(btrim({})) >= {}",
-            col(&src.text),
-            src.min_length
-        ));
+        preds.push(format!("char_length(btrim({})) >= {}", col(&src.text), src.min_length));
     } else {
         preds.push(format!("{} IS NOT NULL", col(&src.text)));
     }
@@ -119,13 +115,7 @@ fn filter_sql(src: &Source, cond: &Condition, params: &mut Params) -> String {
 }
 
 /// `FROM item i [JOIN parent p ON key] WHERE <scope predicate> AND <caller filters> [AND extra]`.
-pub fn from_where(
-    src: &Source,
-    conds: &[Condition],
-    semantic: bool,
-    extra: &[String],
-    params: &mut Params,
-) -> String {
+pub fn from_where(src: &Source, conds: &[Condition], semantic: bool, extra: &[String], params: &mut Params) -> String {
     let mut sql = format!("FROM {} AS i", qualified(&src.item.schema, &src.item.name));
     if let (Some(parent), Some(key)) = (&src.parent, &src.parent_key) {
         sql.push_str(&format!(
@@ -144,22 +134,27 @@ pub fn from_where(
 }
 
 fn query_vector(corpus: &Corpus, p: &str) -> String {
-    format!(
-        "CAST({p}::real[] AS {}.vector)",
-        ident(&corpus.vector_schema)
-    )
+    format!("CAST({p}::real[] AS {}.vector)", ident(&corpus.vector_schema))
 }
 
 fn distance_expr(corpus: &Corpus, src: &Source, vec: &str) -> String {
+    format!("{} OPERATOR({}.{}) {vec}", col(&src.embedding), ident(&corpus.vector_schema), src.distance.operator())
+}
+
+/// `EXISTS` an entry of the re-embed queue for the item: its embedding is missing or stale.
+/// The queue (sql/embedding.sql) is keyed by item table, embedding column and `id::text`.
+fn queued(src: &Source, params: &mut Params) -> String {
+    let table = params.push(Param::Int(src.item.oid));
+    let column = params.push(Param::Text(src.embedding.column.clone()));
     format!(
-        "{} OPERATOR({}.{}) {vec}",
-        col(&src.embedding),
-        ident(&corpus.vector_schema),
-        src.distance.operator()
+        "EXISTS (SELECT 1 FROM corpus.embedding_queue AS eq WHERE eq.item_table = {table}::int8::oid \
+         AND eq.embedding_column = {column}::name AND eq.item_id = {}::text)",
+        col(&src.id)
     )
 }
 
 /// The semantic subplan: `item_id, parent_id, distance`, nearest first, at most `limit` rows.
+/// Stale embeddings (queued for re-embedding) are skipped unless `include_stale`.
 pub fn semantic(
     corpus: &Corpus,
     idx: usize,
@@ -167,6 +162,7 @@ pub fn semantic(
     query: &[f32],
     limit: i64,
     strategy: Strategy,
+    include_stale: bool,
 ) -> Subplan {
     let src = &corpus.sources[idx];
     let mut params = Params::default();
@@ -179,7 +175,11 @@ pub fn semantic(
         col(&src.id),
         col(&src.parent_fk)
     );
-    let fw = from_where(src, conds, true, &[], &mut params);
+    let mut extra = Vec::new();
+    if !include_stale {
+        extra.push(format!("NOT {}", queued(src, &mut params)));
+    }
+    let fw = from_where(src, conds, true, &extra, &mut params);
     let sql = match strategy {
         // ORDER BY the bare operator expression: the shape pgvector's index scan serves.
         Strategy::Approximate => format!("{select}\n{fw}\nORDER BY {dist}\nLIMIT {lim}"),
@@ -187,37 +187,19 @@ pub fn semantic(
         // the planner reaches the slice through the predicate's B-tree indexes instead.
         _ => format!("SELECT item_id, parent_id, distance FROM (\n{select}\n{fw}\nOFFSET 0) AS slice\nORDER BY distance, item_id\nLIMIT {lim}"),
     };
-    Subplan {
-        source: idx,
-        branch: Branch::Semantic,
-        strategy,
-        sql,
-        params: params.values,
-    }
+    Subplan { source: idx, branch: Branch::Semantic, strategy, sql, params: params.values }
 }
 
 /// The lexical subplan: `item_id, parent_id, score`, best first. The query's words are ORed
 /// (`corpus._or_tsquery`): an AND query finds almost nothing for natural-language questions.
-pub fn lexical(
-    corpus: &Corpus,
-    idx: usize,
-    conds: &[Condition],
-    text: &str,
-    limit: i64,
-) -> Subplan {
+pub fn lexical(corpus: &Corpus, idx: usize, conds: &[Condition], text: &str, limit: i64) -> Subplan {
     let src = &corpus.sources[idx];
     let mut params = Params::default();
     let t = params.push(Param::Text(text.to_string()));
     let lim = params.push(Param::Int(limit));
     let cfg = params.push(Param::Int(src.ts_config));
     let tsv = col(&src.tsv);
-    let fw = from_where(
-        src,
-        conds,
-        false,
-        &[format!("{tsv} @@ q.query")],
-        &mut params,
-    );
+    let fw = from_where(src, conds, false, &[format!("{tsv} @@ q.query")], &mut params);
     let fw = fw.replacen(
         "\nWHERE ",
         &format!("\nCROSS JOIN (SELECT corpus._or_tsquery({cfg}::int8::oid::regconfig, {t}) AS query) AS q\nWHERE "),
@@ -229,13 +211,7 @@ pub fn lexical(
         col(&src.parent_fk),
         col(&src.id)
     );
-    Subplan {
-        source: idx,
-        branch: Branch::Lexical,
-        strategy: Strategy::TextMatch,
-        sql,
-        params: params.values,
-    }
+    Subplan { source: idx, branch: Branch::Lexical, strategy: Strategy::TextMatch, sql, params: params.values }
 }
 
 /// A query whose planner row estimate is the size of the corpus slice the semantic branch sees.
@@ -265,25 +241,18 @@ fn json_object(pairs: &[(String, ColRef)], params: &mut Params) -> String {
 }
 
 /// Fetch the final rows of one source by item id, under the same predicate and filters.
-pub fn fetch(
-    corpus: &Corpus,
-    idx: usize,
-    conds: &[Condition],
-    ids: Vec<String>,
-) -> (String, Vec<Param>) {
+pub fn fetch(corpus: &Corpus, idx: usize, conds: &[Condition], ids: Vec<String>) -> (String, Vec<Param>) {
     let src = &corpus.sources[idx];
     let mut params = Params::default();
     let p = params.push(Param::TextArray(ids));
-    let extra = [format!(
-        "{} = ANY({p}::text[]::{}[])",
-        col(&src.id),
-        src.id.sql_type
-    )];
+    let extra = [format!("{} = ANY({p}::text[]::{}[])", col(&src.id), src.id.sql_type)];
     let locator = json_object(&src.locator, &mut params);
     let metadata = json_object(&src.metadata, &mut params);
+    let stale = queued(src, &mut params);
     let fw = from_where(src, conds, false, &extra, &mut params);
     let sql = format!(
-        "SELECT {}::text AS item_id, {}::text AS content, {locator} AS locator, {metadata} AS metadata\n{fw}",
+        "SELECT {}::text AS item_id, {}::text AS content, {locator} AS locator, {metadata} AS metadata, \
+         {stale} AS stale\n{fw}",
         col(&src.id),
         col(&src.text),
     );
@@ -303,7 +272,7 @@ mod tests {
         let mut out = Vec::new();
         for idx in 0..c.sources.len() {
             for s in [Strategy::Exact, Strategy::Approximate] {
-                let p = semantic(&c, idx, &conds, &[0.5; 384], 40, s);
+                let p = semantic(&c, idx, &conds, &[0.5; 384], 40, s, false);
                 out.push((p.sql, p.params));
             }
             let p = lexical(&c, idx, &conds, "חוזה שכירות", 40);
@@ -319,16 +288,10 @@ mod tests {
         for (sql, params) in all_plans() {
             assert!(sql.contains("p.\"source_kind\" = $"), "{sql}");
             assert!(params.contains(&Param::Text("external_upload".into())));
-            assert!(
-                !sql.contains("external_upload"),
-                "values never inlined: {sql}"
-            );
+            assert!(!sql.contains("external_upload"), "values never inlined: {sql}");
             assert!(sql.contains("char_length(btrim("), "{sql}");
             assert!(sql.contains("NULLIF(btrim(p.\"case_number\"::text), '') IS NOT NULL"));
-            assert!(
-                sql.contains("p.\"court\" = $"),
-                "caller filter ANDed: {sql}"
-            );
+            assert!(sql.contains("p.\"court\" = $"), "caller filter ANDed: {sql}");
         }
     }
 
@@ -336,7 +299,7 @@ mod tests {
     fn halachot_carry_the_review_rule_on_every_path() {
         let c = legal();
         for s in [Strategy::Exact, Strategy::Approximate] {
-            let p = semantic(&c, 1, &[], &[0.0; 384], 10, s);
+            let p = semantic(&c, 1, &[], &[0.0; 384], 10, s, false);
             assert!(p.sql.contains("i.\"review_status\" = $"));
             assert!(p.params.contains(&Param::Text("approved".into())));
         }
@@ -357,9 +320,13 @@ mod tests {
     #[test]
     fn approximate_orders_by_the_bare_operator() {
         let c = legal();
-        let p = semantic(&c, 0, &[], &[0.0; 384], 10, Strategy::Approximate);
-        assert!(p.sql.contains("ORDER BY i.\"embedding\" OPERATOR(\"public\".<=>) CAST($1::real[] AS \"public\".vector)\nLIMIT $2"));
-        let p = semantic(&c, 0, &[], &[0.0; 384], 10, Strategy::Exact);
+        let p = semantic(&c, 0, &[], &[0.0; 384], 10, Strategy::Approximate, true);
+        assert!(!p.sql.contains("embedding_queue"));
+        assert!(p.sql.contains(
+            "ORDER BY i.\"embedding\" OPERATOR(\"public\".<=>) CAST($1::real[] AS \"public\".vector)\nLIMIT $2"
+        ));
+        let p = semantic(&c, 0, &[], &[0.0; 384], 10, Strategy::Exact, false);
         assert!(p.sql.contains("OFFSET 0) AS slice"));
+        assert!(p.sql.contains("AND NOT EXISTS (SELECT 1 FROM corpus.embedding_queue"), "stale skipped by default");
     }
 }

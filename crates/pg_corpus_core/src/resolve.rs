@@ -47,6 +47,9 @@ pub struct SourceDef {
     pub text_column: String,
     pub tsv_column: String,
     pub embedding_column: String,
+    /// The text columns the embedding is computed from; absent in old catalogs.
+    #[serde(default)]
+    pub embedding_inputs: Vec<String>,
     pub distance: String,
     pub parent: Option<RelationInfo>,
     pub parent_oid: Option<i64>,
@@ -260,37 +263,24 @@ pub fn scalar_text(v: &Value) -> Option<String> {
 /// `{"col": v}` / `{"col": [v, ...]}` → (column, values). Used for isolation and source rules.
 fn equality_map(v: &Value, what: &str) -> Result<Vec<(String, Vec<String>)>> {
     let hint = "Write it as {\"column\": value} or {\"column\": [value, ...]} with string, number or boolean values.";
-    let obj = v
-        .as_object()
-        .ok_or_else(|| invalid(format!("{what} must be a JSON object"), hint))?;
+    let obj = v.as_object().ok_or_else(|| invalid(format!("{what} must be a JSON object"), hint))?;
     let mut out = Vec::new();
     for (col, val) in obj {
         let values = match val {
             Value::Array(items) => {
                 if items.is_empty() {
-                    return Err(invalid(
-                        format!("{what}: the value list of \"{col}\" is empty"),
-                        hint,
-                    ));
+                    return Err(invalid(format!("{what}: the value list of \"{col}\" is empty"), hint));
                 }
                 items
                     .iter()
                     .map(|x| {
-                        scalar_text(x).ok_or_else(|| {
-                            invalid(
-                                format!("{what}: \"{col}\" has a value that is not a scalar"),
-                                hint,
-                            )
-                        })
+                        scalar_text(x)
+                            .ok_or_else(|| invalid(format!("{what}: \"{col}\" has a value that is not a scalar"), hint))
                     })
                     .collect::<Result<Vec<_>>>()?
             }
-            other => vec![scalar_text(other).ok_or_else(|| {
-                invalid(
-                    format!("{what}: \"{col}\" has a value that is not a scalar"),
-                    hint,
-                )
-            })?],
+            other => vec![scalar_text(other)
+                .ok_or_else(|| invalid(format!("{what}: \"{col}\" has a value that is not a scalar"), hint))?],
         };
         out.push((col.clone(), values));
     }
@@ -314,27 +304,13 @@ fn column<'a>(rel: &'a RelationInfo, name: &str, role: &str) -> Result<&'a Colum
 }
 
 fn colref(side: Side, name: &str, info: &ColumnInfo) -> ColRef {
-    ColRef {
-        side,
-        column: name.to_string(),
-        sql_type: info.sql_type.clone(),
-        is_array: info.category == "A",
-    }
+    ColRef { side, column: name.to_string(), sql_type: info.sql_type.clone(), is_array: info.category == "A" }
 }
 
-fn wrong_type(
-    rel: &RelationInfo,
-    col: &str,
-    info: &ColumnInfo,
-    want: &str,
-    hint: &str,
-) -> CoreError {
+fn wrong_type(rel: &RelationInfo, col: &str, info: &ColumnInfo, want: &str, hint: &str) -> CoreError {
     CoreError::new(
         SqlState::DatatypeMismatch,
-        format!(
-            "column \"{col}\" of \"{}\".\"{}\" has type {}, expected {want}",
-            rel.schema, rel.name, info.sql_type
-        ),
+        format!("column \"{col}\" of \"{}\".\"{}\" has type {}, expected {want}", rel.schema, rel.name, info.sql_type),
         hint,
     )
 }
@@ -344,10 +320,7 @@ fn mapped_column(src: &SourceDef, item: &RelationInfo, spec: &str, what: &str) -
     if let Some(pcol) = spec.strip_prefix("parent.") {
         let parent = src.parent.as_ref().ok_or_else(|| {
             invalid(
-                format!(
-                    "{what} names \"{spec}\" but source \"{}\" has no parent table",
-                    src.name
-                ),
+                format!("{what} names \"{spec}\" but source \"{}\" has no parent table", src.name),
                 "Name an item column, or register the source with parent_table.",
             )
         })?;
@@ -357,24 +330,14 @@ fn mapped_column(src: &SourceDef, item: &RelationInfo, spec: &str, what: &str) -
     }
 }
 
-fn key_map(
-    src: &SourceDef,
-    item: &RelationInfo,
-    v: &Value,
-    what: &str,
-) -> Result<Vec<(String, ColRef)>> {
+fn key_map(src: &SourceDef, item: &RelationInfo, v: &Value, what: &str) -> Result<Vec<(String, ColRef)>> {
     let hint = "Write it as {\"key\": \"item_column\"} or {\"key\": \"parent.column\"}.";
-    let obj = v
-        .as_object()
-        .ok_or_else(|| invalid(format!("{what} must be a JSON object"), hint))?;
+    let obj = v.as_object().ok_or_else(|| invalid(format!("{what} must be a JSON object"), hint))?;
     let mut out = Vec::new();
     for (key, spec) in obj {
-        let spec = spec.as_str().ok_or_else(|| {
-            invalid(
-                format!("{what}: the value of \"{key}\" must be a column name"),
-                hint,
-            )
-        })?;
+        let spec = spec
+            .as_str()
+            .ok_or_else(|| invalid(format!("{what}: the value of \"{key}\" must be a column name"), hint))?;
         out.push((key.clone(), mapped_column(src, item, spec, what)?));
     }
     Ok(out)
@@ -383,13 +346,8 @@ fn key_map(
 fn check_identifier(name: &str, what: &str) -> Result<()> {
     let ok = !name.is_empty()
         && name.len() <= 63
-        && name
-            .chars()
-            .next()
-            .is_some_and(|c| c.is_ascii_lowercase() || c == '_')
-        && name
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+        && name.chars().next().is_some_and(|c| c.is_ascii_lowercase() || c == '_')
+        && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
     if ok {
         Ok(())
     } else {
@@ -401,17 +359,13 @@ fn check_identifier(name: &str, what: &str) -> Result<()> {
 }
 
 /// Parse and validate corpus-level settings (no tables needed).
-fn corpus_settings(
-    def: &CorpusDef,
-) -> Result<(Vec<(String, Vec<String>)>, BTreeMap<String, FieldType>)> {
+fn corpus_settings(def: &CorpusDef) -> Result<(Vec<(String, Vec<String>)>, BTreeMap<String, FieldType>)> {
     let isolation = equality_map(&def.isolation, "isolation")?;
     let mut fields = BTreeMap::new();
-    let obj = def.filter_fields.as_object().ok_or_else(|| {
-        invalid(
-            "filter_fields must be a JSON object".into(),
-            "Write it as {\"field\": \"type\"}.",
-        )
-    })?;
+    let obj = def
+        .filter_fields
+        .as_object()
+        .ok_or_else(|| invalid("filter_fields must be a JSON object".into(), "Write it as {\"field\": \"type\"}."))?;
     for (name, ty) in obj {
         let ty = ty.as_str().and_then(FieldType::parse).ok_or_else(|| {
             invalid(
@@ -449,20 +403,14 @@ fn resolve_source(
     let item = src.item.as_ref().ok_or_else(|| {
         CoreError::new(
             SqlState::UndefinedTable,
-            format!(
-                "the item table of source \"{}\" (oid {}) no longer exists",
-                src.name, src.item_oid
-            ),
+            format!("the item table of source \"{}\" (oid {}) no longer exists", src.name, src.item_oid),
             "Drop the source with corpus.corpus_drop_source and register the new table.",
         )
     })?;
     if src.parent_oid.is_some() && src.parent.is_none() {
         return Err(CoreError::new(
             SqlState::UndefinedTable,
-            format!(
-                "the parent table of source \"{}\" no longer exists",
-                src.name
-            ),
+            format!("the parent table of source \"{}\" no longer exists", src.name),
             "Drop the source with corpus.corpus_drop_source and register it again.",
         ));
     }
@@ -506,15 +454,24 @@ fn resolve_source(
             "Declare the dimension, e.g. ALTER TABLE t ALTER COLUMN embedding TYPE vector(384); the search checks query vectors against it.",
         ));
     }
+    for input in &src.embedding_inputs {
+        let info = column(item, input, "embedding_inputs")?;
+        if info.category != "S" {
+            return Err(wrong_type(
+                item,
+                input,
+                info,
+                "text or varchar",
+                "embedding_inputs name the text columns the embedding is computed from.",
+            ));
+        }
+    }
     let distance = match src.distance.as_str() {
         "cosine" => Distance::Cosine,
         "l2" => Distance::L2,
         "ip" => Distance::InnerProduct,
         other => {
-            return Err(invalid(
-                format!("unknown distance \"{other}\""),
-                "distance is cosine, l2 or ip.",
-            ));
+            return Err(invalid(format!("unknown distance \"{other}\""), "distance is cosine, l2 or ip."));
         }
     };
     let fk_info = column(item, &src.parent_fk, "parent_fk")?;
@@ -529,10 +486,7 @@ fn resolve_source(
                     item,
                     &src.parent_fk,
                     fk_info,
-                    &format!(
-                        "a type comparable with {}.{} ({})",
-                        parent.name, src.parent_key, key_info.sql_type
-                    ),
+                    &format!("a type comparable with {}.{} ({})", parent.name, src.parent_key, key_info.sql_type),
                     "parent_fk must reference the parent key.",
                 ));
             }
@@ -552,20 +506,12 @@ fn resolve_source(
         .collect::<Result<Vec<_>>>()?;
     let rule = equality_map(&src.rule, "rule")?
         .into_iter()
-        .map(|(c, values)| {
-            Ok(BoundCond {
-                col: colref(Side::Item, &c, column(item, &c, "rule")?),
-                values,
-            })
-        })
+        .map(|(c, values)| Ok(BoundCond { col: colref(Side::Item, &c, column(item, &c, "rule")?), values }))
         .collect::<Result<Vec<_>>>()?;
     let isolation = isolation
         .iter()
         .map(|(c, values)| {
-            Ok(BoundCond {
-                col: colref(scope_side, c, column(scope, c, "isolation")?),
-                values: values.clone(),
-            })
+            Ok(BoundCond { col: colref(scope_side, c, column(scope, c, "isolation")?), values: values.clone() })
         })
         .collect::<Result<Vec<_>>>()?;
     let mut filter_columns = BTreeMap::new();
@@ -576,26 +522,14 @@ fn resolve_source(
             (None, None) => (Side::Item, item, column(item, field, "filter field")?),
         };
         if !ty.accepts(info) {
-            return Err(wrong_type(
-                rel,
-                field,
-                info,
-                ty.sql(),
-                "Declare the filter field with the column's type.",
-            ));
+            return Err(wrong_type(rel, field, info, ty.sql(), "Declare the filter field with the column's type."));
         }
         filter_columns.insert(field.clone(), colref(side, field, info));
     }
     if !(src.min_length >= 0) {
-        return Err(invalid(
-            format!("min_length must be >= 0, got {}", src.min_length),
-            "Use 0 to accept any text.",
-        ));
+        return Err(invalid(format!("min_length must be >= 0, got {}", src.min_length), "Use 0 to accept any text."));
     }
-    for (w, name) in [
-        (src.semantic_weight, "semantic_weight"),
-        (src.lexical_weight, "lexical_weight"),
-    ] {
+    for (w, name) in [(src.semantic_weight, "semantic_weight"), (src.lexical_weight, "lexical_weight")] {
         if !(w.is_finite() && w >= 0.0) {
             return Err(invalid(
                 format!("{name} must be a finite number >= 0, got {w}"),
@@ -609,16 +543,8 @@ fn resolve_source(
     };
     Ok(Source {
         name: src.name.clone(),
-        item: Relation {
-            oid: item.oid,
-            schema: item.schema.clone(),
-            name: item.name.clone(),
-        },
-        parent: src.parent.as_ref().map(|p| Relation {
-            oid: p.oid,
-            schema: p.schema.clone(),
-            name: p.name.clone(),
-        }),
+        item: Relation { oid: item.oid, schema: item.schema.clone(), name: item.name.clone() },
+        parent: src.parent.as_ref().map(|p| Relation { oid: p.oid, schema: p.schema.clone(), name: p.name.clone() }),
         parent_scope,
         id: colref(Side::Item, &src.id_column, id_info),
         text: colref(Side::Item, &src.text_column, text_info),
@@ -652,11 +578,8 @@ pub fn resolve(def: &CorpusDef) -> Result<Corpus> {
             "CREATE EXTENSION vector;",
         )
     })?;
-    let sources = def
-        .sources
-        .iter()
-        .map(|s| resolve_source(def, s, &isolation, &fields))
-        .collect::<Result<Vec<_>>>()?;
+    let sources =
+        def.sources.iter().map(|s| resolve_source(def, s, &isolation, &fields)).collect::<Result<Vec<_>>>()?;
     if let Some(first) = sources.first() {
         if let Some(other) = sources.iter().find(|s| s.dimensions != first.dimensions) {
             return Err(CoreError::new(
@@ -731,7 +654,7 @@ pub(crate) mod tests {
         }});
         let src = |name: &str, item: &Value, text: &str, tsv: &str, rule: Value, locator: Value| {
             json!({"name": name, "item": item, "item_oid": item["oid"], "id_column": "id",
-                   "text_column": text, "tsv_column": tsv, "embedding_column": "embedding",
+                   "text_column": text, "tsv_column": tsv, "embedding_column": "embedding", "embedding_inputs": [text],
                    "distance": "cosine", "parent": case_law, "parent_oid": 100,
                    "parent_fk": "case_law_id", "parent_key": "id",
                    "parent_required": ["case_number", "case_name"], "rule": rule,
@@ -778,75 +701,57 @@ pub(crate) mod tests {
     fn missing_column_is_42703() {
         let mut d = legal_def();
         d["sources"][0]["text_column"] = json!("body");
-        assert_eq!(
-            resolve_json(d).unwrap_err().state,
-            SqlState::UndefinedColumn
-        );
+        assert_eq!(resolve_json(d).unwrap_err().state, SqlState::UndefinedColumn);
     }
 
     #[test]
     fn wrong_types_are_42804() {
-        for (field, value) in [
-            ("tsv_column", "content"),
-            ("embedding_column", "content"),
-            ("text_column", "page_number"),
-        ] {
+        for (field, value) in
+            [("tsv_column", "content"), ("embedding_column", "content"), ("text_column", "page_number")]
+        {
             let mut d = legal_def();
             d["sources"][0][field] = json!(value);
-            assert_eq!(
-                resolve_json(d).unwrap_err().state,
-                SqlState::DatatypeMismatch,
-                "{field}"
-            );
+            assert_eq!(resolve_json(d).unwrap_err().state, SqlState::DatatypeMismatch, "{field}");
         }
         let mut d = legal_def();
         d["sources"][0]["item"]["columns"]["embedding"]["typmod"] = json!(-1);
-        assert_eq!(
-            resolve_json(d).unwrap_err().state,
-            SqlState::DatatypeMismatch
-        );
+        assert_eq!(resolve_json(d).unwrap_err().state, SqlState::DatatypeMismatch);
         let mut d = legal_def();
         d["filter_fields"]["court"] = json!("integer");
-        assert_eq!(
-            resolve_json(d).unwrap_err().state,
-            SqlState::DatatypeMismatch
-        );
+        assert_eq!(resolve_json(d).unwrap_err().state, SqlState::DatatypeMismatch);
     }
 
     #[test]
     fn isolation_column_cannot_be_a_filter_field() {
         let mut d = legal_def();
         d["filter_fields"]["source_kind"] = json!("text");
-        assert_eq!(
-            resolve_json(d).unwrap_err().state,
-            SqlState::InsufficientPrivilege
-        );
+        assert_eq!(resolve_json(d).unwrap_err().state, SqlState::InsufficientPrivilege);
     }
 
     #[test]
     fn required_filter_must_be_declared() {
         let mut d = legal_def();
         d["required_filters"] = json!(["practice_area"]);
-        assert_eq!(
-            resolve_json(d).unwrap_err().state,
-            SqlState::InvalidParameterValue
-        );
+        assert_eq!(resolve_json(d).unwrap_err().state, SqlState::InvalidParameterValue);
     }
 
     #[test]
     fn isolation_values_must_be_scalars() {
-        for bad in [
-            json!({"source_kind": []}),
-            json!({"source_kind": {"a": 1}}),
-            json!(["x"]),
-        ] {
+        for bad in [json!({"source_kind": []}), json!({"source_kind": {"a": 1}}), json!(["x"])] {
             let mut d = legal_def();
             d["isolation"] = bad;
-            assert_eq!(
-                resolve_json(d).unwrap_err().state,
-                SqlState::InvalidParameterValue
-            );
+            assert_eq!(resolve_json(d).unwrap_err().state, SqlState::InvalidParameterValue);
         }
+    }
+
+    #[test]
+    fn embedding_inputs_are_checked() {
+        let mut d = legal_def();
+        d["sources"][0]["embedding_inputs"] = json!(["content", "nope"]);
+        assert_eq!(resolve_json(d).unwrap_err().state, SqlState::UndefinedColumn);
+        let mut d = legal_def();
+        d["sources"][0]["embedding_inputs"] = json!(["page_number"]);
+        assert_eq!(resolve_json(d).unwrap_err().state, SqlState::DatatypeMismatch);
     }
 
     #[test]
@@ -860,9 +765,6 @@ pub(crate) mod tests {
     fn dimensions_must_agree() {
         let mut d = legal_def();
         d["sources"][1]["item"]["columns"]["embedding"]["typmod"] = json!(768);
-        assert_eq!(
-            resolve_json(d).unwrap_err().state,
-            SqlState::DatatypeMismatch
-        );
+        assert_eq!(resolve_json(d).unwrap_err().state, SqlState::DatatypeMismatch);
     }
 }

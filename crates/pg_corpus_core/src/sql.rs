@@ -52,10 +52,7 @@ mod tests {
     fn quotes_everything() {
         assert_eq!(ident("id"), "\"id\"");
         assert_eq!(ident("we\"ird"), "\"we\"\"ird\"");
-        assert_eq!(
-            ident("x\"; DROP TABLE t; --"),
-            "\"x\"\"; DROP TABLE t; --\""
-        );
+        assert_eq!(ident("x\"; DROP TABLE t; --"), "\"x\"\"; DROP TABLE t; --\"");
         assert_eq!(qualified("public", "T"), "\"public\".\"T\"");
     }
 

@@ -1,0 +1,462 @@
+-- ==========================================================================================
+-- Embedding freshness: a queue of items whose embedding is missing or describes old text,
+-- kept by a trigger that source registration attaches, and the functions a worker uses.
+--
+-- An item is STALE while it has a row in corpus.embedding_queue: the trigger puts it there in
+-- the same transaction as the text change (so a rolled-back change queues nothing), and the
+-- row leaves when a new embedding is stored. The semantic branch skips queued items unless the
+-- caller passes include_stale => true. The queue is an ordinary WAL-logged table: it survives
+-- crashes and restarts with the data it describes.
+-- ==========================================================================================
+
+-- One "embedding slot" per (item table, embedding column): the sources of several corpora can
+-- share a table (precedent_chunks serves two corpora) and then share its slot, trigger and model.
+CREATE TABLE corpus.embedding_slots (
+    item_table       regclass NOT NULL,
+    embedding_column name NOT NULL,
+    id_column        name NOT NULL,
+    id_type          text NOT NULL,          -- format_type of the id column: casts keep its index usable
+    input_columns    name[] NOT NULL,
+    model            text,
+    dimensions       integer NOT NULL,
+    trigger_name     name NOT NULL,
+    trigger_function text NOT NULL,
+    created_at       timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (item_table, embedding_column)
+);
+
+CREATE TABLE corpus.embedding_queue (
+    item_table       regclass NOT NULL,
+    embedding_column name NOT NULL,
+    item_id          text NOT NULL,
+    -- missing: no embedding; text_changed: the text changed after it was embedded;
+    -- model_changed: the slot's model changed; requested: corpus_embedding_enqueue
+    reason           text NOT NULL,
+    enqueued_at      timestamptz NOT NULL DEFAULT now(),
+    -- bumped by every change of the item's text: a worker's result for an older version is refused
+    version          bigint NOT NULL DEFAULT 1,
+    state            text NOT NULL DEFAULT 'pending'
+                     CONSTRAINT embedding_queue_state_check CHECK (state IN ('pending', 'claimed', 'dead')),
+    claimed_by       text,
+    claimed_at       timestamptz,
+    lease_until      timestamptz,
+    attempts         integer NOT NULL DEFAULT 0,
+    last_error       text,
+    PRIMARY KEY (item_table, embedding_column, item_id),
+    FOREIGN KEY (item_table, embedding_column) REFERENCES corpus.embedding_slots ON DELETE CASCADE
+);
+-- Workers claim the oldest available items first.
+CREATE INDEX embedding_queue_claim_idx ON corpus.embedding_queue (enqueued_at) WHERE state <> 'dead';
+
+SELECT pg_catalog.pg_extension_config_dump('corpus.embedding_slots', '');
+SELECT pg_catalog.pg_extension_config_dump('corpus.embedding_queue', '');
+REVOKE ALL ON corpus.embedding_slots, corpus.embedding_queue FROM PUBLIC;
+GRANT SELECT ON corpus.embedding_slots TO PUBLIC;
+-- Searches run with the caller's rights and must see which items are stale; only the key.
+GRANT SELECT (item_table, embedding_column, item_id) ON corpus.embedding_queue TO PUBLIC;
+
+COMMENT ON TABLE corpus.embedding_queue IS
+    'pg_corpus: items whose embedding is missing or stale; NOTIFY pg_corpus_embedding announces new work';
+
+-- ------------------------------------------------------------------------------------------
+-- The trigger. Generated per slot with the column names written in (a generic trigger would
+-- have to go through to_jsonb(NEW), which prints the whole vector for every row: far too slow
+-- for bulk loads). The generated function is SECURITY DEFINER so that writers of the item
+-- table need no rights on the queue, with search_path pinned.
+-- ------------------------------------------------------------------------------------------
+CREATE FUNCTION corpus._attach_embedding_slot(item_table regclass, embedding_column name, id_column name,
+                                              input_columns name[], model text, dimensions integer)
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    slot   corpus.embedding_slots;
+    attnum smallint;
+    fname  text;
+    tname  text;
+    inputs_changed text;
+    body   text;
+BEGIN
+    SELECT * INTO slot FROM corpus.embedding_slots s
+     WHERE s.item_table = _attach_embedding_slot.item_table
+       AND s.embedding_column = _attach_embedding_slot.embedding_column;
+    IF FOUND THEN
+        IF slot.id_column <> id_column OR slot.input_columns <> input_columns THEN
+            RAISE EXCEPTION USING ERRCODE = '22023',
+                MESSAGE = format('embedding column "%s" of %s is already registered with id column "%s" and inputs %s',
+                                 embedding_column, item_table, slot.id_column, slot.input_columns),
+                HINT = 'Sources sharing an embedding column must agree on the id column and the text it is computed from.';
+        END IF;
+        IF model IS NOT NULL AND slot.model IS DISTINCT FROM model THEN
+            RAISE EXCEPTION USING ERRCODE = '22023',
+                MESSAGE = format('embedding column "%s" of %s holds embeddings of model "%s", not "%s"',
+                                 embedding_column, item_table, slot.model, model),
+                HINT = 'Change the model with CALL corpus.corpus_set_embedding_model(...), which re-embeds every item.';
+        END IF;
+        RETURN;
+    END IF;
+
+    SELECT a.attnum INTO attnum FROM pg_attribute a
+     WHERE a.attrelid = item_table AND a.attname = embedding_column AND NOT a.attisdropped;
+    fname := format('_embedding_trigger_%s_%s', item_table::oid, attnum);
+    tname := format('pg_corpus_embedding_%s', attnum);
+    SELECT format('(%s) IS DISTINCT FROM (%s)',
+                  string_agg(format('OLD.%I', c), ', '), string_agg(format('NEW.%I', c), ', '))
+      INTO inputs_changed FROM unnest(input_columns) c;
+
+    body := format($body$
+BEGIN
+    -- Bulk loads may defer the per-row work: SET pg_corpus.defer_embedding_queue = on, load,
+    -- then SELECT corpus.corpus_embedding_enqueue(...) once.
+    IF current_setting('pg_corpus.defer_embedding_queue', true) = 'on' THEN
+        RETURN NULL;
+    END IF;
+    IF TG_OP = 'TRUNCATE' THEN
+        DELETE FROM corpus.embedding_queue WHERE item_table = %1$s::oid AND embedding_column = %2$L;
+        RETURN NULL;
+    END IF;
+    IF TG_OP IN ('DELETE', 'UPDATE') AND (TG_OP = 'DELETE' OR OLD.%3$I IS DISTINCT FROM NEW.%3$I) THEN
+        DELETE FROM corpus.embedding_queue
+         WHERE item_table = %1$s::oid AND embedding_column = %2$L AND item_id = OLD.%3$I::text;
+        IF TG_OP = 'DELETE' THEN
+            RETURN NULL;
+        END IF;
+    END IF;
+    IF NEW.%4$I IS NULL THEN
+        IF TG_OP = 'INSERT' OR OLD.%4$I IS NOT NULL OR %5$s THEN
+            INSERT INTO corpus.embedding_queue AS q (item_table, embedding_column, item_id, reason)
+            VALUES (%1$s::oid, %2$L, NEW.%3$I::text, 'missing')
+            ON CONFLICT (item_table, embedding_column, item_id) DO UPDATE
+               SET reason = 'missing', version = q.version + 1, enqueued_at = now(), state = 'pending',
+                   claimed_by = NULL, claimed_at = NULL, lease_until = NULL, attempts = 0, last_error = NULL;
+            PERFORM pg_notify('pg_corpus_embedding', %6$L);
+        END IF;
+    ELSIF TG_OP = 'UPDATE' THEN
+        -- (compared as real[]: pgvector's = is not on this function's pinned search_path)
+        IF OLD.%4$I::real[] IS DISTINCT FROM NEW.%4$I::real[] THEN
+            -- a new embedding came in with (or after) the text: fresh
+            DELETE FROM corpus.embedding_queue
+             WHERE item_table = %1$s::oid AND embedding_column = %2$L AND item_id = NEW.%3$I::text;
+        ELSIF %5$s THEN
+            INSERT INTO corpus.embedding_queue AS q (item_table, embedding_column, item_id, reason)
+            VALUES (%1$s::oid, %2$L, NEW.%3$I::text, 'text_changed')
+            ON CONFLICT (item_table, embedding_column, item_id) DO UPDATE
+               SET reason = 'text_changed', version = q.version + 1, enqueued_at = now(), state = 'pending',
+                   claimed_by = NULL, claimed_at = NULL, lease_until = NULL, attempts = 0, last_error = NULL;
+            PERFORM pg_notify('pg_corpus_embedding', %6$L);
+        END IF;
+    END IF;
+    RETURN NULL;
+END
+$body$, item_table::oid, embedding_column, id_column, embedding_column, inputs_changed, item_table::text);
+
+    EXECUTE format('CREATE FUNCTION corpus.%I() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
+                    SET search_path = pg_catalog, pg_temp AS %L', fname, body);
+    EXECUTE format('REVOKE ALL ON FUNCTION corpus.%I() FROM PUBLIC', fname);
+    EXECUTE format('CREATE TRIGGER %I AFTER INSERT OR DELETE OR UPDATE OF %s ON %s
+                    FOR EACH ROW EXECUTE FUNCTION corpus.%I()',
+                   tname,
+                   (SELECT string_agg(DISTINCT quote_ident(c), ', ')
+                      FROM unnest(input_columns || ARRAY[id_column, embedding_column]) c),
+                   item_table, fname);
+    EXECUTE format('CREATE TRIGGER %I AFTER TRUNCATE ON %s FOR EACH STATEMENT EXECUTE FUNCTION corpus.%I()',
+                   tname || '_truncate', item_table, fname);
+    INSERT INTO corpus.embedding_slots (item_table, embedding_column, id_column, id_type, input_columns, model,
+                                        dimensions, trigger_name, trigger_function)
+    VALUES (item_table, embedding_column, id_column,
+            (SELECT format_type(a.atttypid, a.atttypmod) FROM pg_attribute a
+              WHERE a.attrelid = item_table AND a.attname = id_column),
+            input_columns, model, dimensions, tname, fname);
+    -- Items already without an embedding are the first backlog.
+    EXECUTE format('INSERT INTO corpus.embedding_queue (item_table, embedding_column, item_id, reason)
+                    SELECT %s::oid, %L, t.%I::text, ''missing'' FROM %s t WHERE t.%I IS NULL',
+                   item_table::oid, embedding_column, id_column, item_table, embedding_column);
+    IF FOUND THEN
+        PERFORM pg_notify('pg_corpus_embedding', item_table::text);
+    END IF;
+END
+$fn$;
+
+-- Remove a slot's trigger, function and queue once no source uses it any more.
+CREATE FUNCTION corpus._detach_embedding_slot(item_table regclass, embedding_column name) RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    slot corpus.embedding_slots;
+BEGIN
+    IF EXISTS (SELECT 1 FROM corpus.sources s WHERE s.item_table = _detach_embedding_slot.item_table
+                                                AND s.embedding_column = _detach_embedding_slot.embedding_column) THEN
+        RETURN;
+    END IF;
+    DELETE FROM corpus.embedding_slots s
+     WHERE s.item_table = _detach_embedding_slot.item_table AND s.embedding_column = _detach_embedding_slot.embedding_column
+    RETURNING * INTO slot;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    IF EXISTS (SELECT 1 FROM pg_class WHERE oid = item_table) THEN
+        EXECUTE format('DROP TRIGGER IF EXISTS %I ON %s', slot.trigger_name, item_table);
+        EXECUTE format('DROP TRIGGER IF EXISTS %I ON %s', slot.trigger_name || '_truncate', item_table);
+    END IF;
+    EXECUTE format('DROP FUNCTION IF EXISTS corpus.%I()', slot.trigger_function);
+END
+$$;
+
+-- ------------------------------------------------------------------------------------------
+-- Worker API. These run with the caller's rights: grant a worker role
+--   GRANT SELECT, UPDATE, DELETE ON corpus.embedding_queue TO embedder;
+-- and UPDATE (embedding column) and SELECT on the item tables.
+-- ------------------------------------------------------------------------------------------
+
+-- Claim up to batch_size items (oldest first) for `lease`; a crashed worker's items come back
+-- when its lease runs out. Returns the text to embed and the version to hand back.
+CREATE FUNCTION corpus.corpus_embedding_claim(batch_size integer DEFAULT 16,
+                                              lease interval DEFAULT '5 minutes',
+                                              worker text DEFAULT NULL,
+                                              only_table regclass DEFAULT NULL)
+RETURNS TABLE (item_table regclass, embedding_column name, item_id text, version bigint, content text,
+               model text, dimensions integer, reason text, attempts integer)
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r    record;
+    slot corpus.embedding_slots;
+    txt  text;
+BEGIN
+    IF batch_size IS NULL OR batch_size < 1 OR batch_size > 10000 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = format('batch_size must be between 1 and 10000, got %s', batch_size),
+            HINT = 'Claim what one embedding call can take, typically 16 to 256 items.';
+    END IF;
+    IF lease IS NULL OR lease <= interval '0' THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = format('lease must be a positive interval, got %s', lease),
+            HINT = 'The lease is how long a claimed item stays yours, e.g. ''5 minutes''.';
+    END IF;
+    FOR r IN
+        WITH picked AS (
+            SELECT q.item_table, q.embedding_column, q.item_id
+              FROM corpus.embedding_queue q
+             WHERE (q.state = 'pending' OR (q.state = 'claimed' AND q.lease_until < clock_timestamp()))
+               AND (only_table IS NULL OR q.item_table = only_table)
+             ORDER BY q.enqueued_at, q.item_id
+             LIMIT batch_size
+               FOR UPDATE SKIP LOCKED)
+        UPDATE corpus.embedding_queue q
+           SET state = 'claimed', claimed_by = COALESCE(worker, session_user::text || '@' || pg_backend_pid()),
+               claimed_at = clock_timestamp(), lease_until = clock_timestamp() + lease,
+               attempts = q.attempts + 1
+          FROM picked
+         WHERE (q.item_table, q.embedding_column, q.item_id) = (picked.item_table, picked.embedding_column, picked.item_id)
+        RETURNING q.*
+    LOOP
+        SELECT * INTO slot FROM corpus.embedding_slots s
+         WHERE s.item_table = r.item_table AND s.embedding_column = r.embedding_column;
+        EXECUTE format('SELECT concat_ws(E''\n\n'', %s) FROM %s t WHERE t.%I = $1::%s',
+                       (SELECT string_agg(format('t.%I', c), ', ') FROM unnest(slot.input_columns) c),
+                       r.item_table, slot.id_column, slot.id_type)
+           INTO txt USING r.item_id;
+        IF NOT FOUND THEN
+            -- the item is gone: nothing to embed
+            DELETE FROM corpus.embedding_queue q
+             WHERE (q.item_table, q.embedding_column, q.item_id) = (r.item_table, r.embedding_column, r.item_id);
+            CONTINUE;
+        END IF;
+        item_table := r.item_table; embedding_column := r.embedding_column; item_id := r.item_id;
+        version := r.version; content := txt; model := slot.model; dimensions := slot.dimensions;
+        reason := r.reason; attempts := r.attempts;
+        RETURN NEXT;
+    END LOOP;
+END
+$$;
+
+-- Store a worker's embedding. Returns 'stored', 'requeued' (the text changed since the claim:
+-- the result describes old text and is refused) or 'not_queued' (nothing to do any more).
+CREATE FUNCTION corpus.corpus_embedding_complete(item_table regclass, embedding_column name, item_id text,
+                                                 version bigint, embedding vector, model text DEFAULT NULL)
+RETURNS text
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    q    corpus.embedding_queue;
+    slot corpus.embedding_slots;
+BEGIN
+    SELECT * INTO slot FROM corpus.embedding_slots s
+     WHERE s.item_table = corpus_embedding_complete.item_table
+       AND s.embedding_column = corpus_embedding_complete.embedding_column;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = '42704',
+            MESSAGE = format('no registered embedding column "%s" on %s', embedding_column, item_table),
+            HINT = 'See corpus.embedding_slots for the columns pg_corpus keeps fresh.';
+    END IF;
+    IF embedding IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'embedding is NULL',
+            HINT = 'Report a failed item with corpus.corpus_embedding_fail instead.';
+    END IF;
+    -- (array_length of the real[] cast: pgvector's functions are not on the pinned search_path)
+    IF array_length(embedding::real[], 1) <> slot.dimensions THEN
+        RAISE EXCEPTION USING ERRCODE = '22000',
+            MESSAGE = format('embedding has %s dimensions, %s.%s has %s', array_length(embedding::real[], 1), item_table,
+                             embedding_column, slot.dimensions),
+            HINT = 'The worker embeds with a different model than the column was declared for.';
+    END IF;
+    IF model IS NOT NULL AND slot.model IS NOT NULL AND model <> slot.model THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = format('embedding of model "%s" offered for %s.%s, which holds model "%s"', model,
+                             item_table, embedding_column, slot.model),
+            HINT = 'Configure the worker with the model the source records, or change the source''s model.';
+    END IF;
+    SELECT * INTO q FROM corpus.embedding_queue e
+     WHERE e.item_table = corpus_embedding_complete.item_table
+       AND e.embedding_column = corpus_embedding_complete.embedding_column
+       AND e.item_id = corpus_embedding_complete.item_id
+       FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN 'not_queued';
+    END IF;
+    IF q.version <> corpus_embedding_complete.version THEN
+        -- The text changed after the claim; the trigger already made the item pending again.
+        UPDATE corpus.embedding_queue e SET state = 'pending', claimed_by = NULL, claimed_at = NULL, lease_until = NULL
+         WHERE e.item_table = q.item_table AND e.embedding_column = q.embedding_column AND e.item_id = q.item_id;
+        RETURN 'requeued';
+    END IF;
+    EXECUTE format('UPDATE %s t SET %I = $1 WHERE t.%I = $2::%s', item_table, embedding_column, slot.id_column,
+                   slot.id_type)
+      USING embedding, item_id;
+    DELETE FROM corpus.embedding_queue e
+     WHERE e.item_table = q.item_table AND e.embedding_column = q.embedding_column AND e.item_id = q.item_id;
+    RETURN 'stored';
+END
+$$;
+
+-- A worker could not embed an item: count the attempt; after max_attempts it becomes a dead
+-- letter (state 'dead': not claimed again, reported by the health check).
+CREATE FUNCTION corpus.corpus_embedding_fail(item_table regclass, embedding_column name, item_id text,
+                                             version bigint, error text, max_attempts integer DEFAULT 5)
+RETURNS text
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    q corpus.embedding_queue;
+BEGIN
+    UPDATE corpus.embedding_queue e
+       SET state = CASE WHEN e.attempts >= max_attempts THEN 'dead' ELSE 'pending' END,
+           claimed_by = NULL, claimed_at = NULL, lease_until = NULL, last_error = error
+     WHERE e.item_table = corpus_embedding_fail.item_table
+       AND e.embedding_column = corpus_embedding_fail.embedding_column
+       AND e.item_id = corpus_embedding_fail.item_id
+       AND e.version = corpus_embedding_fail.version
+    RETURNING * INTO q;
+    IF NOT FOUND THEN
+        RETURN 'not_queued';
+    END IF;
+    RETURN q.state;
+END
+$$;
+
+-- Dead letters back into the queue (after the cause is fixed).
+CREATE FUNCTION corpus.corpus_embedding_retry_dead(only_table regclass DEFAULT NULL) RETURNS bigint
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    WITH retried AS (
+        UPDATE corpus.embedding_queue q SET state = 'pending', attempts = 0, enqueued_at = now()
+         WHERE q.state = 'dead' AND (only_table IS NULL OR q.item_table = only_table)
+        RETURNING 1)
+    SELECT count(*) FROM retried
+$$;
+
+-- Queue every item of a slot (only_missing: those without an embedding) in one statement —
+-- after a bulk load with pg_corpus.defer_embedding_queue = on, or to re-embed on purpose.
+CREATE FUNCTION corpus.corpus_embedding_enqueue(item_table regclass, embedding_column name,
+                                                only_missing boolean DEFAULT true)
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    slot corpus.embedding_slots;
+    n    bigint;
+BEGIN
+    SELECT * INTO slot FROM corpus.embedding_slots s
+     WHERE s.item_table = corpus_embedding_enqueue.item_table
+       AND s.embedding_column = corpus_embedding_enqueue.embedding_column;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = '42704',
+            MESSAGE = format('no registered embedding column "%s" on %s', embedding_column, item_table),
+            HINT = 'See corpus.embedding_slots for the columns pg_corpus keeps fresh.';
+    END IF;
+    EXECUTE format('INSERT INTO corpus.embedding_queue AS q (item_table, embedding_column, item_id, reason)
+                    SELECT %s::oid, %L, t.%I::text, CASE WHEN t.%I IS NULL THEN ''missing'' ELSE ''requested'' END
+                      FROM %s t WHERE %s
+                    ON CONFLICT (item_table, embedding_column, item_id) DO UPDATE
+                       SET version = q.version + 1, reason = EXCLUDED.reason, enqueued_at = now(),
+                           state = ''pending'', claimed_by = NULL, claimed_at = NULL, lease_until = NULL, attempts = 0',
+                   item_table::oid, embedding_column, slot.id_column, embedding_column, item_table,
+                   CASE WHEN only_missing THEN format('t.%I IS NULL', embedding_column) ELSE 'true' END);
+    GET DIAGNOSTICS n = ROW_COUNT;
+    IF n > 0 THEN
+        PERFORM pg_notify('pg_corpus_embedding', item_table::text);
+    END IF;
+    RETURN n;
+END
+$$;
+
+-- Record a new embedding model for a slot: every item becomes stale and is queued, in batches
+-- of batch_size committed one by one (progress is reported as NOTICEs), so that a large table
+-- does not hold one huge transaction. A procedure: CALL it outside a transaction block.
+CREATE PROCEDURE corpus.corpus_set_embedding_model(item_table regclass, embedding_column name, model text,
+                                                   batch_size integer DEFAULT 10000)
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    slot  corpus.embedding_slots;
+    last  text := NULL;
+    n     bigint;
+    done  bigint := 0;
+    total bigint;
+BEGIN
+    IF model IS NULL OR btrim(model) = '' THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'model must be a non-empty name',
+            HINT = 'Name the model the way workers report it, e.g. ''multilingual-e5-small''.';
+    END IF;
+    UPDATE corpus.embedding_slots s SET model = corpus_set_embedding_model.model
+     WHERE s.item_table = corpus_set_embedding_model.item_table
+       AND s.embedding_column = corpus_set_embedding_model.embedding_column
+    RETURNING * INTO slot;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = '42704',
+            MESSAGE = format('no registered embedding column "%s" on %s', embedding_column, item_table),
+            HINT = 'See corpus.embedding_slots for the columns pg_corpus keeps fresh.';
+    END IF;
+    EXECUTE format('SELECT count(*) FROM %s', item_table) INTO total;
+    COMMIT;
+    LOOP
+        -- keyset pagination on the id's own type, so each batch is an index range scan
+        EXECUTE format('WITH batch AS (SELECT t.%1$I AS id FROM %2$s t
+                                        WHERE $1 IS NULL OR t.%1$I > $1::%5$s
+                                        ORDER BY t.%1$I LIMIT $2),
+                            q AS (INSERT INTO corpus.embedding_queue AS q (item_table, embedding_column, item_id, reason)
+                                  SELECT %3$s::oid, %4$L, id::text, ''model_changed'' FROM batch
+                                  ON CONFLICT (item_table, embedding_column, item_id) DO UPDATE
+                                     SET version = q.version + 1, reason = ''model_changed'', enqueued_at = now(),
+                                         state = ''pending'', claimed_by = NULL, claimed_at = NULL,
+                                         lease_until = NULL, attempts = 0)
+                       SELECT count(*), max(id)::text FROM batch',
+                       slot.id_column, item_table, item_table::oid, embedding_column, slot.id_type)
+           INTO n, last USING last, batch_size;
+        EXIT WHEN n = 0;
+        done := done + n;
+        PERFORM pg_notify('pg_corpus_embedding', item_table::text);
+        COMMIT;
+        RAISE NOTICE 'pg_corpus: % of % items of %.% queued for model %', done, total, item_table,
+                     embedding_column, model;
+    END LOOP;
+END
+$$;
