@@ -9,6 +9,7 @@ use pgrx::prelude::*;
 mod error;
 mod eval;
 mod gucs;
+mod health;
 mod search;
 mod spi;
 mod vector;

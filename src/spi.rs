@@ -384,3 +384,48 @@ pub fn load_run(id: i64) -> Result<Run, CoreError> {
         )
     })
 }
+
+// ---------------------------------------------------------------------------------------------
+// Generic reads (health checks)
+// ---------------------------------------------------------------------------------------------
+
+/// Run a read-only query and return its rows as JSON objects (column name → value).
+pub fn query_json(sql: &str, params: &[Param]) -> Result<Vec<serde_json::Value>, CoreError> {
+    Spi::connect(|client| {
+        let wrapped = format!("SELECT to_jsonb(q) FROM ({sql}) AS q");
+        let mut rows = Vec::new();
+        for row in client.select(&wrapped, None, &datums(params))? {
+            if let Some(JsonB(v)) = row.get::<JsonB>(1)? {
+                rows.push(v);
+            }
+        }
+        Ok(rows)
+    })
+    .map_err(spi_failure)
+}
+
+/// Names of all corpora, or of the one named (42704 when it does not exist).
+pub fn load_corpus_names(only: Option<&str>) -> Result<Vec<String>, CoreError> {
+    let names: Vec<String> = Spi::connect(|client| {
+        let mut names = Vec::new();
+        for row in client.select(
+            "SELECT name FROM corpus.corpora WHERE $1::text IS NULL OR name = $1 ORDER BY name",
+            None,
+            &[DatumWithOid::from(only)],
+        )? {
+            if let Some(n) = row.get::<String>(1)? {
+                names.push(n);
+            }
+        }
+        Ok(names)
+    })
+    .map_err(spi_failure)?;
+    match only {
+        Some(name) if names.is_empty() => Err(CoreError::new(
+            SqlState::UndefinedObject,
+            format!("corpus \"{name}\" does not exist"),
+            "See corpus.corpus_list() for the defined corpora, or call corpus_health_check() without an argument.",
+        )),
+        _ => Ok(names),
+    }
+}

@@ -6,9 +6,12 @@
 //! is built), and rank fusion with per-parent capping ([`fusion`]). The extension crate turns
 //! SQL arguments into calls of this core and runs the SQL it produces through SPI.
 
+pub mod analysis;
+pub mod bm25;
 pub mod error;
 pub mod filters;
 pub mod fusion;
+pub mod health;
 pub mod metrics;
 pub mod plan;
 pub mod resolve;

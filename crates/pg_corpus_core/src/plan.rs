@@ -61,7 +61,7 @@ pub struct Subplan {
 }
 
 /// `alias."column"`.
-fn col(c: &ColRef) -> String {
+pub(crate) fn col(c: &ColRef) -> String {
     format!("{}.{}", c.side.alias(), ident(&c.column))
 }
 
@@ -75,28 +75,81 @@ fn bound(c: &BoundCond, params: &mut Params) -> String {
     }
 }
 
-/// THE corpus predicate of a source: isolation, then the searchable contract (text length,
-/// parent completeness, source rule; an embedding for the semantic branch). Every query built
-/// here carries it; nothing else in the code base writes these conditions.
-pub fn scope_predicate(src: &Source, semantic: bool, params: &mut Params) -> Vec<String> {
-    let mut preds: Vec<String> = src.isolation.iter().map(|c| bound(c, params)).collect();
-    if src.min_length > 0 {
-        preds.push(format!("char_length(btrim({})) >= {}", col(&src.text), src.min_length));
+/// The parts of a source's corpus predicate, each a list of SQL conditions (ANDed).
+pub struct ScopeParts {
+    /// The corpus isolation predicate on the parent (or item) table.
+    pub isolation: Vec<String>,
+    /// Non-trivial text: `min_length` characters after trim.
+    pub text: Vec<String>,
+    /// The parent's required metadata is non-empty.
+    pub parent_complete: Vec<String>,
+    /// The source rule (e.g. review_status = 'approved').
+    pub rule: Vec<String>,
+}
+
+/// THE corpus predicate of a source, in parts: isolation, then the searchable contract (text
+/// length, parent completeness, source rule). Nothing else in the code base writes these
+/// conditions; [`scope_predicate`] and the health checks assemble them from here.
+pub fn scope_parts(src: &Source, params: &mut Params) -> ScopeParts {
+    let isolation = src.isolation.iter().map(|c| bound(c, params)).collect();
+    let text = if src.min_length > 0 {
+        vec![format!("char_length(btrim({})) >= {}", col(&src.text), src.min_length)]
     } else {
-        preds.push(format!("{} IS NOT NULL", col(&src.text)));
-    }
-    for c in &src.parent_required {
-        if c.is_array {
-            preds.push(format!("cardinality({}) > 0", col(c)));
-        } else {
-            preds.push(format!("NULLIF(btrim({}::text), '') IS NOT NULL", col(c)));
-        }
-    }
-    preds.extend(src.rule.iter().map(|c| bound(c, params)));
+        vec![format!("{} IS NOT NULL", col(&src.text))]
+    };
+    let parent_complete = src
+        .parent_required
+        .iter()
+        .map(|c| {
+            if c.is_array {
+                format!("cardinality({}) > 0", col(c))
+            } else {
+                format!("NULLIF(btrim({}::text), '') IS NOT NULL", col(c))
+            }
+        })
+        .collect();
+    let rule = src.rule.iter().map(|c| bound(c, params)).collect();
+    ScopeParts { isolation, text, parent_complete, rule }
+}
+
+/// THE corpus predicate of a source as the searches use it: every part of [`scope_parts`], and
+/// an embedding for the semantic branch. Every search query built here carries it.
+pub fn scope_predicate(src: &Source, semantic: bool, params: &mut Params) -> Vec<String> {
+    let parts = scope_parts(src, params);
+    let mut preds = parts.isolation;
+    preds.extend(parts.text);
+    preds.extend(parts.parent_complete);
+    preds.extend(parts.rule);
     if semantic {
         preds.push(format!("{} IS NOT NULL", col(&src.embedding)));
     }
     preds
+}
+
+/// `cond1 AND cond2 ...`, or `true` for none.
+pub fn all(conds: &[String]) -> String {
+    if conds.is_empty() {
+        "true".to_string()
+    } else {
+        format!("({})", conds.join(" AND "))
+    }
+}
+
+/// `FROM item i [TABLESAMPLE SYSTEM (pct)] [JOIN parent p ON key]`.
+pub(crate) fn from_clause_sampled(src: &Source, sample_percent: Option<f64>) -> String {
+    let mut sql = format!("FROM {} AS i", qualified(&src.item.schema, &src.item.name));
+    if let Some(pct) = sample_percent {
+        sql.push_str(&format!(" TABLESAMPLE SYSTEM ({pct})"));
+    }
+    if let (Some(parent), Some(key)) = (&src.parent, &src.parent_key) {
+        sql.push_str(&format!(
+            " JOIN {} AS p ON {} = {}",
+            qualified(&parent.schema, &parent.name),
+            col(key),
+            col(&src.parent_fk)
+        ));
+    }
+    sql
 }
 
 fn filter_sql(src: &Source, cond: &Condition, params: &mut Params) -> String {
@@ -116,15 +169,7 @@ fn filter_sql(src: &Source, cond: &Condition, params: &mut Params) -> String {
 
 /// `FROM item i [JOIN parent p ON key] WHERE <scope predicate> AND <caller filters> [AND extra]`.
 pub fn from_where(src: &Source, conds: &[Condition], semantic: bool, extra: &[String], params: &mut Params) -> String {
-    let mut sql = format!("FROM {} AS i", qualified(&src.item.schema, &src.item.name));
-    if let (Some(parent), Some(key)) = (&src.parent, &src.parent_key) {
-        sql.push_str(&format!(
-            " JOIN {} AS p ON {} = {}",
-            qualified(&parent.schema, &parent.name),
-            col(key),
-            col(&src.parent_fk)
-        ));
-    }
+    let mut sql = from_clause_sampled(src, None);
     let mut preds = scope_predicate(src, semantic, params);
     preds.extend(conds.iter().map(|c| filter_sql(src, c, params)));
     preds.extend(extra.iter().cloned());
@@ -143,7 +188,7 @@ fn distance_expr(corpus: &Corpus, src: &Source, vec: &str) -> String {
 
 /// `EXISTS` an entry of the re-embed queue for the item: its embedding is missing or stale.
 /// The queue (sql/embedding.sql) is keyed by item table, embedding column and `id::text`.
-fn queued(src: &Source, params: &mut Params) -> String {
+pub(crate) fn queued(src: &Source, params: &mut Params) -> String {
     let table = params.push(Param::Int(src.item.oid));
     let column = params.push(Param::Text(src.embedding.column.clone()));
     format!(

@@ -1,0 +1,371 @@
+//! `corpus_health_check`: the SQL of each check and the rules that turn its figures into
+//! `ok` / `warn` / `fail` rows. The corpus predicate's parts come from `plan::scope_parts`
+//! (still the one place they are written); the extension runs the SQL and the probe searches.
+
+use serde::Serialize;
+use serde_json::{json, Value};
+
+use crate::plan::{self, all};
+use crate::resolve::{Corpus, Side, Source};
+use crate::sql::{ident, qualified, Param, Params};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    Ok,
+    Warn,
+    Fail,
+}
+
+impl Status {
+    pub fn name(self) -> &'static str {
+        match self {
+            Status::Ok => "ok",
+            Status::Warn => "warn",
+            Status::Fail => "fail",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct CheckRow {
+    pub check: &'static str,
+    pub corpus: Option<String>,
+    pub source: Option<String>,
+    pub status: Status,
+    pub count: i64,
+    pub detail: Value,
+    pub hint: String,
+}
+
+impl CheckRow {
+    pub fn new(check: &'static str, corpus: Option<&str>, source: Option<&str>) -> Self {
+        CheckRow {
+            check,
+            corpus: corpus.map(str::to_string),
+            source: source.map(str::to_string),
+            status: Status::Ok,
+            count: 0,
+            detail: json!({}),
+            hint: String::new(),
+        }
+    }
+
+    /// Raise the status to `status` (never lower it) and set the hint if none is set yet.
+    pub fn flag(&mut self, status: Status, hint: impl Into<String>) {
+        if status > self.status {
+            self.status = status;
+        }
+        if self.hint.is_empty() {
+            self.hint = hint.into();
+        }
+    }
+}
+
+/// Tables above this many rows are sampled rather than counted (and `detail` says so).
+pub const EXACT_COUNT_MAX_ROWS: f64 = 200_000.0;
+/// Rows a sample aims at.
+pub const SAMPLE_ROWS: f64 = 50_000.0;
+
+/// The TABLESAMPLE percentage for a table of `reltuples` rows, or None to count exactly.
+pub fn sample_percent(reltuples: f64) -> Option<f64> {
+    if reltuples > EXACT_COUNT_MAX_ROWS {
+        Some((100.0 * SAMPLE_ROWS / reltuples).clamp(0.01, 100.0))
+    } else {
+        None
+    }
+}
+
+fn coalesce_false(cond: String) -> String {
+    format!("COALESCE({cond}, false)")
+}
+
+/// Figures of the searchable contract and the embeddings of one source's corpus slice.
+/// Columns: slice_items, short_text, incomplete_parent_items, incomplete_parents, rule_excluded,
+/// searchable, missing_embedding, stale_embedding, zero_vectors, non_finite, unresolved_locators.
+pub fn contract_sql(corpus: &Corpus, idx: usize, sample: Option<f64>) -> (String, Vec<Param>) {
+    let src = &corpus.sources[idx];
+    let mut params = Params::default();
+    let parts = plan::scope_parts(src, &mut params);
+    let text = coalesce_false(all(&parts.text));
+    let complete = coalesce_false(all(&parts.parent_complete));
+    let rule = coalesce_false(all(&parts.rule));
+    let searchable = format!("({text} AND {complete} AND {rule})");
+    let emb = plan::col(&src.embedding);
+    let queued = plan::queued(src, &mut params);
+    let locators: Vec<String> = src.locator.iter().map(|(_, c)| format!("{} IS NULL", plan::col(c))).collect();
+    let unresolved = if locators.is_empty() { "false".to_string() } else { locators.join(" OR ") };
+    let vs = ident(&corpus.vector_schema);
+    let sql = format!(
+        "SELECT count(*) AS slice_items,
+       count(*) FILTER (WHERE NOT {text}) AS short_text,
+       count(*) FILTER (WHERE NOT {complete}) AS incomplete_parent_items,
+       count(DISTINCT {fk}) FILTER (WHERE NOT {complete}) AS incomplete_parents,
+       count(*) FILTER (WHERE NOT {rule}) AS rule_excluded,
+       count(*) FILTER (WHERE {searchable}) AS searchable,
+       count(*) FILTER (WHERE {searchable} AND {emb} IS NULL) AS missing_embedding,
+       count(*) FILTER (WHERE {searchable} AND {emb} IS NOT NULL AND {queued}) AS stale_embedding,
+       count(*) FILTER (WHERE {emb} IS NOT NULL AND {vs}.vector_norm({emb}) = 0) AS zero_vectors,
+       count(*) FILTER (WHERE {emb} IS NOT NULL
+                          AND {emb}::real[] && '{{NaN,Infinity,-Infinity}}'::real[]) AS non_finite,
+       count(*) FILTER (WHERE {searchable} AND ({unresolved})) AS unresolved_locators
+{from}
+WHERE {isolation}",
+        fk = plan::col(&src.parent_fk),
+        from = plan::from_clause_sampled(src, sample),
+        isolation = all(&parts.isolation),
+    );
+    (sql, params.values)
+}
+
+/// Items whose parent row is gone (only for sources with a parent table).
+pub fn orphans_sql(src: &Source, sample: Option<f64>) -> Option<String> {
+    let (parent, key) = (src.parent.as_ref()?, src.parent_key.as_ref()?);
+    let mut from = format!("FROM {} AS i", qualified(&src.item.schema, &src.item.name));
+    if let Some(pct) = sample {
+        from.push_str(&format!(" TABLESAMPLE SYSTEM ({pct})"));
+    }
+    Some(format!(
+        "SELECT count(*) AS orphans {from} WHERE {fk} IS NOT NULL AND NOT EXISTS \
+         (SELECT 1 FROM {parent} AS p WHERE {key} = {fk})",
+        fk = plan::col(&src.parent_fk),
+        parent = qualified(&parent.schema, &parent.name),
+        key = plan::col(key),
+    ))
+}
+
+/// A sample of items of the same tables that are NOT in the corpus (failing its isolation
+/// predicate), with an embedding: the likeliest leaks, used as probe queries.
+/// Columns: item_id, embedding (real[]), content.
+pub fn foreign_probes_sql(corpus: &Corpus, idx: usize, limit: i64) -> Option<(String, Vec<Param>)> {
+    let src = &corpus.sources[idx];
+    if src.isolation.is_empty() {
+        return None;
+    }
+    let mut params = Params::default();
+    let parts = plan::scope_parts(src, &mut params);
+    let lim = params.push(Param::Int(limit));
+    let sql = format!(
+        "SELECT {id}::text AS item_id, {emb}::real[] AS embedding, left({text}, 2000) AS content
+{from}
+WHERE NOT {isolation} AND {emb} IS NOT NULL
+LIMIT {lim}",
+        id = plan::col(&src.id),
+        emb = plan::col(&src.embedding),
+        text = plan::col(&src.text),
+        from = plan::from_clause_sampled(src, None),
+        isolation = coalesce_false(all(&parts.isolation)),
+    );
+    Some((sql, params.values))
+}
+
+/// The isolation columns' values of the parents of the given items, as text, read without the
+/// planner's predicate: an independent check of what the searches returned.
+/// Columns: item_id, then one column per isolation condition (in `src.isolation` order).
+pub fn isolation_values_sql(src: &Source, ids: Vec<String>) -> (String, Vec<Param>) {
+    let mut params = Params::default();
+    let p = params.push(Param::TextArray(ids));
+    let cols: Vec<String> =
+        src.isolation.iter().enumerate().map(|(n, c)| format!("{}::text AS iso_{n}", plan::col(&c.col))).collect();
+    let mut select = vec![format!("{}::text AS item_id", plan::col(&src.id))];
+    select.extend(cols);
+    let sql = format!(
+        "SELECT {} {} WHERE {}::text = ANY({p}::text[])",
+        select.join(", "),
+        plan::from_clause_sampled(src, None),
+        plan::col(&src.id)
+    );
+    (sql, params.values)
+}
+
+/// Every index of the item table with its access method, validity, key columns and operator
+/// classes. Columns: name, am, valid, columns (text[]), opclasses (text[]).
+pub fn indexes_sql(oid: i64) -> (String, Vec<Param>) {
+    (
+        "SELECT ci.relname::text AS name, am.amname::text AS am, x.indisvalid AS valid,
+       array(SELECT a.attname::text FROM unnest(x.indkey) WITH ORDINALITY k(attnum, n)
+               JOIN pg_catalog.pg_attribute a ON a.attrelid = x.indrelid AND a.attnum = k.attnum
+              ORDER BY k.n) AS columns,
+       array(SELECT oc.opcname::text FROM unnest(x.indclass) WITH ORDINALITY k(opc, n)
+               JOIN pg_catalog.pg_opclass oc ON oc.oid = k.opc ORDER BY k.n) AS opclasses
+  FROM pg_catalog.pg_index x
+  JOIN pg_catalog.pg_class ci ON ci.oid = x.indexrelid
+  JOIN pg_catalog.pg_am am ON am.oid = ci.relam
+ WHERE x.indrelid = $1::int8::oid
+ ORDER BY 1"
+            .to_string(),
+        vec![Param::Int(oid)],
+    )
+}
+
+#[derive(Debug, Clone, serde::Deserialize)]
+pub struct IndexInfo {
+    pub name: String,
+    pub am: String,
+    pub valid: bool,
+    pub columns: Vec<String>,
+    pub opclasses: Vec<String>,
+}
+
+/// Judge a source's indexes: an ANN index on the embedding with the operator class of the
+/// search's distance, a GIN index on the tsvector, an index leading with the parent key (the
+/// exact strategy reaches small slices through it), all valid.
+pub fn judge_indexes(corpus: &str, src: &Source, indexes: &[IndexInfo]) -> CheckRow {
+    let mut row = CheckRow::new("indexes", Some(corpus), Some(&src.name));
+    fn lead<'a>(indexes: &'a [IndexInfo], col: &'a str) -> impl Iterator<Item = &'a IndexInfo> + 'a {
+        indexes.iter().filter(move |x| x.columns.first().is_some_and(|c| c == col))
+    }
+    let ann: Vec<&IndexInfo> =
+        lead(indexes, &src.embedding.column).filter(|x| x.am == "hnsw" || x.am == "ivfflat").collect();
+    let ann_ok: Vec<&&IndexInfo> =
+        ann.iter().filter(|x| x.opclasses.first().is_some_and(|o| o == src.distance.opclass())).collect();
+    let gin = lead(indexes, &src.tsv.column).any(|x| x.am == "gin");
+    let fk = lead(indexes, &src.parent_fk.column).next().is_some();
+    let invalid: Vec<&str> = indexes.iter().filter(|x| !x.valid).map(|x| x.name.as_str()).collect();
+    let table = qualified(&src.item.schema, &src.item.name);
+    if !invalid.is_empty() {
+        row.count += invalid.len() as i64;
+        row.flag(Status::Fail, format!("REINDEX INDEX CONCURRENTLY {};", invalid.join(", ")));
+    }
+    if ann_ok.is_empty() {
+        row.count += 1;
+        let hint = if ann.is_empty() {
+            format!(
+                "SET max_parallel_maintenance_workers = 0; CREATE INDEX ON {table} USING hnsw ({} {});",
+                ident(&src.embedding.column),
+                src.distance.opclass()
+            )
+        } else {
+            format!(
+                "The ANN index uses {} but the source searches with {}: CREATE INDEX ON {table} USING hnsw ({} {});",
+                ann[0].opclasses.first().map_or("?", String::as_str),
+                src.distance.opclass(),
+                ident(&src.embedding.column),
+                src.distance.opclass()
+            )
+        };
+        row.flag(if ann.is_empty() { Status::Warn } else { Status::Fail }, hint);
+    }
+    if !gin {
+        row.count += 1;
+        row.flag(Status::Warn, format!("CREATE INDEX ON {table} USING gin ({});", ident(&src.tsv.column)));
+    }
+    if !fk {
+        row.count += 1;
+        row.flag(Status::Warn, format!("CREATE INDEX ON {table} ({});", ident(&src.parent_fk.column)));
+    }
+    row.detail = json!({
+        "ann_index": ann.first().map(|x| &x.name),
+        "ann_opclass_expected": src.distance.opclass(),
+        "lexical_gin_index": gin,
+        "parent_key_index": fk,
+        "invalid_indexes": invalid,
+        "indexes": indexes.iter().map(|x| &x.name).collect::<Vec<_>>(),
+    });
+    row
+}
+
+/// True when `sql` carries every isolation condition of `src` with its values among `params`:
+/// the static half of the isolation audit, run over every subplan the search would generate.
+pub fn carries_isolation(src: &Source, sql: &str, params: &[Param]) -> bool {
+    src.isolation.iter().all(|c| {
+        let column = format!("{}.{} ", c.col.side.alias(), ident(&c.col.column));
+        let in_sql = sql.contains(&format!("{column}= $")) || sql.contains(&format!("{column}= ANY($"));
+        let bound = if c.values.len() == 1 {
+            params.contains(&Param::Text(c.values[0].clone()))
+        } else {
+            params.contains(&Param::TextArray(c.values.clone()))
+        };
+        in_sql && bound && (c.col.side == Side::Item || sql.contains(" AS p ON "))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::{lexical, semantic, Strategy};
+    use crate::resolve::tests::legal;
+
+    #[test]
+    fn sampling_starts_above_the_threshold() {
+        assert_eq!(sample_percent(1000.0), None);
+        let pct = sample_percent(1_000_000.0).unwrap();
+        assert!((pct - 5.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn contract_sql_counts_inside_the_isolation_only() {
+        let c = legal();
+        let (sql, params) = contract_sql(&c, 1, None);
+        assert!(sql.contains("WHERE (p.\"source_kind\" = $"), "{sql}");
+        assert!(params.contains(&Param::Text("external_upload".into())));
+        assert!(sql.contains("i.\"review_status\" = $"));
+        let (sql, _) = contract_sql(&c, 0, Some(5.0));
+        assert!(sql.contains("TABLESAMPLE SYSTEM (5)"));
+    }
+
+    #[test]
+    fn probes_come_from_outside_the_corpus() {
+        let c = legal();
+        let (sql, _) = foreign_probes_sql(&c, 0, 5).unwrap();
+        assert!(sql.contains("WHERE NOT COALESCE((p.\"source_kind\" = $"), "{sql}");
+    }
+
+    #[test]
+    fn static_audit_accepts_generated_subplans_and_rejects_others() {
+        let c = legal();
+        for idx in 0..2 {
+            let src = &c.sources[idx];
+            for p in [
+                semantic(&c, idx, &[], &[0.0; 384], 10, Strategy::Exact, false),
+                semantic(&c, idx, &[], &[0.0; 384], 10, Strategy::Approximate, true),
+                lexical(&c, idx, &[], "x", 10),
+            ] {
+                assert!(carries_isolation(src, &p.sql, &p.params), "{}", p.sql);
+                let stripped = p.sql.replace("p.\"source_kind\" = $", "p.\"court\" = $");
+                assert!(!carries_isolation(src, &stripped, &p.params));
+                let other: Vec<Param> = p
+                    .params
+                    .iter()
+                    .map(|x| {
+                        if *x == Param::Text("external_upload".into()) {
+                            Param::Text("internal_committee".into())
+                        } else {
+                            x.clone()
+                        }
+                    })
+                    .collect();
+                assert!(!carries_isolation(src, &p.sql, &other));
+            }
+        }
+    }
+
+    #[test]
+    fn indexes_are_judged() {
+        let c = legal();
+        let src = &c.sources[0];
+        let idx = |name: &str, am: &str, col: &str, opc: &str, valid: bool| IndexInfo {
+            name: name.into(),
+            am: am.into(),
+            valid,
+            columns: vec![col.into()],
+            opclasses: vec![opc.into()],
+        };
+        let good = vec![
+            idx("e", "hnsw", "embedding", "vector_cosine_ops", true),
+            idx("t", "gin", "content_tsv", "tsvector_ops", true),
+            idx("f", "btree", "case_law_id", "int8_ops", true),
+        ];
+        assert_eq!(judge_indexes("x", src, &good).status, Status::Ok);
+        let mut wrong_ops = good.clone();
+        wrong_ops[0] = idx("e", "hnsw", "embedding", "vector_l2_ops", true);
+        assert_eq!(judge_indexes("x", src, &wrong_ops).status, Status::Fail);
+        let mut invalid = good.clone();
+        invalid[1].valid = false;
+        let row = judge_indexes("x", src, &invalid);
+        assert_eq!((row.status, row.count), (Status::Fail, 1));
+        let row = judge_indexes("x", src, &good[1..]);
+        assert_eq!(row.status, Status::Warn);
+        assert!(row.hint.contains("USING hnsw"));
+    }
+}

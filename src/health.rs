@@ -1,0 +1,403 @@
+//! `corpus_health_check(corpus)`: a DBA's view of everything that can silently go wrong, as
+//! rows (check, corpus, source, status, count, detail, hint), modelled on amcheck and ParadeDB's
+//! verify_index. The SQL and the judging rules are in `pg_corpus_core::health`; this module runs
+//! them (through `crate::spi`) and the isolation probes (through the real search path).
+
+use std::collections::HashMap;
+
+use pg_corpus_core::health::{self, CheckRow, IndexInfo, Status};
+use pg_corpus_core::plan::{self, Strategy};
+use pg_corpus_core::resolve::Corpus;
+use pg_corpus_core::CoreError;
+use pgrx::prelude::*;
+use pgrx::JsonB;
+use serde_json::{json, Value};
+
+use crate::error::OrRaise;
+use crate::search;
+use crate::spi;
+use crate::vector::Vector;
+
+fn int(v: &Value, key: &str) -> i64 {
+    v.get(key).and_then(Value::as_i64).unwrap_or(0)
+}
+
+fn first_row(sql: &str, params: &[pg_corpus_core::sql::Param]) -> Result<Value, CoreError> {
+    Ok(spi::query_json(sql, params)?.into_iter().next().unwrap_or(Value::Null))
+}
+
+/// Installed extension version vs the loaded library; pgvector's known-vulnerable versions.
+fn version_check() -> Result<CheckRow, CoreError> {
+    let mut row = CheckRow::new("version", None, None);
+    let v = first_row(
+        "SELECT (SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'pg_corpus') AS installed,
+                (SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'vector') AS pgvector",
+        &[],
+    )?;
+    let installed = v.get("installed").and_then(Value::as_str).unwrap_or("").to_string();
+    let pgvector = v.get("pgvector").and_then(Value::as_str).unwrap_or("").to_string();
+    let library = env!("CARGO_PKG_VERSION");
+    if installed != library {
+        row.count += 1;
+        row.flag(
+            Status::Fail,
+            format!("The loaded library is {library}: run ALTER EXTENSION pg_corpus UPDATE TO '{library}'; (or reinstall the {installed} library)."),
+        );
+    }
+    let parts: Vec<u32> = pgvector.split('.').filter_map(|p| p.parse().ok()).collect();
+    if parts.len() >= 2 && (parts[0], parts[1], parts.get(2).copied().unwrap_or(0)) < (0, 8, 2) {
+        row.count += 1;
+        row.flag(
+            Status::Warn,
+            "pgvector < 0.8.2 carries CVE-2026-3172 (parallel HNSW build): build HNSW indexes with SET max_parallel_maintenance_workers = 0, and upgrade pgvector (ALTER EXTENSION vector UPDATE) when a newer package is available.",
+        );
+    }
+    row.detail = json!({"installed": installed, "library": library, "pgvector": pgvector});
+    Ok(row)
+}
+
+/// PUBLIC must not create in the extension's schema nor write its catalog; other roles that can
+/// write it are listed (they can redefine corpora, isolation predicates included).
+fn privileges_check() -> Result<CheckRow, CoreError> {
+    let mut row = CheckRow::new("privileges", None, None);
+    let v = first_row(
+        "SELECT pg_catalog.has_schema_privilege('public', 'corpus', 'CREATE') AS public_create,
+                (SELECT coalesce(jsonb_agg(DISTINCT jsonb_build_object(
+                            'table', c.relname::text,
+                            'grantee', CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE a.grantee::regrole::text END,
+                            'privilege', a.privilege_type)), '[]')
+                   FROM pg_catalog.pg_class c
+                   JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+                  CROSS JOIN LATERAL pg_catalog.aclexplode(c.relacl) a
+                  WHERE n.nspname = 'corpus' AND c.relkind = 'r'
+                    AND a.privilege_type IN ('INSERT', 'UPDATE', 'DELETE', 'TRUNCATE')
+                    AND a.grantee <> c.relowner
+                    AND NOT coalesce((SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.oid = a.grantee), false)
+                ) AS writers",
+        &[],
+    )?;
+    let public_create = v.get("public_create").and_then(Value::as_bool).unwrap_or(false);
+    let writers = v.get("writers").cloned().unwrap_or(json!([]));
+    let public_writes = writers.as_array().map_or(0, |w| w.iter().filter(|x| x["grantee"] == "PUBLIC").count());
+    if public_create {
+        row.count += 1;
+        row.flag(Status::Fail, "REVOKE CREATE ON SCHEMA corpus FROM PUBLIC;");
+    }
+    if public_writes > 0 {
+        row.count += public_writes as i64;
+        row.flag(Status::Fail, "REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON ALL TABLES IN SCHEMA corpus FROM PUBLIC;");
+    }
+    let others = writers.as_array().map_or(0, |w| w.len()) - public_writes;
+    if others > 0 {
+        row.count += others as i64;
+        row.flag(
+            Status::Warn,
+            "These roles can redefine corpora (isolation predicates included); REVOKE what was not intended, e.g. REVOKE INSERT, UPDATE, DELETE ON corpus.corpora, corpus.sources FROM role;",
+        );
+    }
+    row.detail = json!({"public_can_create": public_create, "catalog_writers": writers});
+    Ok(row)
+}
+
+/// One value per required filter field, taken from the corpus' own searchable items, so that
+/// probe searches of corpora with required scope filters can run.
+fn required_filter_values(corpus: &Corpus) -> Result<Option<Value>, CoreError> {
+    let mut filters = serde_json::Map::new();
+    for field in &corpus.required_filters {
+        let mut found = None;
+        for src in &corpus.sources {
+            let mut params = pg_corpus_core::sql::Params::default();
+            let fw = plan::from_where(src, &[], false, &[], &mut params);
+            let column = &src.filter_columns[field];
+            let sql = format!(
+                "SELECT to_jsonb({}.{}) AS v {fw} LIMIT 1",
+                column.side.alias(),
+                pg_corpus_core::sql::ident(&column.column)
+            );
+            if let Some(v) = first_row(&sql, &params.values)?.get("v").filter(|v| !v.is_null()) {
+                found = Some(v.clone());
+                break;
+            }
+        }
+        match found {
+            Some(v) => {
+                filters.insert(field.clone(), v);
+            }
+            None => return Ok(None),
+        }
+    }
+    Ok(Some(Value::Object(filters)))
+}
+
+/// Probe searches through the very code path of corpus_hybrid_search, with query vectors and
+/// words of the items the corpus must NOT see, plus the static check of every subplan.
+fn isolation_audit(corpus: &Corpus) -> Result<CheckRow, CoreError> {
+    let mut row = CheckRow::new("isolation_audit", Some(&corpus.name), None);
+    // Static: every subplan the search can generate carries the predicate with its values.
+    let mut static_checked = 0;
+    let mut static_failures = Vec::new();
+    let dims = corpus.dimensions().unwrap_or(1) as usize;
+    for (idx, src) in corpus.sources.iter().enumerate() {
+        let plans = [
+            plan::semantic(corpus, idx, &[], &vec![0.0; dims], 10, Strategy::Exact, false),
+            plan::semantic(corpus, idx, &[], &vec![0.0; dims], 10, Strategy::Approximate, true),
+            plan::lexical(corpus, idx, &[], "probe", 10),
+        ];
+        for p in plans {
+            static_checked += 1;
+            if !health::carries_isolation(src, &p.sql, &p.params) {
+                static_failures.push(format!("{}/{}", src.name, p.branch.name()));
+            }
+        }
+        let (sql, params) = plan::fetch(corpus, idx, &[], vec![]);
+        static_checked += 1;
+        if !health::carries_isolation(src, &sql, &params) {
+            static_failures.push(format!("{}/fetch", src.name));
+        }
+    }
+    // Dynamic: probes from the other corpora's items.
+    let filters = required_filter_values(corpus)?;
+    let mut probes = 0;
+    let mut searches = 0;
+    let mut hits_checked = 0;
+    let mut leaks: Vec<Value> = Vec::new();
+    if corpus.sources.iter().all(|s| s.isolation.is_empty()) {
+        row.detail = json!({"isolation": "none: the corpus owns its tables"});
+    } else if let Some(filters) = filters {
+        for idx in 0..corpus.sources.len() {
+            let Some((sql, params)) = health::foreign_probes_sql(corpus, idx, 3) else { continue };
+            for probe in spi::query_json(&sql, &params)? {
+                probes += 1;
+                let vector: Option<Vec<f32>> = serde_json::from_value(probe["embedding"].clone()).ok();
+                let words: String =
+                    probe["content"].as_str().unwrap_or("").split_whitespace().take(30).collect::<Vec<_>>().join(" ");
+                for mode in ["hybrid", "semantic", "lexical"] {
+                    let text = if words.is_empty() { None } else { Some(words.as_str()) };
+                    if (mode == "lexical" && text.is_none()) || (mode == "semantic" && vector.is_none()) {
+                        continue;
+                    }
+                    let req = search::request(
+                        &corpus.name,
+                        vector.clone().map(Vector),
+                        text,
+                        20,
+                        Some(JsonB(filters.clone())),
+                        mode,
+                        Some(0),
+                        None,
+                        60,
+                        true,
+                    )?;
+                    searches += 1;
+                    let rows = search::search(&req)?;
+                    let mut by_source: HashMap<String, Vec<String>> = HashMap::new();
+                    for r in rows {
+                        by_source.entry(r.2.clone()).or_default().push(r.3.clone());
+                    }
+                    for (source, ids) in by_source {
+                        let Some(src) = corpus.sources.iter().find(|s| s.name == source) else { continue };
+                        hits_checked += ids.len();
+                        let (sql, params) = health::isolation_values_sql(src, ids);
+                        for hit in spi::query_json(&sql, &params)? {
+                            let ok = src.isolation.iter().enumerate().all(|(n, c)| {
+                                hit.get(format!("iso_{n}"))
+                                    .and_then(Value::as_str)
+                                    .is_some_and(|v| c.values.iter().any(|x| x == v))
+                            });
+                            if !ok {
+                                leaks.push(
+                                    json!({"source": source, "item_id": hit["item_id"], "mode": mode, "parent": hit}),
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        row.detail = json!({});
+    } else {
+        row.detail = json!({"probes": "skipped: no searchable item to take required filter values from"});
+    }
+    row.count = (leaks.len() + static_failures.len()) as i64;
+    if !static_failures.is_empty() {
+        row.flag(Status::Fail, "A generated subplan lacks the corpus predicate: this is a pg_corpus bug; stop serving this corpus and report it.");
+    }
+    if !leaks.is_empty() {
+        row.flag(Status::Fail, "Searches returned items outside the corpus: check the isolation column values of the listed parents and the corpus definition (corpus.corpus_list()).");
+    }
+    if let Value::Object(m) = &mut row.detail {
+        m.insert("static_subplans_checked".into(), json!(static_checked));
+        m.insert("static_failures".into(), json!(static_failures));
+        m.insert("probes".into(), m.get("probes").cloned().unwrap_or(json!(probes)));
+        m.insert("searches".into(), json!(searches));
+        m.insert("hits_checked".into(), json!(hits_checked));
+        m.insert("leaks".into(), json!(leaks.into_iter().take(20).collect::<Vec<_>>()));
+    }
+    Ok(row)
+}
+
+fn source_checks(corpus: &Corpus, idx: usize, out: &mut Vec<CheckRow>) -> Result<(), CoreError> {
+    let src = &corpus.sources[idx];
+    let name = Some(src.name.as_str());
+    let total = spi::reltuples(src.item.oid)?;
+    let sample = health::sample_percent(total);
+    let how = match sample {
+        Some(pct) => {
+            json!({"counted": "estimated from a TABLESAMPLE SYSTEM sample", "sample_percent": pct, "reltuples": total})
+        }
+        None => json!({"counted": "exactly"}),
+    };
+    let scale = sample.map_or(1.0, |pct| 100.0 / pct);
+    let est = |v: &Value, key: &str| (int(v, key) as f64 * scale).round() as i64;
+
+    let (sql, params) = health::contract_sql(corpus, idx, sample);
+    let c = first_row(&sql, &params)?;
+
+    // embeddings
+    let mut e = CheckRow::new("embeddings", Some(&corpus.name), name);
+    let (missing, stale, zero, bad) =
+        (est(&c, "missing_embedding"), est(&c, "stale_embedding"), est(&c, "zero_vectors"), est(&c, "non_finite"));
+    e.count = missing + stale + zero + bad;
+    if zero + bad > 0 {
+        e.flag(Status::Fail, "Zero or non-finite vectors cannot be ranked by cosine distance: re-embed them with corpus.corpus_embedding_enqueue(table, column, only_missing => false) or fix the producer.");
+    }
+    if missing > 0 {
+        e.flag(Status::Warn, "Searchable items without an embedding are invisible to the semantic branch: run the re-embed worker (worker/pg_corpus_worker.py).");
+    }
+    if stale > 0 {
+        e.flag(Status::Warn, "Embeddings describe old text: run the re-embed worker; see corpus.embedding_queue.");
+    }
+    e.detail = json!({"searchable": est(&c, "searchable"), "missing": missing, "stale": stale,
+                      "zero_vectors": zero, "non_finite": bad, "dimensions": src.dimensions, "sampling": how});
+    out.push(e);
+
+    // searchable contract
+    let mut s = CheckRow::new("searchable_contract", Some(&corpus.name), name);
+    let orphans = match health::orphans_sql(src, sample) {
+        Some(sql) => est(&first_row(&sql, &[])?, "orphans"),
+        None => 0,
+    };
+    let (incomplete_items, short, unresolved) =
+        (est(&c, "incomplete_parent_items"), est(&c, "short_text"), est(&c, "unresolved_locators"));
+    s.count = incomplete_items + short + orphans + unresolved;
+    if incomplete_items > 0 {
+        s.flag(
+            Status::Warn,
+            format!(
+                "Parents missing required metadata ({}) hide their items: fill those columns in the parent table.",
+                src.parent_required.iter().map(|c| c.column.as_str()).collect::<Vec<_>>().join(", ")
+            ),
+        );
+    }
+    if short > 0 {
+        s.flag(Status::Warn, format!("Items shorter than min_length ({}) are never returned: merge them into neighbouring chunks or lower min_length.", src.min_length));
+    }
+    if orphans > 0 {
+        s.flag(
+            Status::Warn,
+            "Items whose parent row is gone: DELETE them or restore the parents (and add a foreign key).",
+        );
+    }
+    if unresolved > 0 {
+        s.flag(
+            Status::Warn,
+            "Returned items lack locator values (page, quote…): fill the locator columns so every hit is traceable.",
+        );
+    }
+    s.detail = json!({"slice_items": est(&c, "slice_items"), "searchable": est(&c, "searchable"),
+                      "incomplete_parents": est(&c, "incomplete_parents"), "items_hidden_by_incomplete_parents": incomplete_items,
+                      "below_min_length": short, "excluded_by_source_rule": est(&c, "rule_excluded"),
+                      "orphans": orphans, "unresolved_locators": unresolved, "sampling": how});
+    out.push(s);
+
+    // indexes
+    let (sql, params) = health::indexes_sql(src.item.oid);
+    let indexes: Vec<IndexInfo> =
+        spi::query_json(&sql, &params)?.into_iter().filter_map(|v| serde_json::from_value(v).ok()).collect();
+    out.push(health::judge_indexes(&corpus.name, src, &indexes));
+
+    // re-embed queue
+    let mut q = CheckRow::new("reembed_queue", Some(&corpus.name), name);
+    let v = first_row(
+        "SELECT count(*) FILTER (WHERE state <> 'dead') AS depth,
+                count(*) FILTER (WHERE state = 'dead') AS dead,
+                count(*) FILTER (WHERE state = 'claimed' AND lease_until < now()) AS expired_leases,
+                coalesce(extract(epoch FROM now() - min(enqueued_at) FILTER (WHERE state <> 'dead')), 0)::bigint AS oldest_seconds,
+                (SELECT count(*) FROM corpus.embedding_slots s
+                  WHERE s.item_table = $1::int8::oid AND s.embedding_column = $2::name) AS slots
+           FROM corpus.embedding_queue
+          WHERE item_table = $1::int8::oid AND embedding_column = $2::name",
+        &[pg_corpus_core::sql::Param::Int(src.item.oid), pg_corpus_core::sql::Param::Text(src.embedding.column.clone())],
+    )?;
+    q.count = int(&v, "depth") + int(&v, "dead");
+    if int(&v, "slots") == 0 {
+        q.flag(Status::Fail, "The re-embed trigger is not attached: drop and re-add the source (corpus.corpus_drop_source + corpus.corpus_add_source).");
+    }
+    if int(&v, "dead") > 0 {
+        q.flag(Status::Warn, "Dead letters: items the worker failed to embed repeatedly; see last_error in corpus.embedding_queue, fix, then SELECT corpus.corpus_embedding_retry_dead();");
+    }
+    if int(&v, "oldest_seconds") > 3600 {
+        q.flag(
+            Status::Warn,
+            "Queued items have waited over an hour: is a re-embed worker running (worker/pg_corpus_worker.py)?",
+        );
+    }
+    q.detail = v;
+    out.push(q);
+    Ok(())
+}
+
+/// Everything that can silently go wrong, one row per check and corpus/source.
+#[pg_extern(stable, parallel_restricted)]
+fn corpus_health_check(
+    corpus: default!(Option<&str>, "NULL"),
+) -> TableIterator<
+    'static,
+    (
+        name!(check, String),
+        name!(corpus, Option<String>),
+        name!(source, Option<String>),
+        name!(status, String),
+        name!(count, i64),
+        name!(detail, JsonB),
+        name!(hint, Option<String>),
+    ),
+> {
+    let rows = (|| -> Result<Vec<CheckRow>, CoreError> {
+        // an unknown corpus is the usual 42704
+        let names = spi::load_corpus_names(corpus)?;
+        let mut out = vec![version_check()?, privileges_check()?];
+        for name in names {
+            let mut drift = CheckRow::new("catalog_drift", Some(&name), None);
+            match spi::load_corpus(&name) {
+                Err(e) => {
+                    drift.count = 1;
+                    drift.detail = json!({"error": e.message, "sqlstate": e.state.code(), "detail": e.detail});
+                    drift.flag(Status::Fail, e.hint);
+                    out.push(drift);
+                }
+                Ok(c) => {
+                    drift.detail = json!({"sources": c.sources.iter().map(|s| &s.name).collect::<Vec<_>>()});
+                    out.push(drift);
+                    out.push(isolation_audit(&c)?);
+                    for idx in 0..c.sources.len() {
+                        source_checks(&c, idx, &mut out)?;
+                    }
+                }
+            }
+        }
+        Ok(out)
+    })()
+    .or_raise();
+    TableIterator::new(rows.into_iter().map(|r| {
+        (
+            r.check.to_string(),
+            r.corpus,
+            r.source,
+            r.status.name().to_string(),
+            r.count,
+            JsonB(r.detail),
+            if r.hint.is_empty() { None } else { Some(r.hint) },
+        )
+    }))
+}
