@@ -46,6 +46,8 @@ CREATE TABLE corpus.sources (
     metadata         jsonb NOT NULL DEFAULT '{}',
     min_length       integer NOT NULL DEFAULT 50,
     ts_config        regconfig NOT NULL DEFAULT 'simple',
+    -- pg_corpus analyser language when tsv_column is built by corpus.bm25_document
+    language         text,
     semantic_weight  float8 NOT NULL DEFAULT 1,
     lexical_weight   float8 NOT NULL DEFAULT 1,
     created_at       timestamptz NOT NULL DEFAULT now(),
@@ -126,6 +128,7 @@ AS $$
                        'metadata', s.metadata,
                        'min_length', s.min_length,
                        'ts_config', s.ts_config::oid::bigint,
+                       'language', s.language,
                        'semantic_weight', s.semantic_weight,
                        'lexical_weight', s.lexical_weight)
                      ORDER BY s.name)
@@ -188,7 +191,8 @@ CREATE FUNCTION corpus.corpus_add_source(
     semantic_weight  float8    DEFAULT 1,
     lexical_weight   float8    DEFAULT 1,
     embedding_inputs text[]    DEFAULT NULL,
-    embedding_model  text      DEFAULT NULL
+    embedding_model  text      DEFAULT NULL,
+    language         text      DEFAULT NULL
 ) RETURNS void
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
@@ -218,18 +222,20 @@ BEGIN
     END IF;
     INSERT INTO corpus.sources AS s (corpus, name, item_table, id_column, text_column, tsv_column,
         embedding_column, embedding_inputs, distance, parent_table, parent_fk, parent_key, parent_required, rule,
-        locator, metadata, min_length, ts_config, semantic_weight, lexical_weight)
+        locator, metadata, min_length, ts_config, language, semantic_weight, lexical_weight)
     VALUES (corpus, source, item_table, id_column, text_column, tsv_column, embedding_column,
         COALESCE(embedding_inputs, ARRAY[text_column])::name[],
         COALESCE(distance, 'cosine'), parent_table, parent_fk, COALESCE(parent_key, 'id'),
         COALESCE(parent_required, '{}'), COALESCE(rule, '{}'), COALESCE(locator, '{}'),
-        COALESCE(metadata, '{}'), COALESCE(min_length, 50), COALESCE(ts_config, 'simple'),
+        COALESCE(metadata, '{}'), COALESCE(min_length, 50), COALESCE(ts_config, 'simple'), language,
         COALESCE(semantic_weight, 1), COALESCE(lexical_weight, 1));
     PERFORM corpus._validate_corpus(corpus);
     -- Keep the embeddings honest: the re-embed trigger and queue (sql/embedding.sql).
     PERFORM corpus._attach_embedding_slot(item_table, embedding_column::name, id_column::name,
         COALESCE(embedding_inputs, ARRAY[text_column])::name[], embedding_model,
         (SELECT a.atttypmod FROM pg_attribute a WHERE a.attrelid = item_table AND a.attname = embedding_column));
+    -- BM25 statistics over the corpus' new extent
+    PERFORM corpus.corpus_refresh_lexical_stats(corpus);
 END
 $$;
 
@@ -248,6 +254,7 @@ BEGIN
             HINT = 'See the sources of each corpus in corpus.corpus_list().';
     END IF;
     PERFORM corpus._detach_embedding_slot(gone.item_table, gone.embedding_column);
+    PERFORM corpus.corpus_refresh_lexical_stats(corpus);
 END
 $$;
 
@@ -274,6 +281,7 @@ BEGIN
             HINT = 'See corpus.corpus_list() for the defined corpora.';
     END IF;
     PERFORM corpus._validate_corpus(name);
+    PERFORM corpus.corpus_refresh_lexical_stats(name);
 END
 $$;
 
@@ -317,7 +325,7 @@ AS $$
                         'parent_table', s.parent_table::text, 'parent_fk', s.parent_fk,
                         'parent_key', s.parent_key, 'parent_required', s.parent_required,
                         'rule', s.rule, 'locator', s.locator, 'metadata', s.metadata,
-                        'min_length', s.min_length, 'ts_config', s.ts_config::text,
+                        'min_length', s.min_length, 'ts_config', s.ts_config::text, 'language', s.language,
                         'semantic_weight', s.semantic_weight,
                         'lexical_weight', s.lexical_weight) ORDER BY s.name)
                        FROM corpus.sources s WHERE s.corpus = c.name), '[]'::jsonb)

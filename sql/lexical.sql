@@ -15,3 +15,32 @@ AS $$
                 ELSE replace(q::text, ' & ', ' | ')::tsquery END
       FROM plainto_tsquery(config, query) AS q
 $$;
+
+-- ==========================================================================================
+-- BM25: per-corpus statistics. Document frequencies and lengths are computed over each
+-- corpus' own searchable items (the corpus predicate included), so a corpus' scores never
+-- depend on another corpus' documents. corpus.corpus_refresh_lexical_stats() recomputes them;
+-- corpus_add_source / corpus_alter refresh them, the reference worker refreshes stale ones
+-- (more than 10% of the documents changed, by pg_stat_all_tables), and
+-- corpus_health_check() reports staleness.
+-- ==========================================================================================
+CREATE TABLE corpus.lexical_stats (
+    corpus text NOT NULL REFERENCES corpus.corpora (name) ON DELETE CASCADE,
+    term   text NOT NULL,
+    df     bigint NOT NULL,
+    PRIMARY KEY (corpus, term)
+);
+
+CREATE TABLE corpus.lexical_totals (
+    corpus             text PRIMARY KEY REFERENCES corpus.corpora (name) ON DELETE CASCADE,
+    documents          bigint NOT NULL,
+    total_length       bigint NOT NULL,
+    terms              bigint NOT NULL,
+    refreshed_at       timestamptz NOT NULL,
+    -- inserted + updated + deleted rows of the corpus' tables at refresh (pg_stat_all_tables)
+    changes_at_refresh bigint NOT NULL
+);
+
+REVOKE ALL ON corpus.lexical_stats, corpus.lexical_totals FROM PUBLIC;
+-- searches run with the caller's rights and read the statistics
+GRANT SELECT ON corpus.lexical_stats, corpus.lexical_totals TO PUBLIC;

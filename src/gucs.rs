@@ -11,10 +11,70 @@ pub static MAX_CANDIDATES: GucSetting<i32> = GucSetting::<i32>::new(10_000);
 /// Upper bound of hnsw.max_scan_tuples the semantic branch sets for an iterative index scan.
 pub static ANN_MAX_SCAN_TUPLES: GucSetting<i32> = GucSetting::<i32>::new(1_000_000);
 
+/// The lexical branch's scorer.
+#[derive(pgrx::PostgresGucEnum, Clone, Copy, PartialEq, Eq, Debug)]
+pub enum LexicalScorer {
+    /// BM25 with per-corpus statistics (the default).
+    #[name = c"bm25"]
+    Bm25,
+    /// PostgreSQL's ts_rank_cd over an OR of the query's lexemes, kept for comparison.
+    #[name = c"ts_rank_cd"]
+    TsRankCd,
+}
+
+pub static LEXICAL_SCORER: GucSetting<LexicalScorer> = GucSetting::<LexicalScorer>::new(LexicalScorer::Bm25);
+/// BM25 term-frequency saturation.
+pub static BM25_K1: GucSetting<f64> = GucSetting::<f64>::new(1.2);
+/// BM25 length normalisation.
+pub static BM25_B: GucSetting<f64> = GucSetting::<f64>::new(0.75);
+/// About how many documents the lexical branch may take from the GIN index per source: query
+/// keys are used rarest first until their document frequencies reach it; commoner keys only
+/// score those candidates (Lucene's common-terms idea), so common words never make the lexical
+/// branch read most of a table.
+pub static BM25_CANDIDATE_BUDGET: GucSetting<i32> = GucSetting::<i32>::new(2000);
+
 /// Bulk loads: skip the re-embed trigger's per-row work (enqueue afterwards in one statement).
 pub static DEFER_EMBEDDING_QUEUE: GucSetting<bool> = GucSetting::<bool>::new(false);
 
 pub fn init() {
+    GucRegistry::define_enum_guc(
+        c"pg_corpus.lexical_scorer",
+        c"Scorer of the lexical branch: bm25 or ts_rank_cd.",
+        c"bm25 uses per-corpus statistics (corpus.corpus_refresh_lexical_stats); ts_rank_cd is PostgreSQL's, kept for comparison.",
+        &LEXICAL_SCORER,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_float_guc(
+        c"pg_corpus.bm25_k1",
+        c"BM25 k1 (term-frequency saturation).",
+        c"Typical values 0.9 to 2.0.",
+        &BM25_K1,
+        0.0,
+        100.0,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_float_guc(
+        c"pg_corpus.bm25_b",
+        c"BM25 b (length normalisation), 0 to 1.",
+        c"0 disables length normalisation.",
+        &BM25_B,
+        0.0,
+        1.0,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"pg_corpus.bm25_candidate_budget",
+        c"About how many documents the lexical branch takes from the index per source.",
+        c"Query keys are used rarest first while their document frequencies add up to at most this; commoner keys only score those candidates.",
+        &BM25_CANDIDATE_BUDGET,
+        1,
+        i32::MAX,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
     GucRegistry::define_bool_guc(
         c"pg_corpus.defer_embedding_queue",
         c"Skip the re-embed trigger's per-row work in this session (bulk loads).",

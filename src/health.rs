@@ -236,6 +236,30 @@ fn isolation_audit(corpus: &Corpus) -> Result<CheckRow, CoreError> {
     Ok(row)
 }
 
+/// BM25 statistics: refreshed at all, and not too many rows changed since.
+fn lexical_statistics(corpus: &Corpus) -> Result<CheckRow, CoreError> {
+    let mut row = CheckRow::new("lexical_statistics", Some(&corpus.name), None);
+    let tables: Vec<i64> = corpus
+        .sources
+        .iter()
+        .flat_map(|s| std::iter::once(s.item.oid).chain(s.parent.as_ref().map(|p| p.oid)))
+        .collect();
+    let state = spi::lexical_state(&corpus.name, &tables)?;
+    let changed = (state.changes_now - state.changes_at_refresh).max(0);
+    let refresh = format!("SELECT * FROM corpus.corpus_refresh_lexical_stats('{}');", corpus.name.replace('\'', "''"));
+    if !state.refreshed {
+        row.count = 1;
+        row.flag(Status::Warn, format!("BM25 statistics were never computed: {refresh}"));
+    } else if state.is_stale(0.1) {
+        row.count = changed;
+        row.flag(Status::Warn, format!("More than 10% of the corpus changed since its BM25 statistics were computed: {refresh} (the reference worker does this automatically)."));
+    }
+    row.detail = json!({"refreshed": state.refreshed, "documents": state.documents, "terms": state.terms,
+                        "total_length": state.total_length, "rows_changed_since_refresh": changed,
+                        "stale_when_changed_over": "10% of documents (pg_stat_all_tables counters)"});
+    Ok(row)
+}
+
 fn source_checks(corpus: &Corpus, idx: usize, out: &mut Vec<CheckRow>) -> Result<(), CoreError> {
     let src = &corpus.sources[idx];
     let name = Some(src.name.as_str());
@@ -380,6 +404,7 @@ fn corpus_health_check(
                     drift.detail = json!({"sources": c.sources.iter().map(|s| &s.name).collect::<Vec<_>>()});
                     out.push(drift);
                     out.push(isolation_audit(&c)?);
+                    out.push(lexical_statistics(&c)?);
                     for idx in 0..c.sources.len() {
                         source_checks(&c, idx, &mut out)?;
                     }

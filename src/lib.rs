@@ -10,6 +10,7 @@ mod error;
 mod eval;
 mod gucs;
 mod health;
+mod lexical;
 mod search;
 mod spi;
 mod vector;
@@ -22,6 +23,7 @@ pgrx::extension_sql_file!("../sql/lexical.sql", name = "lexical", requires = ["c
 
 pgrx::extension_sql_file!("../sql/eval.sql", name = "eval", requires = ["catalog"]);
 pgrx::extension_sql_file!("../sql/embedding.sql", name = "embedding", requires = ["catalog"]);
+pgrx::extension_sql_file!("../sql/bm25.sql", name = "bm25", requires = ["lexical", lexical::_bm25_document_text]);
 
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {

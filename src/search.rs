@@ -12,8 +12,12 @@ use pg_corpus_core::{CoreError, SqlState};
 use pgrx::prelude::*;
 use pgrx::JsonB;
 
+use pg_corpus_core::bm25::{Bm25Params, CorpusStats};
+use pg_corpus_core::lexical::{self, CandidatePlan, QueryKey};
+
 use crate::error::OrRaise;
 use crate::gucs;
+use crate::gucs::LexicalScorer;
 use crate::spi;
 use crate::vector::Vector;
 
@@ -35,6 +39,45 @@ pub(crate) struct Request {
     max_per_parent: Option<usize>,
     rrf_k: f64,
     include_stale: bool,
+    /// BM25 candidate plans per source (None: the source gets no lexical subplan), or None for
+    /// the ts_rank_cd scorer.
+    lexical: Option<LexicalPlans>,
+}
+
+/// The BM25 side of a request: what each source's lexical subplan looks up.
+struct LexicalPlans {
+    per_source: Vec<Option<CandidatePlan>>,
+    avg_doc_len: f64,
+    params: Bm25Params,
+}
+
+/// Analyse the query for every source (pg_corpus' analyser for sources with a language,
+/// PostgreSQL's text search configuration otherwise), look the keys up in the corpus'
+/// statistics, and split them into candidate-finding and scoring-only keys.
+fn lexical_plans(corpus: &Corpus, text: &str) -> Result<LexicalPlans, CoreError> {
+    let params = Bm25Params::new(gucs::BM25_K1.get(), gucs::BM25_B.get())?;
+    let mut keys_per_source = Vec::with_capacity(corpus.sources.len());
+    for src in &corpus.sources {
+        let keys: Vec<QueryKey> = match src.language {
+            Some(lang) => lexical::query_keys(text, lang),
+            None => spi::ts_query_keys(src.ts_config, text)?
+                .into_iter()
+                .map(|(key, weight)| QueryKey { key, weight })
+                .collect(),
+        };
+        keys_per_source.push(keys);
+    }
+    let mut all: Vec<String> = keys_per_source.iter().flatten().map(|k| k.key.clone()).collect();
+    all.sort();
+    all.dedup();
+    let (df, documents, total_length) = spi::lexical_stats(&corpus.name, &all)?;
+    let stats = CorpusStats { n_docs: documents.max(0) as u64, total_length: total_length.max(0) as u64 };
+    let budget = gucs::BM25_CANDIDATE_BUDGET.get().max(1) as u64;
+    let per_source = keys_per_source
+        .iter()
+        .map(|keys| lexical::candidate_plan(keys, |k| df.get(k).copied().unwrap_or(0), stats.n_docs, budget))
+        .collect();
+    Ok(LexicalPlans { per_source, avg_doc_len: stats.avg_doc_len(), params })
 }
 
 /// Characters of query_text the lexical branch uses (documented in the README).
@@ -146,6 +189,10 @@ pub(crate) fn request(
         ));
     }
     let window = candidates.map_or((4 * k).max(20), |c| c) as usize;
+    let lexical = match (&text, gucs::LEXICAL_SCORER.get()) {
+        (Some(t), LexicalScorer::Bm25) => Some(lexical_plans(&corpus, t)?),
+        _ => None,
+    };
     Ok(Request {
         corpus,
         conds,
@@ -156,6 +203,7 @@ pub(crate) fn request(
         max_per_parent,
         rrf_k: rrf_k as f64,
         include_stale,
+        lexical,
     })
 }
 
@@ -198,8 +246,22 @@ fn subplans(req: &Request, sem: &[SemanticPlan], window: usize) -> Vec<Subplan> 
                 req.include_stale,
             ));
         }
-        if let Some(t) = &req.text {
-            out.push(plan::lexical(&req.corpus, idx, &req.conds, t, window as i64));
+        match (&req.text, &req.lexical) {
+            (Some(_), Some(lex)) => {
+                if let Some(cp) = &lex.per_source[idx] {
+                    out.push(plan::lexical_bm25(
+                        &req.corpus,
+                        idx,
+                        &req.conds,
+                        cp,
+                        lex.avg_doc_len,
+                        lex.params,
+                        window as i64,
+                    ));
+                }
+            }
+            (Some(t), None) => out.push(plan::lexical(&req.corpus, idx, &req.conds, t, window as i64)),
+            (None, _) => {}
         }
     }
     out

@@ -20,6 +20,7 @@ fn datums(params: &[Param]) -> Vec<DatumWithOid<'static>> {
             Param::TextArray(v) => DatumWithOid::from(v.clone()),
             Param::Floats(v) => DatumWithOid::from(v.clone()),
             Param::Int(n) => DatumWithOid::from(*n),
+            Param::Float(x) => DatumWithOid::from(*x),
         })
         .collect()
 }
@@ -428,4 +429,137 @@ pub fn load_corpus_names(only: Option<&str>) -> Result<Vec<String>, CoreError> {
         )),
         _ => Ok(names),
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Lexical statistics
+// ---------------------------------------------------------------------------------------------
+
+/// Where a corpus' lexical statistics stand.
+pub struct LexicalState {
+    pub refreshed: bool,
+    pub documents: i64,
+    pub terms: i64,
+    pub total_length: i64,
+    pub changes_at_refresh: i64,
+    /// Inserted + updated + deleted rows of the corpus' tables now (pg_stat_all_tables).
+    pub changes_now: i64,
+}
+
+impl LexicalState {
+    /// Stale when never refreshed, or when more rows changed since than `fraction` of the
+    /// documents (at least one).
+    pub fn is_stale(&self, fraction: f64) -> bool {
+        !self.refreshed
+            || (self.changes_now - self.changes_at_refresh) as f64 > (fraction * self.documents as f64).max(0.5)
+    }
+}
+
+pub fn lexical_state(corpus: &str, tables: &[i64]) -> Result<LexicalState, CoreError> {
+    let rows = query_json(
+        "SELECT (SELECT to_jsonb(t) FROM corpus.lexical_totals t WHERE t.corpus = $1) AS totals,
+                (SELECT coalesce(sum(s.n_tup_ins + s.n_tup_upd + s.n_tup_del), 0)::int8
+                   FROM pg_catalog.pg_stat_all_tables s WHERE s.relid = ANY($2::int8[]::oid[])) AS changes_now",
+        &[Param::Text(corpus.to_string()), Param::TextArray(tables.iter().map(|t| t.to_string()).collect())],
+    )?;
+    let row = rows.into_iter().next().unwrap_or(serde_json::Value::Null);
+    let totals = row.get("totals").filter(|t| !t.is_null());
+    let num = |k: &str| totals.and_then(|t| t.get(k)).and_then(serde_json::Value::as_i64).unwrap_or(0);
+    Ok(LexicalState {
+        refreshed: totals.is_some(),
+        documents: num("documents"),
+        terms: num("terms"),
+        total_length: num("total_length"),
+        changes_at_refresh: num("changes_at_refresh"),
+        changes_now: row.get("changes_now").and_then(serde_json::Value::as_i64).unwrap_or(0),
+    })
+}
+
+/// Replace a corpus' statistics with the result of `stats_sql` (plan::lexical_stats_sql).
+pub fn refresh_lexical_stats(
+    corpus: &str,
+    stats_sql: &str,
+    params: &[Param],
+    changes: i64,
+) -> Result<(i64, i64), CoreError> {
+    let n = params.len();
+    let mut all = params.to_vec();
+    all.push(Param::Text(corpus.to_string()));
+    all.push(Param::Int(changes));
+    let name = format!("${}", n + 1);
+    let changes_p = format!("${}", n + 2);
+    Spi::connect_mut(|client| {
+        client.update("DELETE FROM corpus.lexical_stats WHERE corpus = $1", None, &[DatumWithOid::from(corpus)])?;
+        let row = client
+            .update(
+                &format!(
+                    "WITH s AS MATERIALIZED ({stats_sql}),
+                          ins AS (INSERT INTO corpus.lexical_stats (corpus, term, df)
+                                  SELECT {name}::text, term, df FROM s WHERE term IS NOT NULL RETURNING 1),
+                          tot AS (INSERT INTO corpus.lexical_totals AS t
+                                      (corpus, documents, total_length, terms, refreshed_at, changes_at_refresh)
+                                  SELECT {name}::text, s.df, s.total_len, (SELECT count(*) FROM ins), now(), {changes_p}::int8
+                                    FROM s WHERE s.term IS NULL
+                                  ON CONFLICT (corpus) DO UPDATE
+                                     SET documents = EXCLUDED.documents, total_length = EXCLUDED.total_length,
+                                         terms = EXCLUDED.terms, refreshed_at = EXCLUDED.refreshed_at,
+                                         changes_at_refresh = EXCLUDED.changes_at_refresh
+                                  RETURNING documents, terms)
+                     SELECT documents, terms FROM tot"
+                ),
+                None,
+                &datums(&all),
+            )?
+            .first()
+            .get_two::<i64, i64>()?;
+        Ok((row.0.unwrap_or(0), row.1.unwrap_or(0)))
+    })
+    .map_err(spi_failure)
+}
+
+/// Forget a corpus' statistics (it has no source left).
+pub fn clear_lexical_stats(corpus: &str) -> Result<(), CoreError> {
+    Spi::connect_mut(|client| {
+        client.update("DELETE FROM corpus.lexical_stats WHERE corpus = $1", None, &[DatumWithOid::from(corpus)])?;
+        client.update("DELETE FROM corpus.lexical_totals WHERE corpus = $1", None, &[DatumWithOid::from(corpus)])?;
+        Ok(())
+    })
+    .map_err(spi_failure)
+}
+
+/// Document frequencies of `terms` in a corpus' statistics, with its totals.
+pub fn lexical_stats(corpus: &str, terms: &[String]) -> Result<(HashMap<String, u64>, i64, i64), CoreError> {
+    let rows = query_json(
+        "SELECT term, df FROM corpus.lexical_stats WHERE corpus = $1 AND term = ANY($2::text[])
+         UNION ALL
+         SELECT NULL, documents FROM corpus.lexical_totals WHERE corpus = $1
+         UNION ALL
+         SELECT '', total_length FROM corpus.lexical_totals WHERE corpus = $1",
+        &[Param::Text(corpus.to_string()), Param::TextArray(terms.to_vec())],
+    )?;
+    let mut df = HashMap::new();
+    let (mut documents, mut total) = (0, 0);
+    for r in rows {
+        let n = r.get("df").and_then(serde_json::Value::as_i64).unwrap_or(0);
+        match r.get("term").and_then(serde_json::Value::as_str) {
+            None => documents = n,
+            Some("") => total = n,
+            Some(t) => {
+                df.insert(t.to_string(), n.max(0) as u64);
+            }
+        }
+    }
+    Ok((df, documents, total))
+}
+
+/// PostgreSQL's analysis of a query with a text search configuration: (lexeme, count).
+pub fn ts_query_keys(ts_config: i64, text: &str) -> Result<Vec<(String, f64)>, CoreError> {
+    Ok(query_json(
+        "SELECT t.lexeme AS key, coalesce(array_length(t.positions, 1), 1)::float8 AS weight
+           FROM unnest(to_tsvector($1::int8::oid::regconfig, $2)) AS t",
+        &[Param::Int(ts_config), Param::Text(text.to_string())],
+    )?
+    .into_iter()
+    .filter_map(|r| Some((r.get("key")?.as_str()?.to_string(), r.get("weight")?.as_f64()?)))
+    .collect())
 }

@@ -32,3 +32,28 @@ unsafe impl<'fcx> ArgAbi<'fcx> for Vector {
 }
 
 impl_sql_translatable!(Vector, arg_only = "vector");
+
+/// PostgreSQL's `tsvector` as a function argument: the detoasted varlena's bytes, read by
+/// `pg_corpus_core::tsvector`.
+pub struct TsVectorArg(pub Vec<u8>);
+
+impl FromDatum for TsVectorArg {
+    unsafe fn from_polymorphic_datum(datum: pg_sys::Datum, is_null: bool, _typoid: pg_sys::Oid) -> Option<Self> {
+        if is_null {
+            return None;
+        }
+        unsafe {
+            let ptr = pg_sys::pg_detoast_datum(datum.cast_mut_ptr());
+            let size = pgrx::varlena::varsize_any(ptr);
+            Some(TsVectorArg(std::slice::from_raw_parts(ptr as *const u8, size).to_vec()))
+        }
+    }
+}
+
+unsafe impl<'fcx> ArgAbi<'fcx> for TsVectorArg {
+    unsafe fn unbox_arg_unchecked(arg: Arg<'_, 'fcx>) -> Self {
+        unsafe { arg.unbox_arg_using_from_datum().expect("a non-null tsvector argument") }
+    }
+}
+
+impl_sql_translatable!(TsVectorArg, arg_only = "tsvector");

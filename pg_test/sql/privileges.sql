@@ -13,12 +13,16 @@ SELECT c.relname,
        has_table_privilege('public', c.oid, 'DELETE') AS public_delete
   FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
  WHERE n.nspname = 'corpus' AND c.relkind = 'r' ORDER BY 1;
--- SECURITY DEFINER functions: none; every function pins search_path or is pgrx-generated C.
-SELECT count(*) FILTER (WHERE p.prosecdef) AS security_definer,
-       count(*) FILTER (WHERE p.prolang <> (SELECT oid FROM pg_language WHERE lanname = 'c')
-                          AND NOT EXISTS (SELECT 1 FROM unnest(p.proconfig) s WHERE s LIKE 'search_path=%'))
-           AS sql_functions_without_pinned_search_path
-  FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = 'corpus';
+-- No SECURITY DEFINER function in the extension script (the re-embed triggers generated at
+-- registration are, with search_path pinned: see embedding_queue.sql). Every SQL or PL/pgSQL
+-- function pins search_path, except bm25_document: it must stay inlinable for generated
+-- columns, runs with the caller's rights and names everything schema-qualified.
+SELECT count(*) FILTER (WHERE p.prosecdef) AS security_definer FROM pg_proc p
+  JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = 'corpus';
+SELECT p.proname AS without_pinned_search_path
+  FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+ WHERE n.nspname = 'corpus' AND p.prolang <> (SELECT oid FROM pg_language WHERE lanname = 'c')
+   AND NOT EXISTS (SELECT 1 FROM unnest(p.proconfig) s WHERE s LIKE 'search_path=%');
 -- Volatility as declared.
 SELECT p.proname, p.provolatile, p.proparallel, p.proisstrict
   FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace

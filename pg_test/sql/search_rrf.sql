@@ -31,8 +31,8 @@ SELECT corpus.corpus_add_source('public_notes', 'notes', 'notes', text_column =>
     parent_required => '{title}', locator => '{"page": "page", "title": "parent.title"}', min_length => 10);
 
 -- Semantic ranks: 1,2,3,4,5 (6 too short, 7 other corpus, 8 incomplete, 9 no embedding).
--- Lexical ranks (OR of zebra|rule): 2 (zebra x3), then 1, then 5 and 9 (tied, by id).
--- RRF with k = 60: item 2 = 1/62 + 1/61, item 1 = 1/61 + 1/62 → tie, broken by best rank, then id.
+-- Lexical ranks (BM25 of zebra, rule; six searchable documents): 1 (both words), 2 (zebra x3),
+-- then 9 and 5 (zebra once; 9 is shorter). RRF with k = 60: item 1 = 2/61, item 2 = 2/62.
 SELECT rank, item_id, parent_id, round(score::numeric, 6) AS score, semantic_rank, lexical_rank,
        round(semantic_distance::numeric, 4) AS dist, round(lexical_score::numeric, 4) AS lex, locator
   FROM corpus.corpus_hybrid_search('public_notes', '[1, 0, 0]', 'zebra rule', k => 10, max_per_parent => 0);
@@ -41,6 +41,11 @@ SELECT rank, item_id, parent_id FROM corpus.corpus_hybrid_search('public_notes',
        k => 4, max_per_parent => 2);
 SELECT rank, item_id FROM corpus.corpus_hybrid_search('public_notes', '[1, 0, 0]', NULL, k => 3, mode => 'semantic');
 SELECT rank, item_id FROM corpus.corpus_hybrid_search('public_notes', NULL, 'zebra', k => 3, mode => 'lexical');
+-- PostgreSQL's ts_rank_cd stays selectable for comparison
+SET LOCAL pg_corpus.lexical_scorer = 'ts_rank_cd';
+SELECT rank, item_id, round(lexical_score::numeric, 4) AS ts_rank_cd
+  FROM corpus.corpus_hybrid_search('public_notes', NULL, 'zebra rule', k => 4, mode => 'lexical');
+RESET pg_corpus.lexical_scorer;
 -- weights: a source's semantic list counted twice as much
 UPDATE corpus.sources SET semantic_weight = 2;
 SELECT rank, item_id, round(score::numeric, 6) AS score

@@ -12,9 +12,11 @@ pub mod error;
 pub mod filters;
 pub mod fusion;
 pub mod health;
+pub mod lexical;
 pub mod metrics;
 pub mod plan;
 pub mod resolve;
 pub mod sql;
+pub mod tsvector;
 
 pub use error::{CoreError, SqlState};

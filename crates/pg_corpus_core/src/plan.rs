@@ -259,6 +259,62 @@ pub fn lexical(corpus: &Corpus, idx: usize, conds: &[Condition], text: &str, lim
     Subplan { source: idx, branch: Branch::Lexical, strategy: Strategy::TextMatch, sql, params: params.values }
 }
 
+/// The BM25 lexical subplan: candidates through the tsvector's GIN index (`@@` the candidate
+/// plan's tsquery of rare keys), scored by `corpus._bm25_score` with the corpus' statistics.
+pub fn lexical_bm25(
+    corpus: &Corpus,
+    idx: usize,
+    conds: &[Condition],
+    plan: &crate::lexical::CandidatePlan,
+    avg_doc_len: f64,
+    bm25: crate::bm25::Bm25Params,
+    limit: i64,
+) -> Subplan {
+    let src = &corpus.sources[idx];
+    let mut params = Params::default();
+    let keys = params.push(Param::TextArray(plan.scored.iter().map(|k| k.key.clone()).collect()));
+    let weights = params.push(Param::Floats(plan.scored.iter().map(|k| k.weight_idf as f32).collect()));
+    let avg = params.push(Param::Float(avg_doc_len));
+    let k1 = params.push(Param::Float(bm25.k1));
+    let b = params.push(Param::Float(bm25.b));
+    let tsq = params.push(Param::Text(plan.tsquery.clone()));
+    let lim = params.push(Param::Int(limit));
+    let tsv = col(&src.tsv);
+    let fw = from_where(src, conds, false, &[format!("{tsv} @@ {tsq}::tsquery")], &mut params);
+    let sql = format!(
+        "SELECT {}::text AS item_id, {}::text AS parent_id,\n       \
+         corpus._bm25_score({tsv}, {keys}::text[], {weights}::real[]::float8[], {avg}::float8, {k1}::float8, {b}::float8) AS score\n\
+         {fw}\nORDER BY score DESC, {}\nLIMIT {lim}",
+        col(&src.id),
+        col(&src.parent_fk),
+        col(&src.id)
+    );
+    Subplan { source: idx, branch: Branch::Lexical, strategy: Strategy::TextMatch, sql, params: params.values }
+}
+
+/// Per-corpus lexical statistics over every source's searchable items (the corpus predicate
+/// included: statistics never count another corpus' documents): one row per term with its
+/// document frequency, and a last row with term NULL carrying the number of documents and
+/// the sum of their lengths.
+pub fn lexical_stats_sql(corpus: &Corpus) -> (String, Vec<Param>) {
+    let mut params = Params::default();
+    let docs: Vec<String> = corpus
+        .sources
+        .iter()
+        .map(|src| format!("SELECT {} AS tsv {}", col(&src.tsv), from_where(src, &[], false, &[], &mut params)))
+        .collect();
+    let sql = format!(
+        "WITH docs AS MATERIALIZED (\n{}\n)
+SELECT t.lexeme AS term, count(*)::int8 AS df, NULL::int8 AS total_len
+  FROM docs CROSS JOIN LATERAL unnest(docs.tsv) AS t
+ GROUP BY t.lexeme
+UNION ALL
+SELECT NULL, count(*)::int8, coalesce(sum(corpus._bm25_length(docs.tsv)), 0)::int8 FROM docs",
+        docs.join("\nUNION ALL\n")
+    );
+    (sql, params.values)
+}
+
 /// A query whose planner row estimate is the size of the corpus slice the semantic branch sees.
 pub fn slice_estimate(corpus: &Corpus, idx: usize, conds: &[Condition]) -> (String, Vec<Param>) {
     let src = &corpus.sources[idx];

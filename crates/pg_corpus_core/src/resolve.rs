@@ -61,6 +61,10 @@ pub struct SourceDef {
     pub metadata: Value,
     pub min_length: i32,
     pub ts_config: i64,
+    /// pg_corpus analyser language of the tsvector column (built by corpus.bm25_document);
+    /// NULL: the column holds PostgreSQL's to_tsvector(ts_config, ...).
+    #[serde(default)]
+    pub language: Option<String>,
     pub semantic_weight: f64,
     pub lexical_weight: f64,
 }
@@ -220,6 +224,7 @@ pub struct Source {
     pub metadata: Vec<(String, ColRef)>,
     pub min_length: i32,
     pub ts_config: i64,
+    pub language: Option<crate::analysis::Language>,
     pub semantic_weight: f64,
     pub lexical_weight: f64,
 }
@@ -562,6 +567,7 @@ fn resolve_source(
         metadata: key_map(src, item, &src.metadata, "metadata")?,
         min_length: src.min_length,
         ts_config: src.ts_config,
+        language: src.language.as_deref().map(crate::analysis::Language::parse).transpose()?,
         semantic_weight: src.semantic_weight,
         lexical_weight: src.lexical_weight,
     })

@@ -29,6 +29,7 @@ pub enum Param {
     TextArray(Vec<String>),
     Floats(Vec<f32>),
     Int(i64),
+    Float(f64),
 }
 
 /// Collects parameters and hands out their `$n` placeholders.
