@@ -35,15 +35,11 @@ fn ends_with(s: &[char], suffix: &str) -> bool {
 /// is removed.
 const CASE_SUFFIXES: &[&str] = &[
     // 5
-    "atech",
-    // 4
-    "etem", "atum",
-    // 3
-    "ech", "ich", "eho", "emi", "emu", "ete", "eti", "iho", "imi", "imu", "ach", "ata", "aty",
-    "ych", "ama", "ami", "ove", "ovi", "ymi",
-    // 2
-    "em", "es", "im", "um", "at", "am", "os", "us", "ym", "mi", "ou",
-    // 1
+    "atech", // 4
+    "etem", "atum", // 3
+    "ech", "ich", "eho", "emi", "emu", "ete", "eti", "iho", "imi", "imu", "ach", "ata", "aty", "ych", "ama", "ami",
+    "ove", "ovi", "ymi", // 2
+    "em", "es", "im", "um", "at", "am", "os", "us", "ym", "mi", "ou", // 1
     "a", "e", "i", "o", "u", "y",
 ];
 
@@ -57,11 +53,14 @@ fn remove_case(s: &mut Vec<char>, min_stem: usize) {
     }
 }
 
-/// Possessive adjective suffixes -ov, -in, -ův (folded: uv); the published rule keeps at
-/// least three letters.
+/// Possessive adjective suffixes -ov, -ův (folded: uv); the published rule keeps at least
+/// three letters. The published -in is left out: it made "zelenina" (vegetables) meet
+/// "zelený" (green) — zelenin → zelen → zeln — and measured no gain (docs/analysis.md).
+const POSSESSIVES: &[&str] = &["ov", "uv"];
+
 fn remove_possessive(s: &mut Vec<char>, min_stem: usize) {
     let min = min_stem.max(3);
-    for suf in ["ov", "in", "uv"] {
+    for suf in POSSESSIVES {
         if s.len() >= 2 + min && ends_with(s, suf) {
             s.truncate(s.len() - 2);
             return;

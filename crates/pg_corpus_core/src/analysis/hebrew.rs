@@ -87,7 +87,8 @@ mod tests {
     #[test]
     fn grammar_yields_the_expected_sequences() {
         let p = prefixes();
-        for must in ["ו", "ה", "ב", "כ", "ל", "מ", "ש", "וה", "שה", "כש", "וכשה", "ולכש", "ומה", "שב"] {
+        for must in ["ו", "ה", "ב", "כ", "ל", "מ", "ש", "וה", "שה", "כש", "וכשה", "ולכש", "ומה", "שב"]
+        {
             assert!(p.contains(&must), "{must}");
         }
         for never in ["הו", "בה", "לו", "שו"] {

@@ -19,9 +19,10 @@
 //!    Hebrew, ...) unless [`ForeignScript::Fold`]; `simple` never stems.
 //! 5. **Stem and fold**: Snowball (`rust-stemmers`) on the lower-cased word, then diacritics
 //!    folded (NFD, combining diacritics removed, ß → ss, ø → o, ...); English folds first
-//!    (its stemmer is ASCII-only). Czech folds first and uses the light stemmer of
-//!    [`czech`](self) and adds a half-weight prefix key. Hebrew keeps the surface form and
-//!    adds the forms without attached prefix letters.
+//!    (its stemmer is ASCII-only); English stop words (NLTK's 179) are dropped. Czech folds
+//!    first, uses the light stemmer of `czech.rs` and adds a half-weight prefix key
+//!    (`pavla*`). Hebrew keeps the surface form and adds, at half weight, the forms without
+//!    attached prefix letters.
 //!
 //! A [`Term`] is a key with its weight and count; the document length BM25 uses is the
 //! number of *surface* tokens ([`Analysis::length`]): one per word kept, whatever extra keys
@@ -42,6 +43,8 @@ use unicode_segmentation::UnicodeSegmentation;
 
 use crate::error::{CoreError, SqlState};
 
+pub use stopwords::Stopwords;
+
 /// Bumped whenever the keys produced for some text change: stored terms and statistics made
 /// by another version must be rebuilt.
 pub const ANALYZER_VERSION: u32 = 1;
@@ -50,10 +53,11 @@ pub const ANALYZER_VERSION: u32 = 1;
 /// length and not stemmed.
 pub const MAX_TOKEN_CHARS: usize = 64;
 
-/// Weight of fallback keys (Czech prefix keys).
+/// Weight of fallback keys: Czech prefix keys and Hebrew forms without prefix letters.
 pub const FALLBACK_WEIGHT: f64 = 0.5;
 
-/// Fallback (prefix) keys end with this character, which no other key contains.
+/// Czech prefix keys end with this character, which no other key contains, so that they
+/// only ever match other prefix keys.
 pub const FALLBACK_MARK: char = '*';
 
 /// The language declared for a source. `Simple` folds case and diacritics and normalises
@@ -113,7 +117,7 @@ impl Language {
     /// names: "simple", "english", "german", ...) or the ISO 639-1 code ("en", "de", "he",
     /// "cs", ...), case-insensitive, surrounding white space ignored. Also "iw" (old code of
     /// Hebrew), "nb" (Norwegian Bokmål), "cz".
-    pub fn parse(name: &str) -> crate::Result<Language> {
+    pub fn parse(name: &str) -> crate::error::Result<Language> {
         let n = name.trim().to_ascii_lowercase();
         let alias = match n.as_str() {
             "iw" => Some(Language::Hebrew),
@@ -124,20 +128,13 @@ impl Language {
         if let Some(l) = alias {
             return Ok(l);
         }
-        LANGUAGES
-            .iter()
-            .find(|(_, full, code)| *full == n || *code == n)
-            .map(|(l, _, _)| *l)
-            .ok_or_else(|| {
-                CoreError::new(
-                    SqlState::InvalidParameterValue,
-                    format!("unknown text analysis language \"{}\"", name.trim()),
-                    format!(
-                        "Use one of: {}.",
-                        LANGUAGES.iter().map(|(_, f, _)| *f).collect::<Vec<_>>().join(", ")
-                    ),
-                )
-            })
+        LANGUAGES.iter().find(|(_, full, code)| *full == n || *code == n).map(|(l, _, _)| *l).ok_or_else(|| {
+            CoreError::new(
+                SqlState::InvalidParameterValue,
+                format!("unknown text analysis language \"{}\"", name.trim()),
+                format!("Use one of: {}.", LANGUAGES.iter().map(|(_, f, _)| *f).collect::<Vec<_>>().join(", ")),
+            )
+        })
     }
 
     /// The canonical name ("english").
@@ -189,7 +186,7 @@ impl Language {
 
 impl FromStr for Language {
     type Err = CoreError;
-    fn from_str(s: &str) -> crate::Result<Language> {
+    fn from_str(s: &str) -> crate::error::Result<Language> {
         Language::parse(s)
     }
 }
@@ -214,16 +211,23 @@ enum Script {
 
 fn script_of(c: char) -> Script {
     match c {
-        'a'..='z' | 'A'..='Z' | '\u{00C0}'..='\u{024F}' | '\u{1E00}'..='\u{1EFF}'
-        | '\u{2C60}'..='\u{2C7F}' | '\u{A720}'..='\u{A7FF}' | '\u{AB30}'..='\u{AB6F}' => {
-            Script::Latin
-        }
+        'a'..='z'
+        | 'A'..='Z'
+        | '\u{00C0}'..='\u{024F}'
+        | '\u{1E00}'..='\u{1EFF}'
+        | '\u{2C60}'..='\u{2C7F}'
+        | '\u{A720}'..='\u{A7FF}'
+        | '\u{AB30}'..='\u{AB6F}' => Script::Latin,
         '\u{0370}'..='\u{03FF}' | '\u{1F00}'..='\u{1FFF}' => Script::Greek,
-        '\u{0400}'..='\u{052F}' | '\u{1C80}'..='\u{1C8F}' | '\u{2DE0}'..='\u{2DFF}'
-        | '\u{A640}'..='\u{A69F}' => Script::Cyrillic,
+        '\u{0400}'..='\u{052F}' | '\u{1C80}'..='\u{1C8F}' | '\u{2DE0}'..='\u{2DFF}' | '\u{A640}'..='\u{A69F}' => {
+            Script::Cyrillic
+        }
         '\u{0590}'..='\u{05FF}' | '\u{FB1D}'..='\u{FB4F}' => Script::Hebrew,
-        '\u{0600}'..='\u{06FF}' | '\u{0750}'..='\u{077F}' | '\u{08A0}'..='\u{08FF}'
-        | '\u{FB50}'..='\u{FDFF}' | '\u{FE70}'..='\u{FEFF}' => Script::Arabic,
+        '\u{0600}'..='\u{06FF}'
+        | '\u{0750}'..='\u{077F}'
+        | '\u{08A0}'..='\u{08FF}'
+        | '\u{FB50}'..='\u{FDFF}'
+        | '\u{FE70}'..='\u{FEFF}' => Script::Arabic,
         '\u{0B80}'..='\u{0BFF}' => Script::Tamil,
         _ => Script::Other,
     }
@@ -267,13 +271,13 @@ pub struct Options {
     pub fold_diacritics: bool,
     /// Stem (Snowball, the Czech light stemmer). Default true; `simple` never stems.
     pub stem: bool,
-    /// Remove stop words (English only has a list). Default true.
-    pub stopwords: bool,
+    /// Stop words removed (only English has lists). Default [`Stopwords::Full`].
+    pub stopwords: Stopwords,
     /// Add Hebrew forms without attached prefix letters. Default true (not for `simple`).
     pub hebrew_prefixes: bool,
     /// Fewest letters a Hebrew form without prefix must keep. Default 2.
     pub hebrew_prefix_min_rest: usize,
-    /// Weight of the Hebrew forms without prefix. Default 1.0.
+    /// Weight of the Hebrew forms without prefix. Default [`FALLBACK_WEIGHT`].
     pub hebrew_prefix_weight: f64,
     /// Add the Hebrew form without plural / feminine ending (experimental). Default false.
     pub hebrew_suffixes: bool,
@@ -292,17 +296,13 @@ impl Options {
         Options {
             fold_diacritics: true,
             stem: !simple,
-            stopwords: !simple,
+            stopwords: if simple { Stopwords::Off } else { Stopwords::Full },
             hebrew_prefixes: !simple,
             hebrew_prefix_min_rest: 2,
-            hebrew_prefix_weight: 1.0,
+            hebrew_prefix_weight: FALLBACK_WEIGHT,
             hebrew_suffixes: false,
             czech_min_stem: 2,
-            prefix_keys: if simple {
-                None
-            } else {
-                Some(PrefixKeys { len: 5, weight: FALLBACK_WEIGHT })
-            },
+            prefix_keys: if simple { None } else { Some(PrefixKeys { len: 5, weight: FALLBACK_WEIGHT }) },
             foreign_script: ForeignScript::Native,
         }
     }
@@ -313,9 +313,10 @@ impl Options {
 pub struct Term {
     /// The key: what is stored in the index and looked up.
     pub key: String,
-    /// The weight the key enters a BM25 score with (see [`crate::bm25`]): 1.0, or
-    /// [`FALLBACK_WEIGHT`] for fallback keys. When a text yields the same key with different
-    /// weights, the largest.
+    /// The weight the key enters a BM25 score with (see [`crate::bm25`]): 1.0 for a word's
+    /// own key, [`FALLBACK_WEIGHT`] for fallback keys (Czech prefix keys, Hebrew forms
+    /// without prefix letters). When a text yields the same key in both roles, the mean over
+    /// its occurrences, so that `weight × count` is always the sum of the occurrences' weights.
     pub weight: f64,
     /// How many times the text yields the key.
     pub count: u32,
@@ -385,9 +386,8 @@ impl Analyzer {
                 Some(&i) => {
                     let t = &mut terms[i];
                     t.count = t.count.saturating_add(1);
-                    if weight > t.weight {
-                        t.weight = weight;
-                    }
+                    // Running sum of the weights; divided by the count below.
+                    t.weight += weight;
                 }
                 None => {
                     index.insert(key.to_string(), terms.len());
@@ -395,6 +395,9 @@ impl Analyzer {
                 }
             }
         });
+        for t in &mut terms {
+            t.weight /= t.count as f64;
+        }
         terms.sort_by(|a, b| a.key.cmp(&b.key));
         Analysis { terms, length }
     }
@@ -435,7 +438,28 @@ impl Analyzer {
             ForeignScript::Native => default_language(script),
         }
     }
+}
 
+/// Every key goes out through here: cut to [`MAX_TOKEN_CHARS`] characters (folding and
+/// stemming can lengthen a word: ß → ss), fallback mark kept.
+fn emit(sink: &mut impl FnMut(&str, f64, KeyKind), key: &str, weight: f64, kind: KeyKind) {
+    if key.is_empty() {
+        return;
+    }
+    let body = key.strip_suffix(FALLBACK_MARK).unwrap_or(key);
+    match body.char_indices().nth(MAX_TOKEN_CHARS) {
+        None => sink(key, weight, kind),
+        Some((cut, _)) => {
+            let mut k = body[..cut].to_string();
+            if body.len() != key.len() {
+                k.push(FALLBACK_MARK);
+            }
+            sink(&k, weight, kind)
+        }
+    }
+}
+
+impl Analyzer {
     /// One UAX #29 word: lower-case, Hebrew fold, split at inner separators, cap length.
     fn word(&self, word: &str, sink: &mut impl FnMut(&str, f64, KeyKind)) {
         let mut piece = String::new();
@@ -486,7 +510,7 @@ impl Analyzer {
             let key: String = piece.chars().filter(|&c| !normalize::is_apostrophe(c)).collect();
             let key = self.fold(&key);
             if !key.is_empty() {
-                sink(&key, 1.0, KeyKind::Surface);
+                emit(sink, &key, 1.0, KeyKind::Surface);
             }
             return;
         }
@@ -509,10 +533,8 @@ impl Analyzer {
                 .collect();
             self.letters(&p, lang, cut, sink);
         } else {
-            let p: String = piece
-                .chars()
-                .filter(|&c| !normalize::is_apostrophe(c) && c != '.' && c != '\u{FF0E}')
-                .collect();
+            let p: String =
+                piece.chars().filter(|&c| !normalize::is_apostrophe(c) && c != '.' && c != '\u{FF0E}').collect();
             self.letters(&p, lang, cut, sink);
         }
     }
@@ -531,14 +553,14 @@ impl Analyzer {
         if w.is_empty() {
             return;
         }
-        if self.opts.stopwords && stopwords::is_stopword(lang, w) {
+        if stopwords::is_stopword(self.opts.stopwords, lang, w) {
             return;
         }
         let strip_apostrophes = |s: &str| -> String { s.chars().filter(|&c| c != '\'').collect() };
         if cut || lang == Language::Simple || !self.opts.stem && lang != Language::Hebrew {
             let key = self.fold(&strip_apostrophes(w));
             if !key.is_empty() {
-                sink(&key, 1.0, KeyKind::Surface);
+                emit(sink, &key, 1.0, KeyKind::Surface);
             }
             return;
         }
@@ -548,7 +570,7 @@ impl Analyzer {
                 if key.is_empty() {
                     return;
                 }
-                sink(&key, 1.0, KeyKind::Surface);
+                emit(sink, &key, 1.0, KeyKind::Surface);
                 if self.opts.hebrew_prefixes {
                     let mut variants = hebrew::prefix_variants(&key, self.opts.hebrew_prefix_min_rest);
                     if self.opts.hebrew_suffixes {
@@ -563,7 +585,7 @@ impl Analyzer {
                         variants.extend(more);
                     }
                     for v in variants {
-                        sink(&v, self.opts.hebrew_prefix_weight, KeyKind::Extra);
+                        emit(sink, &v, self.opts.hebrew_prefix_weight, KeyKind::Extra);
                     }
                 }
             }
@@ -573,19 +595,19 @@ impl Analyzer {
                 if stem.is_empty() {
                     return;
                 }
-                sink(&stem, 1.0, KeyKind::Surface);
+                emit(sink, &stem, 1.0, KeyKind::Surface);
                 if let Some(pk) = self.opts.prefix_keys {
                     if pk.len > 0 && stem.chars().count() > pk.len {
                         let mut key: String = stem.chars().take(pk.len).collect();
                         key.push(FALLBACK_MARK);
-                        sink(&key, pk.weight, KeyKind::Extra);
+                        emit(sink, &key, pk.weight, KeyKind::Extra);
                     }
                 }
             }
             _ => {
                 let Some(alg) = lang.snowball() else {
                     let key = self.fold(w);
-                    sink(&key, 1.0, KeyKind::Surface);
+                    emit(sink, &key, 1.0, KeyKind::Surface);
                     return;
                 };
                 let stemmer = Stemmer::create(alg);
@@ -596,7 +618,7 @@ impl Analyzer {
                     self.fold(&stemmer.stem(w))
                 };
                 if !key.is_empty() {
-                    sink(&key, 1.0, KeyKind::Surface);
+                    emit(sink, &key, 1.0, KeyKind::Surface);
                 }
             }
         }
@@ -621,11 +643,6 @@ pub fn query_terms(text: &str, lang: Language) -> Vec<Term> {
 /// The BM25 document length of `text` (see [`Analysis::length`]).
 pub fn document_length(text: &str, lang: Language) -> u32 {
     Analyzer::new(lang).analyze(text).length
-}
-
-/// Is `key` a fallback key (weight [`FALLBACK_WEIGHT`])?
-pub fn is_fallback_key(key: &str) -> bool {
-    key.ends_with(FALLBACK_MARK)
 }
 
 #[cfg(test)]
@@ -655,7 +672,7 @@ mod tests {
     #[test]
     fn english_stems_and_drops_stopwords() {
         assert_eq!(keys("The students' Running of the tests", Language::English), ["student", "run", "test"]);
-        assert_eq!(keys("U.S.A. don't", Language::English), ["usa", "dont"]);
+        assert_eq!(keys("U.S.A. O'Brien's don't", Language::English), ["usa", "obrien"]);
     }
 
     #[test]

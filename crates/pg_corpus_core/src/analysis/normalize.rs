@@ -21,9 +21,11 @@ pub(crate) fn is_hebrew_letter(c: char) -> bool {
 /// Hebrew block. Not the punctuation that shares the block: maqaf U+05BE, paseq U+05C0, sof
 /// pasuq U+05C3, nun hafukha U+05C6.
 pub(crate) fn is_hebrew_mark(c: char) -> bool {
-    matches!(c,
-        '\u{0591}'..='\u{05BD}' | '\u{05BF}' | '\u{05C1}' | '\u{05C2}' | '\u{05C4}' | '\u{05C5}'
-        | '\u{05C7}' | '\u{FB1E}')
+    matches!(
+        c,
+        '\u{0591}'
+            ..='\u{05BD}' | '\u{05BF}' | '\u{05C1}' | '\u{05C2}' | '\u{05C4}' | '\u{05C5}' | '\u{05C7}' | '\u{FB1E}'
+    )
 }
 
 /// Combining marks that are diacritics to fold away: the generic combining diacritics, the
@@ -61,14 +63,15 @@ fn is_space_like(c: char) -> bool {
 /// Marks used as gershayim (abbreviations: ע"מ, רשב״י) when they stand between two Hebrew
 /// letters.
 fn is_double_quote_like(c: char) -> bool {
-    matches!(c, '"' | GERSHAYIM | '\u{201C}' | '\u{201D}' | '\u{201E}' | '\u{201F}' | '\u{2033}'
-        | '\u{02BA}')
+    matches!(c, '"' | GERSHAYIM | '\u{201C}' | '\u{201D}' | '\u{201E}' | '\u{201F}' | '\u{2033}' | '\u{02BA}')
 }
 
 /// Marks used as geresh (ר', ג'ירפה) after a Hebrew letter.
 fn is_single_quote_like(c: char) -> bool {
-    matches!(c, '\'' | GERESH | '\u{2018}' | '\u{2019}' | '\u{201B}' | '\u{2032}' | '`' | '\u{00B4}'
-        | '\u{02B9}' | '\u{02BC}')
+    matches!(
+        c,
+        '\'' | GERESH | '\u{2018}' | '\u{2019}' | '\u{201B}' | '\u{2032}' | '`' | '\u{00B4}' | '\u{02B9}' | '\u{02BC}'
+    )
 }
 
 /// The text-wide pass: NFKC (over the stream-safe form, so that no run of combining marks is

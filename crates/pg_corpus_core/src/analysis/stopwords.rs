@@ -1,25 +1,227 @@
-//! Stop words. Only English has a list: the 33 words of Lucene's `EnglishAnalyzer` (the list
-//! bm25s calls "en"), which the Cranfield measurement in docs/analysis.md uses. Other
-//! languages rely on BM25's idf.
+//! Stop words. Only English has lists; other languages rely on BM25's idf.
+//!
+//! - [`Stopwords::Full`] (default): the 179 words of NLTK's English list (bm25s ships it as
+//!   `STOPWORDS_EN_PLUS`), with the contracted forms ("don't", "it's") — the English stemmer
+//!   sees apostrophes, so they match.
+//! - [`Stopwords::Short`]: the 33 words of Lucene's `EnglishAnalyzer` (bm25s' "en").
+//!
+//! docs/analysis.md has the Cranfield numbers of both.
 
-const ENGLISH: &[&str] = &[
-    "a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it",
-    "no", "not", "of", "on", "or", "such", "that", "the", "their", "then", "there", "these",
-    "they", "this", "to", "was", "will", "with",
+/// Which stop-word list English words are checked against (before stemming).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stopwords {
+    /// Keep every word.
+    Off,
+    /// Lucene's 33 English stop words.
+    Short,
+    /// NLTK's 179 English stop words.
+    Full,
+}
+
+const ENGLISH_SHORT: &[&str] = &[
+    "a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it", "no", "not", "of",
+    "on", "or", "such", "that", "the", "their", "then", "there", "these", "they", "this", "to", "was", "will", "with",
 ];
 
-/// Is `word` (lower-cased, before stemming) a stop word of `lang`?
-pub(crate) fn is_stopword(lang: super::Language, word: &str) -> bool {
-    match lang {
-        super::Language::English => ENGLISH.binary_search(&word).is_ok(),
-        _ => false,
-    }
+const ENGLISH_FULL: &[&str] = &[
+    "a",
+    "about",
+    "above",
+    "after",
+    "again",
+    "against",
+    "ain",
+    "all",
+    "am",
+    "an",
+    "and",
+    "any",
+    "are",
+    "aren",
+    "aren't",
+    "as",
+    "at",
+    "be",
+    "because",
+    "been",
+    "before",
+    "being",
+    "below",
+    "between",
+    "both",
+    "but",
+    "by",
+    "can",
+    "couldn",
+    "couldn't",
+    "d",
+    "did",
+    "didn",
+    "didn't",
+    "do",
+    "does",
+    "doesn",
+    "doesn't",
+    "doing",
+    "don",
+    "don't",
+    "down",
+    "during",
+    "each",
+    "few",
+    "for",
+    "from",
+    "further",
+    "had",
+    "hadn",
+    "hadn't",
+    "has",
+    "hasn",
+    "hasn't",
+    "have",
+    "haven",
+    "haven't",
+    "having",
+    "he",
+    "her",
+    "here",
+    "hers",
+    "herself",
+    "him",
+    "himself",
+    "his",
+    "how",
+    "i",
+    "if",
+    "in",
+    "into",
+    "is",
+    "isn",
+    "isn't",
+    "it",
+    "it's",
+    "its",
+    "itself",
+    "just",
+    "ll",
+    "m",
+    "ma",
+    "me",
+    "mightn",
+    "mightn't",
+    "more",
+    "most",
+    "mustn",
+    "mustn't",
+    "my",
+    "myself",
+    "needn",
+    "needn't",
+    "no",
+    "nor",
+    "not",
+    "now",
+    "o",
+    "of",
+    "off",
+    "on",
+    "once",
+    "only",
+    "or",
+    "other",
+    "our",
+    "ours",
+    "ourselves",
+    "out",
+    "over",
+    "own",
+    "re",
+    "s",
+    "same",
+    "shan",
+    "shan't",
+    "she",
+    "she's",
+    "should",
+    "should've",
+    "shouldn",
+    "shouldn't",
+    "so",
+    "some",
+    "such",
+    "t",
+    "than",
+    "that",
+    "that'll",
+    "the",
+    "their",
+    "theirs",
+    "them",
+    "themselves",
+    "then",
+    "there",
+    "these",
+    "they",
+    "this",
+    "those",
+    "through",
+    "to",
+    "too",
+    "under",
+    "until",
+    "up",
+    "ve",
+    "very",
+    "was",
+    "wasn",
+    "wasn't",
+    "we",
+    "were",
+    "weren",
+    "weren't",
+    "what",
+    "when",
+    "where",
+    "which",
+    "while",
+    "who",
+    "whom",
+    "why",
+    "will",
+    "with",
+    "won",
+    "won't",
+    "wouldn",
+    "wouldn't",
+    "y",
+    "you",
+    "you'd",
+    "you'll",
+    "you're",
+    "you've",
+    "your",
+    "yours",
+    "yourself",
+    "yourselves",
+];
+
+/// Is `word` (lower-cased, before stemming; apostrophes as `'`) a stop word of `lang`?
+pub(crate) fn is_stopword(list: Stopwords, lang: super::Language, word: &str) -> bool {
+    let words = match (list, lang) {
+        (Stopwords::Off, _) => return false,
+        (Stopwords::Short, super::Language::English) => ENGLISH_SHORT,
+        (Stopwords::Full, super::Language::English) => ENGLISH_FULL,
+        _ => return false,
+    };
+    words.binary_search(&word).is_ok()
 }
 
 #[cfg(test)]
 mod tests {
     #[test]
-    fn list_is_sorted_for_binary_search() {
-        assert!(super::ENGLISH.windows(2).all(|w| w[0] < w[1]));
+    fn lists_are_sorted_for_binary_search() {
+        assert!(super::ENGLISH_SHORT.windows(2).all(|w| w[0] < w[1]));
+        assert!(super::ENGLISH_FULL.windows(2).all(|w| w[0] < w[1]));
+        assert_eq!(super::ENGLISH_FULL.len(), 179);
     }
 }
