@@ -330,8 +330,27 @@ def _copy(conn, table, columns, rows):
             cp.write_row(r)
 
 
+def _ensure_language_column(conn, language, log):
+    """precedent_chunks.content_bm25_<language>: pg_corpus' analyser as a generated column with
+    a GIN index (one column per language, so sets of several languages share the table)."""
+    column = f"content_bm25_{language}"
+    if not re.fullmatch(r"[a-z]{2,20}", language):
+        raise LoadError(f"invalid language {language!r}")
+    exists = _one(conn, "SELECT count(*) FROM pg_attribute WHERE attrelid = 'precedent_chunks'::regclass "
+                        "AND attname = %s AND NOT attisdropped", (column,))
+    if not exists:
+        log(f"  adding precedent_chunks.{column} (corpus.bm25_document(content, '{language}')) + GIN index")
+        conn.execute(sql.SQL("ALTER TABLE precedent_chunks ADD COLUMN {} tsvector "
+                             "GENERATED ALWAYS AS (corpus.bm25_document(content, {})) STORED").format(
+                                 sql.Identifier(column), sql.Literal(language)))
+        conn.execute(sql.SQL("CREATE INDEX {} ON precedent_chunks USING gin ({})").format(
+            sql.Identifier(f"precedent_chunks_{column}_idx"), sql.Identifier(column)))
+    return column
+
+
 def load_beir(conn, folder, corpus, gold_set, source_kind=None, limit_queries=None,
-              query_ids=None, create_schema=False, min_length=None, description=None, log=None):
+              query_ids=None, create_schema=False, min_length=None, description=None, log=None,
+              language=None):
     """Load FOLDER into the database of `conn` (a psycopg 3 connection; autocommit or not, the
     load is one transaction of its own). Returns a LoadResult; raises LoadError for a problem
     with the folder or the arguments (nothing is written) and psycopg errors from the server."""
@@ -416,14 +435,18 @@ def load_beir(conn, folder, corpus, gold_set, source_kind=None, limit_queries=No
                 (corpus, json.dumps({"source_kind": kind}),
                  f"BEIR folder {folder.name} (case_law.source_kind = {kind}), "
                  "loaded by scripts/load_beir.py"))
+        # --language: pg_corpus' analyser (a generated column per language); else PostgreSQL's
+        # to_tsvector('simple', ...) column of the legal schema
+        tsv_column = _ensure_language_column(conn, language, log) if language else "content_tsv"
         conn.execute(
             """SELECT corpus.corpus_add_source(%s, 'chunks', 'precedent_chunks',
-                   text_column => 'content', tsv_column => 'content_tsv',
+                   text_column => 'content', tsv_column => %s,
                    embedding_column => 'embedding', parent_table => 'case_law',
                    parent_fk => 'case_law_id', parent_required => '{case_number}',
                    locator => '{"doc_id": "parent.case_number", "chunk_id": "id"}',
                    metadata => '{"title": "parent.case_name"}',
-                   min_length => %s, ts_config => 'simple')""", (corpus, min_length))
+                   min_length => %s, ts_config => 'simple', language => %s)""",
+            (corpus, tsv_column, min_length, language))
 
         n_judgments = sum(len(j) for j in data.qrels.values())
         desc = description or (f"BEIR folder {folder.name}: {len(data.queries)} queries, "
@@ -493,6 +516,9 @@ def main(argv=None):
     ap.add_argument("--min-length", type=int,
                     help="the source's min_length (default: min(50, shortest non-empty document))")
     ap.add_argument("--description", help="the gold set's description")
+    ap.add_argument("--language", help="analyse with pg_corpus' analyser in this language "
+                    "(english, hebrew, czech, ...: a generated corpus.bm25_document column); "
+                    "default: the schema's to_tsvector('simple', ...) column")
     ap.add_argument("--create-schema", action="store_true",
                     help="create the extensions and the legal test schema when missing")
     args = ap.parse_args(argv)
@@ -506,7 +532,8 @@ def main(argv=None):
             r = load_beir(conn, args.folder, corpus=args.corpus, gold_set=args.gold_set,
                           source_kind=args.source_kind, limit_queries=args.limit_queries,
                           query_ids=ids, create_schema=args.create_schema,
-                          min_length=args.min_length, description=args.description, log=log)
+                          min_length=args.min_length, description=args.description, log=log,
+                          language=args.language)
     except LoadError as e:
         log(f"load_beir: {e}")
         return 2

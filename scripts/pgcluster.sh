@@ -54,6 +54,9 @@ case "$cmd" in
     as_owner mkdir -p "$sock"
     if running; then uri; exit 0; fi
     port="$(free_port)"
+    # pgrx appends a Rust backtrace to error details when RUST_BACKTRACE is set: keep the
+    # server's errors what users see on a production server.
+    unset RUST_BACKTRACE
     echo "$port" > "$portfile"
     # Small, CI-friendly settings; fsync stays on (crash tests rely on it).
     as_owner "$PGBIN/pg_ctl" -D "$data" -l "$dir/server.log" -w -t 60 \

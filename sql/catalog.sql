@@ -50,6 +50,9 @@ CREATE TABLE corpus.sources (
     language         text,
     semantic_weight  float8 NOT NULL DEFAULT 1,
     lexical_weight   float8 NOT NULL DEFAULT 1,
+    -- the column types when the source was defined (or the corpus last altered): the health
+    -- check reports a retype that still validates as catalog drift
+    column_types     jsonb NOT NULL DEFAULT '{}',
     created_at       timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (corpus, name)
 );
@@ -93,6 +96,21 @@ AS $$
      WHERE c.oid = rel
 $$;
 
+-- Record the current column types of a corpus' sources (after a successful validation).
+CREATE FUNCTION corpus._snapshot_column_types(corpus_name text) RETURNS void
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    UPDATE corpus.sources s
+       SET column_types = jsonb_build_object(
+               'item', (SELECT jsonb_object_agg(c.key, c.value->>'type')
+                          FROM jsonb_each(corpus._relation_json(s.item_table)->'columns') c),
+               'parent', CASE WHEN s.parent_table IS NULL THEN '{}'::jsonb ELSE
+                         (SELECT jsonb_object_agg(c.key, c.value->>'type')
+                            FROM jsonb_each(corpus._relation_json(s.parent_table)->'columns') c) END)
+     WHERE s.corpus = corpus_name
+$$;
+
 CREATE FUNCTION corpus._corpus_definition(corpus_name text) RETURNS jsonb
 LANGUAGE sql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
@@ -130,7 +148,8 @@ AS $$
                        'ts_config', s.ts_config::oid::bigint,
                        'language', s.language,
                        'semantic_weight', s.semantic_weight,
-                       'lexical_weight', s.lexical_weight)
+                       'lexical_weight', s.lexical_weight,
+                       'column_types', s.column_types)
                      ORDER BY s.name)
               FROM corpus.sources s
              WHERE s.corpus = c.name), '[]'::jsonb))
@@ -230,6 +249,7 @@ BEGIN
         COALESCE(metadata, '{}'), COALESCE(min_length, 50), COALESCE(ts_config, 'simple'), language,
         COALESCE(semantic_weight, 1), COALESCE(lexical_weight, 1));
     PERFORM corpus._validate_corpus(corpus);
+    PERFORM corpus._snapshot_column_types(corpus);
     -- Keep the embeddings honest: the re-embed trigger and queue (sql/embedding.sql).
     PERFORM corpus._attach_embedding_slot(item_table, embedding_column::name, id_column::name,
         COALESCE(embedding_inputs, ARRAY[text_column])::name[], embedding_model,
@@ -281,6 +301,7 @@ BEGIN
             HINT = 'See corpus.corpus_list() for the defined corpora.';
     END IF;
     PERFORM corpus._validate_corpus(name);
+    PERFORM corpus._snapshot_column_types(name);
     PERFORM corpus.corpus_refresh_lexical_stats(name);
 END
 $$;
@@ -327,7 +348,8 @@ AS $$
                         'rule', s.rule, 'locator', s.locator, 'metadata', s.metadata,
                         'min_length', s.min_length, 'ts_config', s.ts_config::text, 'language', s.language,
                         'semantic_weight', s.semantic_weight,
-                        'lexical_weight', s.lexical_weight) ORDER BY s.name)
+                        'lexical_weight', s.lexical_weight,
+                       'column_types', s.column_types) ORDER BY s.name)
                        FROM corpus.sources s WHERE s.corpus = c.name), '[]'::jsonb)
       FROM corpus.corpora c
      ORDER BY c.name

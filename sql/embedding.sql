@@ -52,8 +52,10 @@ SELECT pg_catalog.pg_extension_config_dump('corpus.embedding_slots', '');
 SELECT pg_catalog.pg_extension_config_dump('corpus.embedding_queue', '');
 REVOKE ALL ON corpus.embedding_slots, corpus.embedding_queue FROM PUBLIC;
 GRANT SELECT ON corpus.embedding_slots TO PUBLIC;
--- Searches run with the caller's rights and must see which items are stale; only the key.
-GRANT SELECT (item_table, embedding_column, item_id) ON corpus.embedding_queue TO PUBLIC;
+-- Searches (and the health check) run with the caller's rights and must see which items are
+-- stale; everything but the worker's name and its error messages.
+GRANT SELECT (item_table, embedding_column, item_id, reason, enqueued_at, version, state, claimed_at,
+              lease_until, attempts) ON corpus.embedding_queue TO PUBLIC;
 
 COMMENT ON TABLE corpus.embedding_queue IS
     'pg_corpus: items whose embedding is missing or stale; NOTIFY pg_corpus_embedding announces new work';
@@ -69,6 +71,7 @@ CREATE FUNCTION corpus._attach_embedding_slot(item_table regclass, embedding_col
 RETURNS void
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
+SET client_min_messages = warning  -- DROP TRIGGER IF EXISTS would NOTICE on every registration
 AS $fn$
 DECLARE
     slot   corpus.embedding_slots;
@@ -151,8 +154,12 @@ BEGIN
 END
 $body$, item_table::oid, embedding_column, id_column, embedding_column, inputs_changed, item_table::text);
 
-    EXECUTE format('CREATE FUNCTION corpus.%I() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
+    -- OR REPLACE / IF EXISTS: a slot row deleted by hand leaves its function and trigger behind,
+    -- and re-registering the source must repair that (the health check's hint).
+    EXECUTE format('CREATE OR REPLACE FUNCTION corpus.%I() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
                     SET search_path = pg_catalog, pg_temp AS %L', fname, body);
+    EXECUTE format('DROP TRIGGER IF EXISTS %I ON %s', tname, item_table);
+    EXECUTE format('DROP TRIGGER IF EXISTS %I ON %s', tname || '_truncate', item_table);
     EXECUTE format('REVOKE ALL ON FUNCTION corpus.%I() FROM PUBLIC', fname);
     EXECUTE format('CREATE TRIGGER %I AFTER INSERT OR DELETE OR UPDATE OF %s ON %s
                     FOR EACH ROW EXECUTE FUNCTION corpus.%I()',
@@ -170,7 +177,8 @@ $body$, item_table::oid, embedding_column, id_column, embedding_column, inputs_c
             input_columns, model, dimensions, tname, fname);
     -- Items already without an embedding are the first backlog.
     EXECUTE format('INSERT INTO corpus.embedding_queue (item_table, embedding_column, item_id, reason)
-                    SELECT %s::oid, %L, t.%I::text, ''missing'' FROM %s t WHERE t.%I IS NULL',
+                    SELECT %s::oid, %L, t.%I::text, ''missing'' FROM %s t WHERE t.%I IS NULL
+                    ON CONFLICT DO NOTHING',
                    item_table::oid, embedding_column, id_column, item_table, embedding_column);
     IF FOUND THEN
         PERFORM pg_notify('pg_corpus_embedding', item_table::text);

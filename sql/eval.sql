@@ -117,6 +117,19 @@ BEGIN
             MESSAGE = format('unknown metric "%s"', metric),
             HINT = 'metric is precision, recall, mrr or ndcg.';
     END IF;
+    IF NOT EXISTS (SELECT 1 FROM corpus.eval_runs r WHERE r.id = run_a)
+       OR NOT EXISTS (SELECT 1 FROM corpus.eval_runs r WHERE r.id = run_b) THEN
+        RAISE EXCEPTION USING ERRCODE = '42704',
+            MESSAGE = format('evaluation run %s does not exist',
+                             CASE WHEN EXISTS (SELECT 1 FROM corpus.eval_runs r WHERE r.id = run_a) THEN run_b ELSE run_a END),
+            HINT = 'See SELECT id, gold_set, mode, ndcg_at_k FROM corpus.eval_runs ORDER BY id.';
+    END IF;
+    IF (SELECT gold_set FROM corpus.eval_runs r WHERE r.id = run_a)
+       <> (SELECT gold_set FROM corpus.eval_runs r WHERE r.id = run_b) THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = format('runs %s and %s evaluate different gold sets', run_a, run_b),
+            HINT = 'Compare two runs of the same gold set.';
+    END IF;
     RETURN QUERY
     SELECT a.query_id, v.va, v.vb, v.vb - v.va
       FROM corpus.eval_query_results a

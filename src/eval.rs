@@ -92,7 +92,7 @@ fn corpus_evaluate(
     gold_set: &str,
     modes: default!(Vec<String>, "ARRAY['semantic', 'lexical', 'hybrid']"),
     k: default!(i32, 10),
-    max_per_parent: default!(Option<i32>, 3),
+    max_per_parent: default!(Option<i32>, "NULL"),
     rrf_k: default!(i32, 60),
     candidates: default!(Option<i32>, "NULL"),
     store: default!(bool, true),
@@ -108,6 +108,19 @@ fn corpus_evaluate(
         name!(ndcg_at_k, f64),
     ),
 > {
+    spi::pinned_search_path(|| evaluate(gold_set, modes, k, max_per_parent, rrf_k, candidates, store))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn evaluate(
+    gold_set: &str,
+    modes: Vec<String>,
+    k: i32,
+    max_per_parent: Option<i32>,
+    rrf_k: i32,
+    candidates: Option<i32>,
+    store: bool,
+) -> TableIterator<'static, (Option<i64>, String, i32, f64, f64, f64, f64)> {
     let gold = spi::load_gold_set(gold_set).or_raise();
     if gold.queries.is_empty() {
         crate::error::raise(CoreError::new(
@@ -116,6 +129,9 @@ fn corpus_evaluate(
             "Insert queries into corpus.gold_queries and judgments into corpus.gold_judgments.",
         ));
     }
+    // NULL: the search's default cap (3) for item-level sets; 1 for parent-level sets, where
+    // several items of one parent would fill k rows but count once.
+    let max_per_parent = max_per_parent.or(Some(if gold.level == "parent" { 1 } else { 3 }));
     let mut out = Vec::new();
     for mode in &modes {
         if !MODES.contains(&mode.as_str()) {
@@ -130,8 +146,12 @@ fn corpus_evaluate(
         let figures: Vec<QueryMetrics> = per_query.iter().map(|(_, m, _)| *m).collect();
         let agg = metrics::mean(&figures);
         let run_id = if store {
+            // Everything that changes a ranking, so that two runs show what differed.
             let params = serde_json::json!({
                 "k": k, "max_per_parent": max_per_parent, "rrf_k": rrf_k, "candidates": candidates,
+                "settings": spi::ranking_settings().unwrap_or_default(),
+                "corpus_definition": spi::corpus_definition_json(&gold.corpus).unwrap_or_default(),
+                "analyzer_version": pg_corpus_core::analysis::ANALYZER_VERSION,
             });
             Some(spi::store_run(&gold, mode, k, params, &started, &agg, &per_query).or_raise())
         } else {
@@ -170,8 +190,8 @@ fn corpus_compare_runs(
             "10000 random sign assignments give p-values to about ±0.005.",
         ));
     }
-    let a = spi::load_run(run_a).or_raise();
-    let b = spi::load_run(run_b).or_raise();
+    let (a, b) =
+        spi::pinned_search_path(|| Ok::<_, CoreError>((spi::load_run(run_a)?, spi::load_run(run_b)?))).or_raise();
     if a.gold_set != b.gold_set {
         crate::error::raise(CoreError::new(
             SqlState::InvalidParameterValue,
@@ -179,8 +199,12 @@ fn corpus_compare_runs(
             "Compare two runs of the same gold set.",
         ));
     }
+    // Paired in query-id order: the random signs are drawn by position, so a fixed order makes
+    // the p-value repeatable.
+    let mut queries: Vec<&String> = a.per_query.keys().filter(|q| b.per_query.contains_key(*q)).collect();
+    queries.sort();
     let paired: Vec<(&QueryMetrics, &QueryMetrics)> =
-        a.per_query.iter().filter_map(|(q, ma)| b.per_query.get(q).map(|mb| (ma, mb))).collect();
+        queries.iter().map(|q| (&a.per_query[*q], &b.per_query[*q])).collect();
     let metric_fns: [(&str, fn(&QueryMetrics) -> f64); 4] =
         [("precision", |m| m.precision), ("recall", |m| m.recall), ("mrr", |m| m.mrr), ("ndcg", |m| m.ndcg)];
     let rows: Vec<_> = metric_fns

@@ -70,6 +70,9 @@ fn privileges_check() -> Result<CheckRow, CoreError> {
                    JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
                   CROSS JOIN LATERAL pg_catalog.aclexplode(c.relacl) a
                   WHERE n.nspname = 'corpus' AND c.relkind = 'r'
+                    -- the definitions; the queue, statistics and evaluation tables are written by
+                    -- workers and evaluators by design
+                    AND c.relname IN ('corpora', 'sources', 'embedding_slots')
                     AND a.privilege_type IN ('INSERT', 'UPDATE', 'DELETE', 'TRUNCATE')
                     AND a.grantee <> c.relowner
                     AND NOT coalesce((SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.oid = a.grantee), false)
@@ -250,12 +253,15 @@ fn lexical_statistics(corpus: &Corpus) -> Result<CheckRow, CoreError> {
     if !state.refreshed {
         row.count = 1;
         row.flag(Status::Warn, format!("BM25 statistics were never computed: {refresh}"));
+    } else if state.counters_reset() {
+        row.count = 1;
+        row.flag(Status::Warn, format!("The table statistics counters were reset since the BM25 statistics were computed, so their staleness is unknown: {refresh}"));
     } else if state.is_stale(0.1) {
         row.count = changed;
         row.flag(Status::Warn, format!("More than 10% of the corpus changed since its BM25 statistics were computed: {refresh} (the reference worker does this automatically)."));
     }
     row.detail = json!({"refreshed": state.refreshed, "documents": state.documents, "terms": state.terms,
-                        "total_length": state.total_length, "rows_changed_since_refresh": changed,
+                        "total_length": state.total_length, "rows_changed_since_refresh": changed, "counters_reset": state.counters_reset(),
                         "stale_when_changed_over": "10% of documents (pg_stat_all_tables counters)"});
     Ok(row)
 }
@@ -283,7 +289,16 @@ fn source_checks(corpus: &Corpus, idx: usize, out: &mut Vec<CheckRow>) -> Result
         (est(&c, "missing_embedding"), est(&c, "stale_embedding"), est(&c, "zero_vectors"), est(&c, "non_finite"));
     e.count = missing + stale + zero + bad;
     if zero + bad > 0 {
-        e.flag(Status::Fail, "Zero or non-finite vectors cannot be ranked by cosine distance: re-embed them with corpus.corpus_embedding_enqueue(table, column, only_missing => false) or fix the producer.");
+        e.flag(
+            Status::Fail,
+            format!(
+                "Zero or non-finite vectors cannot be ranked: clear them so the re-embed trigger queues them, UPDATE {} SET {} = NULL WHERE {}.vector_norm({}) = 0; then fix the embedding producer.",
+                pg_corpus_core::sql::qualified(&src.item.schema, &src.item.name),
+                pg_corpus_core::sql::ident(&src.embedding.column),
+                pg_corpus_core::sql::ident(&corpus.vector_schema),
+                pg_corpus_core::sql::ident(&src.embedding.column)
+            ),
+        );
     }
     if missing > 0 {
         e.flag(Status::Warn, "Searchable items without an embedding are invisible to the semantic branch: run the re-embed worker (worker/pg_corpus_worker.py).");
@@ -340,31 +355,53 @@ fn source_checks(corpus: &Corpus, idx: usize, out: &mut Vec<CheckRow>) -> Result
         spi::query_json(&sql, &params)?.into_iter().filter_map(|v| serde_json::from_value(v).ok()).collect();
     out.push(health::judge_indexes(&corpus.name, src, &indexes));
 
-    // re-embed queue
+    // re-embed queue: counts of this corpus' items; ages and the trigger are per table
     let mut q = CheckRow::new("reembed_queue", Some(&corpus.name), name);
     let v = first_row(
-        "SELECT count(*) FILTER (WHERE state <> 'dead') AS depth,
-                count(*) FILTER (WHERE state = 'dead') AS dead,
-                count(*) FILTER (WHERE state = 'claimed' AND lease_until < now()) AS expired_leases,
-                coalesce(extract(epoch FROM now() - min(enqueued_at) FILTER (WHERE state <> 'dead')), 0)::bigint AS oldest_seconds,
+        "SELECT coalesce(extract(epoch FROM now() - min(enqueued_at) FILTER (WHERE state <> 'dead')), 0)::bigint
+                    AS table_oldest_seconds,
+                count(*) FILTER (WHERE state = 'claimed' AND lease_until < now()) AS table_expired_leases,
                 (SELECT count(*) FROM corpus.embedding_slots s
-                  WHERE s.item_table = $1::int8::oid AND s.embedding_column = $2::name) AS slots
+                  WHERE s.item_table = $1::int8::oid AND s.embedding_column = $2::name) AS slots,
+                (SELECT count(*) FROM corpus.embedding_slots s
+                   JOIN pg_catalog.pg_trigger t ON t.tgrelid = s.item_table AND t.tgname = s.trigger_name
+                  WHERE s.item_table = $1::int8::oid AND s.embedding_column = $2::name
+                    AND t.tgenabled <> 'D') AS enabled_triggers
            FROM corpus.embedding_queue
           WHERE item_table = $1::int8::oid AND embedding_column = $2::name",
-        &[pg_corpus_core::sql::Param::Int(src.item.oid), pg_corpus_core::sql::Param::Text(src.embedding.column.clone())],
+        &[
+            pg_corpus_core::sql::Param::Int(src.item.oid),
+            pg_corpus_core::sql::Param::Text(src.embedding.column.clone()),
+        ],
     )?;
-    q.count = int(&v, "depth") + int(&v, "dead");
-    if int(&v, "slots") == 0 {
-        q.flag(Status::Fail, "The re-embed trigger is not attached: drop and re-add the source (corpus.corpus_drop_source + corpus.corpus_add_source).");
+    let (queued, dead) = (est(&c, "queued"), est(&c, "dead_letters"));
+    q.count = queued;
+    if int(&v, "slots") == 0 || int(&v, "enabled_triggers") == 0 {
+        q.count = q.count.max(1);
+        q.flag(
+            Status::Fail,
+            format!(
+                "The re-embed trigger is missing or disabled, so text changes are not noticed: re-register the source (SELECT corpus.corpus_drop_source('{0}', '{1}'); then corpus.corpus_add_source(...) as before), or ALTER TABLE {2} ENABLE TRIGGER ALL;",
+                corpus.name,
+                src.name,
+                pg_corpus_core::sql::qualified(&src.item.schema, &src.item.name)
+            ),
+        );
     }
-    if int(&v, "dead") > 0 {
+    if dead > 0 {
         q.flag(Status::Warn, "Dead letters: items the worker failed to embed repeatedly; see last_error in corpus.embedding_queue, fix, then SELECT corpus.corpus_embedding_retry_dead();");
     }
-    if int(&v, "oldest_seconds") > 3600 {
+    if int(&v, "table_oldest_seconds") > 3600 {
         q.flag(
             Status::Warn,
             "Queued items have waited over an hour: is a re-embed worker running (worker/pg_corpus_worker.py)?",
         );
+    }
+    let mut v = v;
+    if let Value::Object(m) = &mut v {
+        m.insert("queued".into(), json!(queued));
+        m.insert("dead_letters".into(), json!(dead));
+        m.insert("sampling".into(), how.clone());
     }
     q.detail = v;
     out.push(q);
@@ -387,7 +424,7 @@ fn corpus_health_check(
         name!(hint, Option<String>),
     ),
 > {
-    let rows = (|| -> Result<Vec<CheckRow>, CoreError> {
+    let rows = spi::pinned_search_path(|| -> Result<Vec<CheckRow>, CoreError> {
         // an unknown corpus is the usual 42704
         let names = spi::load_corpus_names(corpus)?;
         let mut out = vec![version_check()?, privileges_check()?];
@@ -401,7 +438,23 @@ fn corpus_health_check(
                     out.push(drift);
                 }
                 Ok(c) => {
-                    drift.detail = json!({"sources": c.sources.iter().map(|s| &s.name).collect::<Vec<_>>()});
+                    let retyped: Vec<Value> = c
+                        .sources
+                        .iter()
+                        .flat_map(|s| {
+                            s.retyped_columns().into_iter().map(move |(side, col, then, now)| {
+                                json!({"source": s.name, "table": side, "column": col, "defined_as": then, "now": now})
+                            })
+                        })
+                        .collect();
+                    if !retyped.is_empty() {
+                        drift.count = retyped.len() as i64;
+                        drift.flag(
+                            Status::Fail,
+                            format!("Registered columns changed type since the corpus was defined (locators and filters change with them): restore the types, or accept them with SELECT corpus.corpus_alter('{}');", name.replace('\'', "''")),
+                        );
+                    }
+                    drift.detail = json!({"sources": c.sources.iter().map(|s| &s.name).collect::<Vec<_>>(), "retyped": retyped});
                     out.push(drift);
                     out.push(isolation_audit(&c)?);
                     out.push(lexical_statistics(&c)?);
@@ -412,7 +465,7 @@ fn corpus_health_check(
             }
         }
         Ok(out)
-    })()
+    })
     .or_raise();
     TableIterator::new(rows.into_iter().map(|r| {
         (

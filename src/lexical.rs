@@ -55,7 +55,7 @@ fn corpus_refresh_lexical_stats(
     only_stale: default!(bool, false),
     stale_fraction: default!(f64, 0.1),
 ) -> TableIterator<'static, (name!(corpus, String), name!(documents, i64), name!(terms, i64), name!(refreshed, bool))> {
-    let rows = (|| -> Result<Vec<(String, i64, i64, bool)>, CoreError> {
+    let rows = spi::pinned_search_path(|| -> Result<Vec<(String, i64, i64, bool)>, CoreError> {
         if !(0.0..=1.0).contains(&stale_fraction) {
             return Err(CoreError::new(
                 SqlState::InvalidParameterValue,
@@ -86,7 +86,7 @@ fn corpus_refresh_lexical_stats(
             out.push((name, documents, terms, true));
         }
         Ok(out)
-    })()
+    })
     .or_raise();
     TableIterator::new(rows)
 }

@@ -425,10 +425,13 @@ fn corpus_hybrid_search(
         name!(embedding_stale, bool),
     ),
 > {
-    let req =
-        request(corpus, query_vec, query_text, k, filters, mode, max_per_parent, candidates, rrf_k, include_stale)
-            .or_raise();
-    TableIterator::new(search(&req).or_raise())
+    let rows = spi::pinned_search_path(|| {
+        let req =
+            request(corpus, query_vec, query_text, k, filters, mode, max_per_parent, candidates, rrf_k, include_stale)?;
+        search(&req)
+    })
+    .or_raise();
+    TableIterator::new(rows)
 }
 
 /// The exact SQL and parameters of every subplan a search with these arguments would run first
@@ -448,9 +451,12 @@ fn corpus_explain(
     'static,
     (name!(source, String), name!(branch, String), name!(strategy, String), name!(sql, String), name!(params, JsonB)),
 > {
-    let req =
-        request(corpus, query_vec, query_text, k, filters, mode, Some(0), candidates, 60, include_stale).or_raise();
-    let sem = if req.vector.is_some() { semantic_plans(&req).or_raise() } else { Vec::new() };
+    let (req, sem) = spi::pinned_search_path(|| {
+        let req = request(corpus, query_vec, query_text, k, filters, mode, Some(0), candidates, 60, include_stale)?;
+        let sem = if req.vector.is_some() { semantic_plans(&req)? } else { Vec::new() };
+        Ok::<_, CoreError>((req, sem))
+    })
+    .or_raise();
     let rows: Vec<_> = subplans(&req, &sem, req.window)
         .into_iter()
         .map(|p| {
@@ -487,6 +493,6 @@ fn corpus_explain(
 /// Validate a corpus definition against the live tables (called by the catalog functions).
 #[pg_extern(stable, parallel_safe)]
 fn _validate_corpus(name: &str) -> bool {
-    spi::load_corpus(name).or_raise();
+    spi::pinned_search_path(|| spi::load_corpus(name)).or_raise();
     true
 }

@@ -166,6 +166,14 @@ pub fn fetch_rows(sql: &str, params: &[Param]) -> Result<Vec<FetchedRow>, CoreEr
     .map_err(spi_failure)
 }
 
+/// Run `f` with `search_path = pg_catalog, pg_temp`: the SQL pg_corpus generates names its own
+/// and pgvector's objects schema-qualified and relies on built-in operators (`=`, `@@`, casts),
+/// which a caller's search_path must not be able to replace (a hostile `public.=` could
+/// otherwise widen the corpus predicate). Every SQL-visible entry point runs under it.
+pub fn pinned_search_path<T>(f: impl FnOnce() -> T) -> T {
+    with_settings(&[("search_path", "pg_catalog, pg_temp".to_string())], f)
+}
+
 /// Run `f` with configuration settings changed, and restore them afterwards — the mechanism
 /// PostgreSQL itself uses for a function's `SET` clause, so nothing leaks into the caller's
 /// session or transaction (an error rolls the nest level back with the transaction).
@@ -451,14 +459,25 @@ impl LexicalState {
     /// documents (at least one).
     pub fn is_stale(&self, fraction: f64) -> bool {
         !self.refreshed
+            || self.counters_reset()
             || (self.changes_now - self.changes_at_refresh) as f64 > (fraction * self.documents as f64).max(0.5)
+    }
+
+    /// The statistics counters went backwards (reset, crash recovery, restored backup): the
+    /// changes since the refresh cannot be known.
+    pub fn counters_reset(&self) -> bool {
+        self.refreshed && self.changes_now < self.changes_at_refresh
     }
 }
 
 pub fn lexical_state(corpus: &str, tables: &[i64]) -> Result<LexicalState, CoreError> {
     let rows = query_json(
         "SELECT (SELECT to_jsonb(t) FROM corpus.lexical_totals t WHERE t.corpus = $1) AS totals,
-                (SELECT coalesce(sum(s.n_tup_ins + s.n_tup_upd + s.n_tup_del), 0)::int8
+                -- flushed counters, plus this transaction's own changes (flushed at its commit)
+                (SELECT coalesce(sum(s.n_tup_ins + s.n_tup_upd + s.n_tup_del
+                                     + pg_catalog.pg_stat_get_xact_tuples_inserted(s.relid)
+                                     + pg_catalog.pg_stat_get_xact_tuples_updated(s.relid)
+                                     + pg_catalog.pg_stat_get_xact_tuples_deleted(s.relid)), 0)::int8
                    FROM pg_catalog.pg_stat_all_tables s WHERE s.relid = ANY($2::int8[]::oid[])) AS changes_now",
         &[Param::Text(corpus.to_string()), Param::TextArray(tables.iter().map(|t| t.to_string()).collect())],
     )?;
@@ -562,4 +581,29 @@ pub fn ts_query_keys(ts_config: i64, text: &str) -> Result<Vec<(String, f64)>, C
     .into_iter()
     .filter_map(|r| Some((r.get("key")?.as_str()?.to_string(), r.get("weight")?.as_f64()?)))
     .collect())
+}
+
+/// The settings that change rankings, as the session has them now.
+pub fn ranking_settings() -> Result<serde_json::Value, CoreError> {
+    Ok(query_json(
+        "SELECT jsonb_object_agg(name, setting) AS settings FROM pg_catalog.pg_settings
+          WHERE name LIKE 'pg\\_corpus.%' OR name IN ('hnsw.ef_search', 'hnsw.iterative_scan')",
+        &[],
+    )?
+    .into_iter()
+    .next()
+    .and_then(|r| r.get("settings").cloned())
+    .unwrap_or(serde_json::Value::Null))
+}
+
+/// The catalog's definition of a corpus, as stored (for evaluation runs).
+pub fn corpus_definition_json(corpus: &str) -> Result<serde_json::Value, CoreError> {
+    Ok(query_json(
+        "SELECT to_jsonb(l) AS def FROM corpus.corpus_list() l WHERE l.name = $1",
+        &[Param::Text(corpus.to_string())],
+    )?
+    .into_iter()
+    .next()
+    .and_then(|r| r.get("def").cloned())
+    .unwrap_or(serde_json::Value::Null))
 }

@@ -38,6 +38,15 @@ pub struct RankedList {
     pub hits: Vec<Hit>,
 }
 
+/// Compare item ids the way their SQL type would: numerically when both are integers (so that
+/// 2 comes before 10, as ORDER BY id does in the subplans), else as text.
+pub fn cmp_ids(a: &str, b: &str) -> Ordering {
+    match (a.parse::<i128>(), b.parse::<i128>()) {
+        (Ok(x), Ok(y)) => x.cmp(&y),
+        _ => a.cmp(b),
+    }
+}
+
 /// Put a branch's hits in rank order: nearest first for semantic, best first for lexical;
 /// source and item id break ties, so ranks do not depend on the order rows arrived in.
 pub fn order_hits(branch: Branch, hits: &mut [Hit]) {
@@ -46,7 +55,7 @@ pub fn order_hits(branch: Branch, hits: &mut [Hit]) {
             Branch::Semantic => a.raw.total_cmp(&b.raw),
             Branch::Lexical => b.raw.total_cmp(&a.raw),
         };
-        primary.then_with(|| a.source.cmp(&b.source)).then_with(|| a.item_id.cmp(&b.item_id))
+        primary.then_with(|| a.source.cmp(&b.source)).then_with(|| cmp_ids(&a.item_id, &b.item_id))
     });
 }
 
@@ -88,7 +97,7 @@ pub fn fused_order(a: &Fused, b: &Fused) -> Ordering {
         .total_cmp(&a.score)
         .then_with(|| a.best_rank().cmp(&b.best_rank()))
         .then_with(|| a.source.cmp(&b.source))
-        .then_with(|| a.item_id.cmp(&b.item_id))
+        .then_with(|| cmp_ids(&a.item_id, &b.item_id))
 }
 
 /// Fuse ranked lists (each already in rank order) with RRF.
@@ -227,6 +236,13 @@ mod tests {
         let ids: Vec<_> = cap(&f, Some(2), 3).into_iter().map(|x| x.item_id).collect();
         assert_eq!(ids, vec!["a", "b", "d"]);
         assert_eq!(cap(&f, None, 3).len(), 3);
+    }
+
+    #[test]
+    fn integer_ids_tie_break_numerically() {
+        let mut h = vec![hit(0, "10", "1", 0.5), hit(0, "2", "1", 0.5), hit(0, "b", "1", 0.5), hit(0, "a", "1", 0.5)];
+        order_hits(Branch::Semantic, &mut h);
+        assert_eq!(h.iter().map(|x| x.item_id.as_str()).collect::<Vec<_>>(), vec!["2", "10", "a", "b"]);
     }
 
     #[test]

@@ -81,8 +81,9 @@ fn coalesce_false(cond: String) -> String {
 }
 
 /// Figures of the searchable contract and the embeddings of one source's corpus slice.
-/// Columns: slice_items, short_text, incomplete_parent_items, incomplete_parents, rule_excluded,
-/// searchable, missing_embedding, stale_embedding, zero_vectors, non_finite, unresolved_locators.
+/// Columns: slice_items, short_text, incomplete_parent_items (items only the parent hides),
+/// incomplete_parents, rule_excluded, searchable, missing_embedding, stale_embedding, queued,
+/// dead_letters, zero_vectors, non_finite, unresolved_locators.
 pub fn contract_sql(corpus: &Corpus, idx: usize, sample: Option<f64>) -> (String, Vec<Param>) {
     let src = &corpus.sources[idx];
     let mut params = Params::default();
@@ -93,18 +94,21 @@ pub fn contract_sql(corpus: &Corpus, idx: usize, sample: Option<f64>) -> (String
     let searchable = format!("({text} AND {complete} AND {rule})");
     let emb = plan::col(&src.embedding);
     let queued = plan::queued(src, &mut params);
+    let dead = plan::queued_in_state(src, &mut params, Some("dead"));
     let locators: Vec<String> = src.locator.iter().map(|(_, c)| format!("{} IS NULL", plan::col(c))).collect();
     let unresolved = if locators.is_empty() { "false".to_string() } else { locators.join(" OR ") };
     let vs = ident(&corpus.vector_schema);
     let sql = format!(
         "SELECT count(*) AS slice_items,
        count(*) FILTER (WHERE NOT {text}) AS short_text,
-       count(*) FILTER (WHERE NOT {complete}) AS incomplete_parent_items,
+       count(*) FILTER (WHERE NOT {complete} AND {text} AND {rule}) AS incomplete_parent_items,
        count(DISTINCT {fk}) FILTER (WHERE NOT {complete}) AS incomplete_parents,
        count(*) FILTER (WHERE NOT {rule}) AS rule_excluded,
        count(*) FILTER (WHERE {searchable}) AS searchable,
        count(*) FILTER (WHERE {searchable} AND {emb} IS NULL) AS missing_embedding,
        count(*) FILTER (WHERE {searchable} AND {emb} IS NOT NULL AND {queued}) AS stale_embedding,
+       count(*) FILTER (WHERE {searchable} AND {queued}) AS queued,
+       count(*) FILTER (WHERE {searchable} AND {dead}) AS dead_letters,
        count(*) FILTER (WHERE {emb} IS NOT NULL AND {vs}.vector_norm({emb}) = 0) AS zero_vectors,
        count(*) FILTER (WHERE {emb} IS NOT NULL
                           AND {emb}::real[] && '{{NaN,Infinity,-Infinity}}'::real[]) AS non_finite,
@@ -187,10 +191,14 @@ pub fn indexes_sql(oid: i64) -> (String, Vec<Param>) {
                JOIN pg_catalog.pg_attribute a ON a.attrelid = x.indrelid AND a.attnum = k.attnum
               ORDER BY k.n) AS columns,
        array(SELECT oc.opcname::text FROM unnest(x.indclass) WITH ORDINALITY k(opc, n)
-               JOIN pg_catalog.pg_opclass oc ON oc.oid = k.opc ORDER BY k.n) AS opclasses
+               JOIN pg_catalog.pg_opclass oc ON oc.oid = k.opc ORDER BY k.n) AS opclasses,
+       x.indpred IS NOT NULL AS partial,
+       pg_catalog.format('%I.%I', ns.nspname, ci.relname) AS qualified,
+       pg_catalog.pg_get_indexdef(x.indexrelid) AS definition
   FROM pg_catalog.pg_index x
   JOIN pg_catalog.pg_class ci ON ci.oid = x.indexrelid
   JOIN pg_catalog.pg_am am ON am.oid = ci.relam
+  JOIN pg_catalog.pg_namespace ns ON ns.oid = ci.relnamespace
  WHERE x.indrelid = $1::int8::oid
  ORDER BY 1"
             .to_string(),
@@ -205,6 +213,13 @@ pub struct IndexInfo {
     pub valid: bool,
     pub columns: Vec<String>,
     pub opclasses: Vec<String>,
+    /// A partial index (WHERE ...) does not cover the whole corpus.
+    #[serde(default)]
+    pub partial: bool,
+    #[serde(default)]
+    pub qualified: String,
+    #[serde(default)]
+    pub definition: String,
 }
 
 /// Judge a source's indexes: an ANN index on the embedding with the operator class of the
@@ -212,8 +227,9 @@ pub struct IndexInfo {
 /// exact strategy reaches small slices through it), all valid.
 pub fn judge_indexes(corpus: &str, src: &Source, indexes: &[IndexInfo]) -> CheckRow {
     let mut row = CheckRow::new("indexes", Some(corpus), Some(&src.name));
+    // Only valid, non-partial indexes cover a corpus.
     fn lead<'a>(indexes: &'a [IndexInfo], col: &'a str) -> impl Iterator<Item = &'a IndexInfo> + 'a {
-        indexes.iter().filter(move |x| x.columns.first().is_some_and(|c| c == col))
+        indexes.iter().filter(move |x| x.valid && !x.partial && x.columns.first().is_some_and(|c| c == col))
     }
     let ann: Vec<&IndexInfo> =
         lead(indexes, &src.embedding.column).filter(|x| x.am == "hnsw" || x.am == "ivfflat").collect();
@@ -221,11 +237,27 @@ pub fn judge_indexes(corpus: &str, src: &Source, indexes: &[IndexInfo]) -> Check
         ann.iter().filter(|x| x.opclasses.first().is_some_and(|o| o == src.distance.opclass())).collect();
     let gin = lead(indexes, &src.tsv.column).any(|x| x.am == "gin");
     let fk = lead(indexes, &src.parent_fk.column).next().is_some();
-    let invalid: Vec<&str> = indexes.iter().filter(|x| !x.valid).map(|x| x.name.as_str()).collect();
+    let invalid: Vec<&IndexInfo> = indexes.iter().filter(|x| !x.valid).collect();
     let table = qualified(&src.item.schema, &src.item.name);
     if !invalid.is_empty() {
         row.count += invalid.len() as i64;
-        row.flag(Status::Fail, format!("REINDEX INDEX CONCURRENTLY {};", invalid.join(", ")));
+        // An invalid index is left by a failed CREATE INDEX CONCURRENTLY (e.g. a duplicate for a
+        // unique index): REINDEX would fail again; drop it, fix the cause, create it again.
+        let fixes: Vec<String> = invalid
+            .iter()
+            .map(|x| {
+                let q = if x.qualified.is_empty() { ident(&x.name) } else { x.qualified.clone() };
+                format!(
+                    "DROP INDEX CONCURRENTLY {q}; {};",
+                    x.definition.replacen("CREATE INDEX", "CREATE INDEX CONCURRENTLY", 1).replacen(
+                        "CREATE UNIQUE INDEX",
+                        "CREATE UNIQUE INDEX CONCURRENTLY",
+                        1
+                    )
+                )
+            })
+            .collect();
+        row.flag(Status::Fail, format!("Invalid indexes (a failed concurrent build) are ignored by queries: fix what made the build fail (duplicates, for a unique index), then {}", fixes.join(" ")));
     }
     if ann_ok.is_empty() {
         row.count += 1;
@@ -237,9 +269,11 @@ pub fn judge_indexes(corpus: &str, src: &Source, indexes: &[IndexInfo]) -> Check
             )
         } else {
             format!(
-                "The ANN index uses {} but the source searches with {}: CREATE INDEX ON {table} USING hnsw ({} {});",
+                "The ANN index {} uses {} but the source searches with {}: DROP INDEX CONCURRENTLY {}; SET max_parallel_maintenance_workers = 0; CREATE INDEX CONCURRENTLY ON {table} USING hnsw ({} {});",
+                ann[0].name,
                 ann[0].opclasses.first().map_or("?", String::as_str),
                 src.distance.opclass(),
+                if ann[0].qualified.is_empty() { ident(&ann[0].name) } else { ann[0].qualified.clone() },
                 ident(&src.embedding.column),
                 src.distance.opclass()
             )
@@ -259,7 +293,8 @@ pub fn judge_indexes(corpus: &str, src: &Source, indexes: &[IndexInfo]) -> Check
         "ann_opclass_expected": src.distance.opclass(),
         "lexical_gin_index": gin,
         "parent_key_index": fk,
-        "invalid_indexes": invalid,
+        "invalid_indexes": invalid.iter().map(|x| &x.name).collect::<Vec<_>>(),
+        "partial_indexes": indexes.iter().filter(|x| x.partial).map(|x| &x.name).collect::<Vec<_>>(),
         "indexes": indexes.iter().map(|x| &x.name).collect::<Vec<_>>(),
     });
     row
@@ -350,6 +385,9 @@ mod tests {
             valid,
             columns: vec![col.into()],
             opclasses: vec![opc.into()],
+            partial: false,
+            qualified: format!("public.{name}"),
+            definition: format!("CREATE INDEX {name} ON public.t USING {am} ({col})"),
         };
         let good = vec![
             idx("e", "hnsw", "embedding", "vector_cosine_ops", true),
@@ -363,7 +401,12 @@ mod tests {
         let mut invalid = good.clone();
         invalid[1].valid = false;
         let row = judge_indexes("x", src, &invalid);
-        assert_eq!((row.status, row.count), (Status::Fail, 1));
+        // invalid, and so the tsvector is not covered either
+        assert_eq!((row.status, row.count), (Status::Fail, 2));
+        assert!(row.hint.contains("DROP INDEX CONCURRENTLY public.t;"), "{}", row.hint);
+        let mut partial = good.clone();
+        partial[0].partial = true;
+        assert_eq!(judge_indexes("x", src, &partial).status, Status::Warn);
         let row = judge_indexes("x", src, &good[1..]);
         assert_eq!(row.status, Status::Warn);
         assert!(row.hint.contains("USING hnsw"));

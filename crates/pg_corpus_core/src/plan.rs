@@ -189,11 +189,20 @@ fn distance_expr(corpus: &Corpus, src: &Source, vec: &str) -> String {
 /// `EXISTS` an entry of the re-embed queue for the item: its embedding is missing or stale.
 /// The queue (sql/embedding.sql) is keyed by item table, embedding column and `id::text`.
 pub(crate) fn queued(src: &Source, params: &mut Params) -> String {
+    queued_in_state(src, params, None)
+}
+
+/// [`queued`], restricted to queue entries in `state` (pending, claimed, dead).
+pub(crate) fn queued_in_state(src: &Source, params: &mut Params, state: Option<&str>) -> String {
     let table = params.push(Param::Int(src.item.oid));
     let column = params.push(Param::Text(src.embedding.column.clone()));
+    let state = match state {
+        Some(st) => format!(" AND eq.state = {}::text", params.push(Param::Text(st.to_string()))),
+        None => String::new(),
+    };
     format!(
         "EXISTS (SELECT 1 FROM corpus.embedding_queue AS eq WHERE eq.item_table = {table}::int8::oid \
-         AND eq.embedding_column = {column}::name AND eq.item_id = {}::text)",
+         AND eq.embedding_column = {column}::name AND eq.item_id = {}::text{state})",
         col(&src.id)
     )
 }

@@ -67,6 +67,9 @@ pub struct SourceDef {
     pub language: Option<String>,
     pub semantic_weight: f64,
     pub lexical_weight: f64,
+    /// `{"item": {column: type}, "parent": {...}}` when the source was defined.
+    #[serde(default)]
+    pub column_types: Value,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -227,6 +230,40 @@ pub struct Source {
     pub language: Option<crate::analysis::Language>,
     pub semantic_weight: f64,
     pub lexical_weight: f64,
+    /// Column types when the source was defined (see [`Source::retyped_columns`]).
+    pub column_types: Value,
+}
+
+impl Source {
+    /// Every column the definition uses.
+    pub fn columns(&self) -> Vec<&ColRef> {
+        let mut cols = vec![&self.id, &self.text, &self.tsv, &self.embedding, &self.parent_fk];
+        cols.extend(self.parent_key.iter());
+        cols.extend(self.parent_required.iter());
+        cols.extend(self.rule.iter().map(|c| &c.col));
+        cols.extend(self.isolation.iter().map(|c| &c.col));
+        cols.extend(self.filter_columns.values());
+        cols.extend(self.locator.iter().map(|(_, c)| c));
+        cols.extend(self.metadata.iter().map(|(_, c)| c));
+        cols
+    }
+
+    /// Columns whose type changed since the definition, as (table side, column, then, now): a
+    /// retype that still validates (page_number integer → text changes every locator).
+    pub fn retyped_columns(&self) -> Vec<(&'static str, String, String, String)> {
+        let mut out = Vec::new();
+        for c in self.columns() {
+            let side = if c.side == Side::Item { "item" } else { "parent" };
+            if let Some(then) = self.column_types.get(side).and_then(|t| t.get(&c.column)).and_then(Value::as_str) {
+                if then != c.sql_type
+                    && !out.iter().any(|(s, col, _, _): &(&str, String, String, String)| *s == side && *col == c.column)
+                {
+                    out.push((side, c.column.clone(), then.to_string(), c.sql_type.clone()));
+                }
+            }
+        }
+        out
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -570,6 +607,7 @@ fn resolve_source(
         language: src.language.as_deref().map(crate::analysis::Language::parse).transpose()?,
         semantic_weight: src.semantic_weight,
         lexical_weight: src.lexical_weight,
+        column_types: src.column_types.clone(),
     })
 }
 
@@ -758,6 +796,22 @@ pub(crate) mod tests {
         let mut d = legal_def();
         d["sources"][0]["embedding_inputs"] = json!(["page_number"]);
         assert_eq!(resolve_json(d).unwrap_err().state, SqlState::DatatypeMismatch);
+    }
+
+    #[test]
+    fn retyped_columns_are_listed() {
+        let mut d = legal_def();
+        d["sources"][0]["column_types"] =
+            json!({"item": {"page_number": "integer"}, "parent": {"case_number": "text"}});
+        let c = resolve_json(d.clone()).unwrap();
+        assert!(c.sources[0].retyped_columns().is_empty());
+        // still valid (a string type), but every locator now carries a different type
+        d["sources"][0]["parent"]["columns"]["case_number"] = col("character varying(20)", "varchar", "S", 24);
+        let c = resolve_json(d).unwrap();
+        assert_eq!(
+            c.sources[0].retyped_columns(),
+            vec![("parent", "case_number".to_string(), "text".to_string(), "character varying(20)".to_string())]
+        );
     }
 
     #[test]
