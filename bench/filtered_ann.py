@@ -9,16 +9,17 @@ What it does:
  1. starts a private cluster (scripts/pgcluster.sh start DIR, default .pgdata/bench) with
     shared_buffers raised so that the table and the HNSW indexes fit, and creates a database with
     `CREATE EXTENSION vector; CREATE EXTENSION pg_corpus`;
- 2. generates a seeded legal-schema database: `case_law` parents (CHUNKS_PER_PARENT chunks each)
-    whose `source_kind` cuts the table into slices of 1%, 5%, 50% and the rest (44%), and
-    `precedent_chunks` with clustered, L2-normalised embeddings (cluster centre -> parent topic ->
-    chunk, all chunks of a parent near its topic); loads them with binary COPY; builds the B-tree
+ 2. generates a seeded legal-schema database: `case_law` parents (--chunks-per-parent chunks
+    each) whose `source_kind` cuts the table into slices of 1%, 5%, 20%, 50% and the rest (24%),
+    and `precedent_chunks` with clustered, L2-normalised embeddings of low intrinsic dimension
+    (topic centre -> parent -> chunk in a 32-d latent space, mapped to --dim dimensions; see
+    embeddings()); loads them with binary COPY; builds the B-tree
     indexes, an HNSW index (vector_cosine_ops, m=16, ef_construction=64, serial build) and, for
     the sql_partial strategy only, one partial HNSW index per slice on a copy of source_kind
     denormalised into precedent_chunks;
  3. defines one corpus per slice (isolation {"source_kind": ...}) and one unfiltered corpus
     (isolation {}) over the same tables;
- 4. for QUERIES query vectors (random items, perturbed), k=10, semantic mode, no per-parent cap,
+ 4. for --queries query vectors (random chunks, perturbed), k=10, semantic mode, no per-parent cap,
     measures per corpus and strategy: latency, recall@10 against the exact top-10 (numpy over the
     corpus' items), rows returned and rows from outside the corpus. Strategies:
       ext_default    corpus.corpus_hybrid_search(..., mode => 'semantic'), default settings
@@ -26,7 +27,7 @@ What it does:
       ext_hnsw_nosort  ext_hnsw with SET enable_sort = off, so that the planner cannot trade
                      the index for a sort of the slice (what the HNSW path would cost if the
                      extension kept the planner on the index)
-      ext_exact      the same with pg_corpus.exact_search_max_rows = 100000000 (exact)
+      ext_exact      corpus_hybrid_search with pg_corpus.exact_search_max_rows = 100000000
       sql_plain      the plain SQL a service would write (join + ORDER BY <=> LIMIT 40),
                      pgvector defaults: hnsw.ef_search = 40, no iterative scan
       sql_iterative  the same with SET hnsw.iterative_scan = relaxed_order
@@ -34,14 +35,16 @@ What it does:
                      the parent's source_kind denormalised into precedent_chunks, served by a
                      partial HNSW index per slice (a partial index cannot reference the parent
                      table), pgvector defaults
-    Every strategy has its own warmed-up session; per query the (corpus, strategy) pairs run in
-    a shuffled order, so that machine noise hits all of them alike;
+    Every strategy has its own warmed-up session; per query the (corpus, strategy) pairs run
+    --repeats times, each round in a new shuffled order, so that machine noise hits all of them
+    alike; a query's latency is the median of its runs;
  5. records EXPLAIN (ANALYZE, BUFFERS) of each subplan (the SQL corpus.corpus_explain prints, run
     under the SET LOCALs it prints) and of the plain SQL;
  6. writes bench/results/filtered_ann.json (raw numbers), docs/filtered-ann.png, and the results
     section of docs/filtered-ann.md (between the `results:begin/end` markers; the hand-written
     reasoning around them is kept).
 
+The plot needs matplotlib (bench/requirements.txt); without it the rest still runs.
 The cluster is stopped at the end unless --keep; --reuse keeps a database loaded by an earlier
 run with the same data parameters (the data is regenerated in memory from the seed either way).
 """
@@ -68,6 +71,7 @@ DBNAME = "filtered_ann"
 # source_kind -> share of the parents (the last one takes the rest), and the corpus over it.
 SLICES = [("registry", 0.01, "slice1"),
           ("external_upload", 0.05, "slice5"),
+          ("district_court", 0.20, "slice20"),
           ("internal_committee", 0.50, "slice50"),
           ("archive", None, None)]
 UNFILTERED = "unfiltered"
@@ -210,9 +214,11 @@ def generate(a):
 
 
 def data_params(a):
+    """What the loaded database depends on (--reuse compares it); bump `generator` or `schema`
+    when the generated data or the DDL changes."""
     return dict(rows=a.rows, dim=a.dim, chunks_per_parent=a.chunks_per_parent,
-                clusters=a.clusters, seed=a.seed, queries=a.queries,
-                slices=[[k, s] for k, s, _ in SLICES], generator=5, schema=2)
+                clusters=a.clusters, seed=a.seed, slices=[[k, s] for k, s, _ in SLICES],
+                generator=5, schema=2)
 
 
 SCHEMA = """
@@ -323,6 +329,8 @@ def prepare_database(uri, a, data):
             log(f"reusing database {DBNAME} (pg_corpus recreated: the installed build may be new)")
             with psycopg.connect(dsn, autocommit=True) as conn:
                 conn.execute("DROP EXTENSION IF EXISTS pg_corpus CASCADE")
+                # objects the extension created at run time (trigger functions) outlive it
+                conn.execute("DROP SCHEMA IF EXISTS corpus CASCADE")
                 conn.execute("CREATE EXTENSION pg_corpus")
             return dsn, None
         log("stored database has other parameters: rebuilding it")
@@ -480,8 +488,9 @@ def plan_summary(node, depth=0):
 
 
 def ann_indexes(node):
-    """Names of the HNSW indexes a plan scans."""
-    own = [node["Index Name"]] if "embedding" in (node.get("Index Name") or "") else []
+    """Names of the HNSW indexes (full or partial) a plan scans."""
+    name = node.get("Index Name") or ""
+    own = [name] if name.startswith("precedent_chunks_embedding") else []
     return own + [n for c in node.get("Plans", []) for n in ann_indexes(c)]
 
 
@@ -554,19 +563,26 @@ def measure(dsn, data, corpora, a):
     rng = np.random.default_rng(a.seed + 2)
 
     log(f"warm-up: {a.warmup} queries x {len(tasks)} (corpus, strategy) pairs")
+    build = installed_build()       # the library every session has loaded from now on
     for qi in range(a.warmup):
         for c, s in tasks:
             run_one(conns[s], s, c, qtexts[qi % len(qtexts)], a.k)
 
-    results = {c: {s: dict(latency_ms=[], recall=[], rows=[], foreign=[]) for s in STRATEGIES}
-               for c in corpora}
+    results = {c: {s: dict(latency_ms=[], latency_runs_ms=[], recall=[], rows=[], foreign=[])
+                   for s in STRATEGIES} for c in corpora}
     t0 = time.perf_counter()
     for qi, (q, qtext) in enumerate(zip(data["queries"], qtexts)):
-        for ti in rng.permutation(len(tasks)):
-            c, s = tasks[ti]
-            elapsed, ids = run_one(conns[s], s, c, qtext, a.k)
+        times, answers = {task: [] for task in tasks}, {}
+        for _ in range(a.repeats):
+            for ti in rng.permutation(len(tasks)):
+                c, s = tasks[ti]
+                elapsed, ids = run_one(conns[s], s, c, qtext, a.k)
+                times[(c, s)].append(elapsed * 1000)
+                answers.setdefault((c, s), ids)     # the same answer every time: check one
+        for (c, s), ids in answers.items():
             r = results[c][s]
-            r["latency_ms"].append(elapsed * 1000)
+            r["latency_runs_ms"].append(times[(c, s)])
+            r["latency_ms"].append(float(np.median(times[(c, s)])))
             r["rows"].append(len(ids))
             r["foreign"].append(sum(1 for i in ids if i not in in_corpus[c]))
             r["recall"].append(recall_at_k(data, ids[:a.k], q, truths[c][qi], a.k))
@@ -608,7 +624,7 @@ def measure(dsn, data, corpora, a):
             iso_estimates[c] = doc[0]["Plan"]["Plan Rows"]
     for conn in conns.values():
         conn.close()
-    return results, plans, estimates, iso_estimates
+    return results, plans, estimates, iso_estimates, build
 
 
 def summarise(results, corpora, k):
@@ -664,16 +680,19 @@ def exact_cost_model(summary, sizes, ref):
 # Outputs
 # --------------------------------------------------------------------------------------------
 
+def installed_build():
+    """When the pg_corpus library in use was installed (its file's modification time)."""
+    so = Path("/usr/lib/postgresql/15/lib/pg_corpus.so")
+    return (datetime.fromtimestamp(so.stat().st_mtime, timezone.utc)
+            .strftime("%Y-%m-%d %H:%M:%S UTC") if so.exists() else "?")
+
+
 def machine_info(dsn):
     info = {"python": platform.python_version(), "platform": platform.platform(),
             "cpus": os.cpu_count()}
     git = subprocess.run(["git", "-C", str(ROOT), "describe", "--always", "--dirty"],
                          capture_output=True, text=True)
     info["commit"] = git.stdout.strip() or "?"
-    so = Path("/usr/lib/postgresql/15/lib/pg_corpus.so")
-    if so.exists():
-        info["pg_corpus_so_installed"] = datetime.fromtimestamp(
-            so.stat().st_mtime, timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     try:
         cpu = [l for l in Path("/proc/cpuinfo").read_text().splitlines()
                if l.startswith("model name")]
@@ -741,16 +760,27 @@ def results_markdown(out):
         f"{a['clusters']} clusters, {a['queries']} queries, k = {a['k']}, semantic mode, "
         "`max_per_parent => 0`.",
         "",
-        "Reproduce (about " + f"{out['runtime_s'] / 60:.0f} minutes" + " on this machine):",
+        "Reproduce (the run took " + f"{out['runtime_s'] / 60:.0f} min"
+        + (", loading and index builds included" if out["build_s"] else
+           ", on a database kept from an earlier run with the same parameters") + "):",
         "",
         "```sh",
         out["command"],
         "```",
         "",
+    ]
+    if out["build_s"]:
+        b = out["build_s"]
+        lines += [f"Load and build: binary COPY {b['copy_s']:.0f} s, HNSW index (serial) "
+                  f"{b['hnsw_s']:.0f} s, partial HNSW indexes {b['partial_hnsw_s']:.0f} s.", ""]
+    lines += [
         f"Machine: {m.get('cpu', '?')}, {m['cpus']} cores, {m.get('ram_gb', '?')} GB RAM; "
         f"PostgreSQL {m['postgres']}, pgvector {m['extensions'].get('vector')}, "
         f"pg_corpus {m['extensions'].get('pg_corpus')} (release build installed "
-        f"{m.get('pg_corpus_so_installed', '?')}, work tree at {m.get('commit', '?')}); "
+        f"{out['build_in_use']}, work tree at {m.get('commit', '?')}"
+        + ("" if out["build_in_use"] == out["build_at_end"] else
+           f"; a new build was installed during the run ({out['build_at_end']}), the timed "
+           "sessions kept the one they had loaded") + "); "
         f"shared_buffers {m['settings'].get('shared_buffers')}, "
         f"jit {m['settings'].get('jit')}, "
         f"max_parallel_workers_per_gather {m['settings'].get('max_parallel_workers_per_gather')}. "
@@ -759,9 +789,10 @@ def results_markdown(out):
         f"{m['sizes'].get('hnsw_partial')}; all prewarmed into shared buffers. "
         f"Load average {out['load_before']} before, {out['load_after']} after. The machine has "
         "two cores and other work may run on it concurrently: latencies are wall-clock from the "
-        "client (local socket), every strategy ran in its own warmed-up session, and the "
-        "(corpus, strategy) pairs ran in a new shuffled order for every query, so noise hits "
-        "all of them alike; compare ratios rather than absolute milliseconds.",
+        "client (local socket), every strategy ran in its own warmed-up session, each query "
+        f"ran {a['repeats']} rounds of all (corpus, strategy) pairs, every round in a new "
+        "shuffled order, so noise hits all of them alike, and a query's latency is the median "
+        "of its runs; compare ratios rather than absolute milliseconds.",
         "",
         "The ratio column compares with \"an unfiltered search\" of the same kind, measured in "
         "the same run: for the extension, the unfiltered corpus on the HNSW path (p50 "
@@ -832,7 +863,8 @@ def results_markdown(out):
     return "\n".join(lines)
 
 
-BEGIN, END = "<!-- results:begin (bench/filtered_ann.py writes this part) -->", "<!-- results:end -->"
+BEGIN = "<!-- results:begin (bench/filtered_ann.py writes this part) -->"
+END = "<!-- results:end -->"
 
 
 def write_markdown(path, out):
@@ -853,13 +885,14 @@ def write_plot(path, out):
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        log("matplotlib is not installed: no plot (pip install -r requirements.txt)")
+        log("no plot: matplotlib is not installed (.venv/bin/pip install -r "
+            "bench/requirements.txt)")
         return
     summary, label = out["summary"], out["corpus_label"]
     corpora, strategies = list(summary), list(STRATEGIES)
     x = np.arange(len(corpora))
     width = 0.8 / len(strategies)
-    fig, axes = plt.subplots(1, 3, figsize=(16, 5))
+    fig, axes = plt.subplots(1, 3, figsize=(16, 6))
     panels = [("p50 latency, ms (bar) and p95 (tick), log scale", "p50_ms"),
               ("mean recall@10", "recall_mean"),
               ("fewest rows returned / rows asked for", "rows_frac")]
@@ -880,16 +913,17 @@ def write_plot(path, out):
             ax.axhline(out["reference_p50_ms"] * LATENCY_TARGET, color="red", ls="--", lw=1,
                        label=f"{LATENCY_TARGET:g}× the extension's unfiltered search")
         elif key == "recall_mean":
-            ax.set_ylim(0, 1.05)
+            low = min(v["recall_mean"] for c in corpora for v in summary[c].values())
+            ax.set_ylim(min(0.9, np.floor(low * 10) / 10), 1.005)
             ax.axhline(RECALL_TARGET, color="red", ls="--", lw=1)
         else:
             ax.set_ylim(0, 1.05)
             ax.axhline(1.0, color="red", ls="--", lw=1)
     handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=9)
+    fig.legend(handles, labels, loc="lower center", ncol=4, fontsize=9)
     fig.suptitle(f"Filtered ANN: {out['data']['n_items']:,} chunks × {out['args']['dim']}-d, "
                  f"k={out['args']['k']}, {out['args']['queries']} queries per cell")
-    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    fig.tight_layout(rect=(0, 0.1, 1, 1))
     fig.savefig(path, dpi=110)
 
 
@@ -907,6 +941,8 @@ def parse_args(argv=None):
     p.add_argument("--queries", type=int, default=50)
     p.add_argument("--k", type=int, default=10)
     p.add_argument("--warmup", type=int, default=5, help="warm-up queries (not timed)")
+    p.add_argument("--repeats", type=int, default=3,
+                   help="timed runs per query and strategy; its latency is their median")
     p.add_argument("--seed", type=int, default=2026)
     p.add_argument("--shared-buffers", default="4GB",
                    help="enough for the table and all HNSW indexes (default 4GB)")
@@ -917,6 +953,8 @@ def parse_args(argv=None):
     p.add_argument("--reuse", action="store_true",
                    help="keep a database loaded by an earlier run with the same parameters")
     p.add_argument("--keep", action="store_true", help="leave the cluster running")
+    p.add_argument("--render-only", action="store_true",
+                   help="measure nothing: rewrite the markdown section and the plot from --json")
     return p.parse_args(argv)
 
 
@@ -927,7 +965,7 @@ def reproduce_command(argv):
         if skip:
             skip = False
             continue
-        if arg in ("--keep", "--reuse"):
+        if arg in ("--keep", "--reuse", "--render-only"):
             continue
         if arg == "--dir":
             skip = True
@@ -939,6 +977,11 @@ def reproduce_command(argv):
 
 def main(argv=None):
     a = parse_args(argv)
+    if a.render_only:
+        out = json.loads(Path(a.json).read_text())
+        write_markdown(Path(a.markdown), out)
+        write_plot(Path(a.plot), out)
+        return
     started = time.perf_counter()
     load_before = os.getloadavg()
     log(f"generating {a.rows} x {a.dim} (seed {a.seed})")
@@ -946,11 +989,11 @@ def main(argv=None):
     directory = Path(a.dir)
     uri = start_cluster(directory, a.shared_buffers)
     try:
-        dsn, build = prepare_database(uri, a, data)
+        dsn, build_times = prepare_database(uri, a, data)
         with psycopg.connect(dsn, autocommit=True) as conn:
             corpora = define_corpora(conn)
             prewarm(conn)
-        results, plans, estimates, iso_estimates = measure(dsn, data, corpora, a)
+        results, plans, estimates, iso_estimates, build = measure(dsn, data, corpora, a)
         machine = machine_info(dsn)
     finally:
         if not a.keep:
@@ -962,7 +1005,8 @@ def main(argv=None):
     command = reproduce_command(argv if argv is not None else sys.argv[1:])
     out = dict(
         finished=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        command=command, args=vars(a), machine=machine, build_s=build,
+        command=command, args=vars(a), machine=machine, build_s=build_times,
+        build_in_use=build, build_at_end=installed_build(),
         load_before=" ".join(f"{x:.2f}" for x in load_before),
         load_after=" ".join(f"{x:.2f}" for x in os.getloadavg()),
         data=dict(n_items=data["n_items"], n_parents=data["n_parents"]),
