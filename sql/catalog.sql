@@ -97,7 +97,7 @@ AS $$
 $$;
 
 -- Record the current column types of a corpus' sources (after a successful validation).
-CREATE FUNCTION corpus._snapshot_column_types(corpus_name text) RETURNS void
+CREATE FUNCTION corpus._snapshot_column_types(corpus_name text, source_name text DEFAULT NULL) RETURNS void
 LANGUAGE sql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -108,7 +108,7 @@ AS $$
                'parent', CASE WHEN s.parent_table IS NULL THEN '{}'::jsonb ELSE
                          (SELECT jsonb_object_agg(c.key, c.value->>'type')
                             FROM jsonb_each(corpus._relation_json(s.parent_table)->'columns') c) END)
-     WHERE s.corpus = corpus_name
+     WHERE s.corpus = corpus_name AND (source_name IS NULL OR s.name = source_name)
 $$;
 
 CREATE FUNCTION corpus._corpus_definition(corpus_name text) RETURNS jsonb
@@ -249,7 +249,8 @@ BEGIN
         COALESCE(metadata, '{}'), COALESCE(min_length, 50), COALESCE(ts_config, 'simple'), language,
         COALESCE(semantic_weight, 1), COALESCE(lexical_weight, 1));
     PERFORM corpus._validate_corpus(corpus);
-    PERFORM corpus._snapshot_column_types(corpus);
+    -- only the new source: another source's retype stays visible as drift
+    PERFORM corpus._snapshot_column_types(corpus, source);
     -- Keep the embeddings honest: the re-embed trigger and queue (sql/embedding.sql).
     PERFORM corpus._attach_embedding_slot(item_table, embedding_column::name, id_column::name,
         COALESCE(embedding_inputs, ARRAY[text_column])::name[], embedding_model,

@@ -38,7 +38,10 @@ CREATE TABLE corpus.lexical_totals (
     terms              bigint NOT NULL,
     refreshed_at       timestamptz NOT NULL,
     -- inserted + updated + deleted rows of the corpus' tables at refresh (pg_stat_all_tables)
-    changes_at_refresh bigint NOT NULL
+    changes_at_refresh bigint NOT NULL,
+    -- the database's statistics reset time then: a later pg_stat_reset() makes the counters
+    -- above meaningless, whatever they climb back to
+    stats_reset_at     timestamptz
 );
 
 REVOKE ALL ON corpus.lexical_stats, corpus.lexical_totals FROM PUBLIC;

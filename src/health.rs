@@ -60,22 +60,35 @@ fn version_check() -> Result<CheckRow, CoreError> {
 /// write it are listed (they can redefine corpora, isolation predicates included).
 fn privileges_check() -> Result<CheckRow, CoreError> {
     let mut row = CheckRow::new("privileges", None, None);
+    // Table- and column-level write grants (relacl and attacl) on the extension's tables, to
+    // PUBLIC (anywhere: the queue and statistics decide what is served) or to other
+    // non-superuser roles (on the definitions: corpora, sources, embedding_slots).
     let v = first_row(
-        "SELECT pg_catalog.has_schema_privilege('public', 'corpus', 'CREATE') AS public_create,
+        "WITH grants AS (
+             SELECT c.relname::text AS tbl, NULL::text AS col, c.relowner, a.grantee, a.privilege_type
+               FROM pg_catalog.pg_class c
+               JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+              CROSS JOIN LATERAL pg_catalog.aclexplode(c.relacl) a
+              WHERE n.nspname = 'corpus' AND c.relkind = 'r'
+             UNION ALL
+             SELECT c.relname::text, att.attname::text, c.relowner, a.grantee, a.privilege_type
+               FROM pg_catalog.pg_attribute att
+               JOIN pg_catalog.pg_class c ON c.oid = att.attrelid
+               JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+              CROSS JOIN LATERAL pg_catalog.aclexplode(att.attacl) a
+              WHERE n.nspname = 'corpus' AND c.relkind = 'r' AND att.attacl IS NOT NULL)
+         SELECT pg_catalog.has_schema_privilege('public', 'corpus', 'CREATE') AS public_create,
                 (SELECT coalesce(jsonb_agg(DISTINCT jsonb_build_object(
-                            'table', c.relname::text,
-                            'grantee', CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE a.grantee::regrole::text END,
-                            'privilege', a.privilege_type)), '[]')
-                   FROM pg_catalog.pg_class c
-                   JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-                  CROSS JOIN LATERAL pg_catalog.aclexplode(c.relacl) a
-                  WHERE n.nspname = 'corpus' AND c.relkind = 'r'
-                    -- the definitions; the queue, statistics and evaluation tables are written by
-                    -- workers and evaluators by design
-                    AND c.relname IN ('corpora', 'sources', 'embedding_slots')
-                    AND a.privilege_type IN ('INSERT', 'UPDATE', 'DELETE', 'TRUNCATE')
-                    AND a.grantee <> c.relowner
-                    AND NOT coalesce((SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.oid = a.grantee), false)
+                            'table', g.tbl, 'column', g.col,
+                            'grantee', CASE WHEN g.grantee = 0 THEN 'PUBLIC' ELSE g.grantee::regrole::text END,
+                            'privilege', g.privilege_type)), '[]')
+                   FROM grants g
+                  WHERE g.privilege_type IN ('INSERT', 'UPDATE', 'DELETE', 'TRUNCATE')
+                    AND g.grantee <> g.relowner
+                    AND NOT coalesce((SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.oid = g.grantee), false)
+                    -- the queue, statistics and evaluation tables are written by workers and
+                    -- evaluators by design; PUBLIC must not write any of them
+                    AND (g.grantee = 0 OR g.tbl IN ('corpora', 'sources', 'embedding_slots'))
                 ) AS writers",
         &[],
     )?;
@@ -88,6 +101,7 @@ fn privileges_check() -> Result<CheckRow, CoreError> {
     }
     if public_writes > 0 {
         row.count += public_writes as i64;
+        // (a table-level REVOKE also revokes the column-level grants of the same privilege)
         row.flag(Status::Fail, "REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON ALL TABLES IN SCHEMA corpus FROM PUBLIC;");
     }
     let others = writers.as_array().map_or(0, |w| w.len()) - public_writes;
@@ -95,7 +109,7 @@ fn privileges_check() -> Result<CheckRow, CoreError> {
         row.count += others as i64;
         row.flag(
             Status::Warn,
-            "These roles can redefine corpora (isolation predicates included); REVOKE what was not intended, e.g. REVOKE INSERT, UPDATE, DELETE ON corpus.corpora, corpus.sources FROM role;",
+            "These roles can redefine corpora (isolation predicates included) or their re-embed triggers; REVOKE what was not intended, e.g. REVOKE INSERT, UPDATE, DELETE ON corpus.corpora, corpus.sources, corpus.embedding_slots FROM role; (column grants: REVOKE UPDATE (column) ON ...)",
         );
     }
     row.detail = json!({"public_can_create": public_create, "catalog_writers": writers});
@@ -366,7 +380,9 @@ fn source_checks(corpus: &Corpus, idx: usize, out: &mut Vec<CheckRow>) -> Result
                 (SELECT count(*) FROM corpus.embedding_slots s
                    JOIN pg_catalog.pg_trigger t ON t.tgrelid = s.item_table AND t.tgname = s.trigger_name
                   WHERE s.item_table = $1::int8::oid AND s.embedding_column = $2::name
-                    AND t.tgenabled <> 'D') AS enabled_triggers
+                    AND t.tgenabled IN ('O', 'A')) AS enabled_triggers,
+                (SELECT s.trigger_name FROM corpus.embedding_slots s
+                  WHERE s.item_table = $1::int8::oid AND s.embedding_column = $2::name) AS trigger_name
            FROM corpus.embedding_queue
           WHERE item_table = $1::int8::oid AND embedding_column = $2::name",
         &[
@@ -380,18 +396,26 @@ fn source_checks(corpus: &Corpus, idx: usize, out: &mut Vec<CheckRow>) -> Result
         q.count = q.count.max(1);
         q.flag(
             Status::Fail,
-            format!(
-                "The re-embed trigger is missing or disabled, so text changes are not noticed: re-register the source (SELECT corpus.corpus_drop_source('{0}', '{1}'); then corpus.corpus_add_source(...) as before), or ALTER TABLE {2} ENABLE TRIGGER ALL;",
-                corpus.name,
-                src.name,
-                pg_corpus_core::sql::qualified(&src.item.schema, &src.item.name)
-            ),
+            match v.get("trigger_name").and_then(Value::as_str) {
+                Some(trigger) if int(&v, "slots") > 0 => format!(
+                    "The re-embed trigger is disabled (or fires only as a replica trigger), so text changes are not noticed: ALTER TABLE {0} ENABLE TRIGGER {1}; then queue what changed meanwhile: SELECT corpus.corpus_embedding_enqueue('{0}', '{2}', only_missing => false); (or re-register the source: SELECT corpus.corpus_drop_source('{3}', '{4}'); then corpus.corpus_add_source(...) as before)",
+                    pg_corpus_core::sql::qualified(&src.item.schema, &src.item.name),
+                    pg_corpus_core::sql::ident(trigger),
+                    src.embedding.column,
+                    corpus.name,
+                    src.name
+                ),
+                _ => format!(
+                    "The re-embed trigger is missing, so text changes are not noticed: re-register the source: SELECT corpus.corpus_drop_source('{0}', '{1}'); then corpus.corpus_add_source(...) as before",
+                    corpus.name, src.name
+                ),
+            },
         );
     }
     if dead > 0 {
         q.flag(Status::Warn, "Dead letters: items the worker failed to embed repeatedly; see last_error in corpus.embedding_queue, fix, then SELECT corpus.corpus_embedding_retry_dead();");
     }
-    if int(&v, "table_oldest_seconds") > 3600 {
+    if queued > 0 && int(&v, "table_oldest_seconds") > 3600 {
         q.flag(
             Status::Warn,
             "Queued items have waited over an hour: is a re-embed worker running (worker/pg_corpus_worker.py)?",

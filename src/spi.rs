@@ -452,6 +452,8 @@ pub struct LexicalState {
     pub changes_at_refresh: i64,
     /// Inserted + updated + deleted rows of the corpus' tables now (pg_stat_all_tables).
     pub changes_now: i64,
+    /// The database's statistics were reset since the refresh.
+    pub reset_since: bool,
 }
 
 impl LexicalState {
@@ -466,13 +468,16 @@ impl LexicalState {
     /// The statistics counters went backwards (reset, crash recovery, restored backup): the
     /// changes since the refresh cannot be known.
     pub fn counters_reset(&self) -> bool {
-        self.refreshed && self.changes_now < self.changes_at_refresh
+        self.refreshed && (self.reset_since || self.changes_now < self.changes_at_refresh)
     }
 }
 
 pub fn lexical_state(corpus: &str, tables: &[i64]) -> Result<LexicalState, CoreError> {
     let rows = query_json(
         "SELECT (SELECT to_jsonb(t) FROM corpus.lexical_totals t WHERE t.corpus = $1) AS totals,
+                (SELECT t.stats_reset_at IS DISTINCT FROM pg_catalog.pg_stat_get_db_stat_reset_time(
+                            (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname = current_database()))
+                   FROM corpus.lexical_totals t WHERE t.corpus = $1) AS reset_since,
                 -- flushed counters, plus this transaction's own changes (flushed at its commit)
                 (SELECT coalesce(sum(s.n_tup_ins + s.n_tup_upd + s.n_tup_del
                                      + pg_catalog.pg_stat_get_xact_tuples_inserted(s.relid)
@@ -491,6 +496,7 @@ pub fn lexical_state(corpus: &str, tables: &[i64]) -> Result<LexicalState, CoreE
         total_length: num("total_length"),
         changes_at_refresh: num("changes_at_refresh"),
         changes_now: row.get("changes_now").and_then(serde_json::Value::as_i64).unwrap_or(0),
+        reset_since: row.get("reset_since").and_then(serde_json::Value::as_bool).unwrap_or(false),
     })
 }
 
@@ -516,13 +522,17 @@ pub fn refresh_lexical_stats(
                           ins AS (INSERT INTO corpus.lexical_stats (corpus, term, df)
                                   SELECT {name}::text, term, df FROM s WHERE term IS NOT NULL RETURNING 1),
                           tot AS (INSERT INTO corpus.lexical_totals AS t
-                                      (corpus, documents, total_length, terms, refreshed_at, changes_at_refresh)
-                                  SELECT {name}::text, s.df, s.total_len, (SELECT count(*) FROM ins), now(), {changes_p}::int8
+                                      (corpus, documents, total_length, terms, refreshed_at, changes_at_refresh,
+                                       stats_reset_at)
+                                  SELECT {name}::text, s.df, s.total_len, (SELECT count(*) FROM ins), now(), {changes_p}::int8,
+                                         pg_catalog.pg_stat_get_db_stat_reset_time(
+                                             (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname = current_database()))
                                     FROM s WHERE s.term IS NULL
                                   ON CONFLICT (corpus) DO UPDATE
                                      SET documents = EXCLUDED.documents, total_length = EXCLUDED.total_length,
                                          terms = EXCLUDED.terms, refreshed_at = EXCLUDED.refreshed_at,
-                                         changes_at_refresh = EXCLUDED.changes_at_refresh
+                                         changes_at_refresh = EXCLUDED.changes_at_refresh,
+                                         stats_reset_at = EXCLUDED.stats_reset_at
                                   RETURNING documents, terms)
                      SELECT documents, terms FROM tot"
                 ),

@@ -100,7 +100,7 @@ pub fn contract_sql(corpus: &Corpus, idx: usize, sample: Option<f64>) -> (String
     let vs = ident(&corpus.vector_schema);
     let sql = format!(
         "SELECT count(*) AS slice_items,
-       count(*) FILTER (WHERE NOT {text}) AS short_text,
+       count(*) FILTER (WHERE NOT {text} AND {complete} AND {rule}) AS short_text,
        count(*) FILTER (WHERE NOT {complete} AND {text} AND {rule}) AS incomplete_parent_items,
        count(DISTINCT {fk}) FILTER (WHERE NOT {complete}) AS incomplete_parents,
        count(*) FILTER (WHERE NOT {rule}) AS rule_excluded,
