@@ -25,6 +25,11 @@ CREATE TABLE corpus.embedding_slots (
     PRIMARY KEY (item_table, embedding_column)
 );
 
+-- Versions come from one sequence, so an item's version never repeats, even after its queue row
+-- was deleted (embedding stored) and created again (text changed): a worker's late result for
+-- old text can never match a newer entry.
+CREATE SEQUENCE corpus.embedding_queue_version_seq;
+
 CREATE TABLE corpus.embedding_queue (
     item_table       regclass NOT NULL,
     embedding_column name NOT NULL,
@@ -33,8 +38,9 @@ CREATE TABLE corpus.embedding_queue (
     -- model_changed: the slot's model changed; requested: corpus_embedding_enqueue
     reason           text NOT NULL,
     enqueued_at      timestamptz NOT NULL DEFAULT now(),
-    -- bumped by every change of the item's text: a worker's result for an older version is refused
-    version          bigint NOT NULL DEFAULT 1,
+    -- renewed (from the sequence) by every change of the item's text: a worker's result for
+    -- another version is refused
+    version          bigint NOT NULL DEFAULT nextval('corpus.embedding_queue_version_seq'),
     state            text NOT NULL DEFAULT 'pending'
                      CONSTRAINT embedding_queue_state_check CHECK (state IN ('pending', 'claimed', 'dead')),
     claimed_by       text,
@@ -46,11 +52,16 @@ CREATE TABLE corpus.embedding_queue (
     FOREIGN KEY (item_table, embedding_column) REFERENCES corpus.embedding_slots ON DELETE CASCADE
 );
 -- Workers claim the oldest available items first.
-CREATE INDEX embedding_queue_claim_idx ON corpus.embedding_queue (enqueued_at) WHERE state <> 'dead';
+-- (enqueued_at, item_id): the claim's ORDER BY. FOR UPDATE puts LockRows between Limit and Sort,
+-- so without the full order in an index every claim sorts the whole queue (100 ms at 100k rows).
+CREATE INDEX embedding_queue_claim_idx ON corpus.embedding_queue (enqueued_at, item_id) WHERE state <> 'dead';
 
 SELECT pg_catalog.pg_extension_config_dump('corpus.embedding_slots', '');
 SELECT pg_catalog.pg_extension_config_dump('corpus.embedding_queue', '');
+SELECT pg_catalog.pg_extension_config_dump('corpus.embedding_queue_version_seq', '');
 REVOKE ALL ON corpus.embedding_slots, corpus.embedding_queue FROM PUBLIC;
+-- enqueue and the model change run with the caller's rights and draw versions
+GRANT USAGE ON SEQUENCE corpus.embedding_queue_version_seq TO PUBLIC;
 GRANT SELECT ON corpus.embedding_slots TO PUBLIC;
 -- Searches (and the health check) run with the caller's rights and must see which items are
 -- stale; everything but the worker's name and its error messages.
@@ -110,18 +121,27 @@ BEGIN
 
     body := format($body$
 BEGIN
+    -- (TG_RELID, not the table's OID written in: a dump/restore gives the table a new OID)
     -- Bulk loads may defer the per-row work: SET pg_corpus.defer_embedding_queue = on, load,
     -- then SELECT corpus.corpus_embedding_enqueue(...) once.
-    IF current_setting('pg_corpus.defer_embedding_queue', true) = 'on' THEN
+    -- (cast: before the library is loaded in a session the setting is a placeholder string, so
+    -- SET ... = true / yes / 1 must count as on)
+    IF coalesce(nullif(current_setting('pg_corpus.defer_embedding_queue', true), '')::boolean, false) THEN
+        RETURN NULL;
+    END IF;
+    -- DROP EXTENSION pg_corpus leaves this function and its trigger behind (they are created at
+    -- registration, not by the extension script, so that dump and restore keep them): without
+    -- the queue there is nothing to do, and the table must stay writable.
+    IF to_regclass('corpus.embedding_queue') IS NULL THEN
         RETURN NULL;
     END IF;
     IF TG_OP = 'TRUNCATE' THEN
-        DELETE FROM corpus.embedding_queue WHERE item_table = %1$s::oid AND embedding_column = %2$L;
+        DELETE FROM corpus.embedding_queue WHERE item_table = TG_RELID AND embedding_column = %2$L;
         RETURN NULL;
     END IF;
     IF TG_OP IN ('DELETE', 'UPDATE') AND (TG_OP = 'DELETE' OR OLD.%3$I IS DISTINCT FROM NEW.%3$I) THEN
         DELETE FROM corpus.embedding_queue
-         WHERE item_table = %1$s::oid AND embedding_column = %2$L AND item_id = OLD.%3$I::text;
+         WHERE item_table = TG_RELID AND embedding_column = %2$L AND item_id = OLD.%3$I::text;
         IF TG_OP = 'DELETE' THEN
             RETURN NULL;
         END IF;
@@ -129,25 +149,25 @@ BEGIN
     IF NEW.%4$I IS NULL THEN
         IF TG_OP = 'INSERT' OR OLD.%4$I IS NOT NULL OR %5$s THEN
             INSERT INTO corpus.embedding_queue AS q (item_table, embedding_column, item_id, reason)
-            VALUES (%1$s::oid, %2$L, NEW.%3$I::text, 'missing')
+            VALUES (TG_RELID, %2$L, NEW.%3$I::text, 'missing')
             ON CONFLICT (item_table, embedding_column, item_id) DO UPDATE
-               SET reason = 'missing', version = q.version + 1, enqueued_at = now(), state = 'pending',
+               SET reason = 'missing', version = nextval('corpus.embedding_queue_version_seq'), enqueued_at = now(), state = 'pending',
                    claimed_by = NULL, claimed_at = NULL, lease_until = NULL, attempts = 0, last_error = NULL;
-            PERFORM pg_notify('pg_corpus_embedding', %6$L);
+            PERFORM pg_notify('pg_corpus_embedding', TG_RELID::regclass::text);
         END IF;
     ELSIF TG_OP = 'UPDATE' THEN
         -- (compared as real[]: pgvector's = is not on this function's pinned search_path)
         IF OLD.%4$I::real[] IS DISTINCT FROM NEW.%4$I::real[] THEN
             -- a new embedding came in with (or after) the text: fresh
             DELETE FROM corpus.embedding_queue
-             WHERE item_table = %1$s::oid AND embedding_column = %2$L AND item_id = NEW.%3$I::text;
+             WHERE item_table = TG_RELID AND embedding_column = %2$L AND item_id = NEW.%3$I::text;
         ELSIF %5$s THEN
             INSERT INTO corpus.embedding_queue AS q (item_table, embedding_column, item_id, reason)
-            VALUES (%1$s::oid, %2$L, NEW.%3$I::text, 'text_changed')
+            VALUES (TG_RELID, %2$L, NEW.%3$I::text, 'text_changed')
             ON CONFLICT (item_table, embedding_column, item_id) DO UPDATE
-               SET reason = 'text_changed', version = q.version + 1, enqueued_at = now(), state = 'pending',
+               SET reason = 'text_changed', version = nextval('corpus.embedding_queue_version_seq'), enqueued_at = now(), state = 'pending',
                    claimed_by = NULL, claimed_at = NULL, lease_until = NULL, attempts = 0, last_error = NULL;
-            PERFORM pg_notify('pg_corpus_embedding', %6$L);
+            PERFORM pg_notify('pg_corpus_embedding', TG_RELID::regclass::text);
         END IF;
     END IF;
     RETURN NULL;
@@ -318,6 +338,10 @@ BEGIN
                              item_table, embedding_column, slot.model),
             HINT = 'Configure the worker with the model the source records, or change the source''s model.';
     END IF;
+    -- Lock the item row before the queue row, the order in which the (AFTER UPDATE) trigger of a
+    -- concurrent writer takes them; the opposite order deadlocks with that writer.
+    EXECUTE format('SELECT 1 FROM %s t WHERE t.%I = $1::%s FOR UPDATE', item_table, slot.id_column, slot.id_type)
+      USING item_id;
     SELECT * INTO q FROM corpus.embedding_queue e
      WHERE e.item_table = corpus_embedding_complete.item_table
        AND e.embedding_column = corpus_embedding_complete.embedding_column
@@ -327,9 +351,8 @@ BEGIN
         RETURN 'not_queued';
     END IF;
     IF q.version <> corpus_embedding_complete.version THEN
-        -- The text changed after the claim; the trigger already made the item pending again.
-        UPDATE corpus.embedding_queue e SET state = 'pending', claimed_by = NULL, claimed_at = NULL, lease_until = NULL
-         WHERE e.item_table = q.item_table AND e.embedding_column = q.embedding_column AND e.item_id = q.item_id;
+        -- The text changed after the claim; the trigger already made the item pending again (and
+        -- another worker may hold a claim of the new version: leave the row alone).
         RETURN 'requeued';
     END IF;
     EXECUTE format('UPDATE %s t SET %I = $1 WHERE t.%I = $2::%s', item_table, embedding_column, slot.id_column,
@@ -367,16 +390,55 @@ BEGIN
 END
 $$;
 
--- Dead letters back into the queue (after the cause is fixed).
-CREATE FUNCTION corpus.corpus_embedding_retry_dead(only_table regclass DEFAULT NULL) RETURNS bigint
-LANGUAGE sql VOLATILE
+-- A worker gives a claimed item back without having tried it (shutdown, or a slot whose model it
+-- does not serve): pending again at once, the claim's attempt not counted. Returns 'released' or
+-- 'not_claimed' (another version, not claimed, or claimed by someone else when worker is given).
+CREATE FUNCTION corpus.corpus_embedding_release(item_table regclass, embedding_column name, item_id text,
+                                                version bigint, worker text DEFAULT NULL)
+RETURNS text
+LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
-    WITH retried AS (
-        UPDATE corpus.embedding_queue q SET state = 'pending', attempts = 0, enqueued_at = now()
-         WHERE q.state = 'dead' AND (only_table IS NULL OR q.item_table = only_table)
-        RETURNING 1)
-    SELECT count(*) FROM retried
+BEGIN
+    UPDATE corpus.embedding_queue e
+       SET state = 'pending', claimed_by = NULL, claimed_at = NULL, lease_until = NULL,
+           attempts = greatest(e.attempts - 1, 0)
+     WHERE e.item_table = corpus_embedding_release.item_table
+       AND e.embedding_column = corpus_embedding_release.embedding_column
+       AND e.item_id = corpus_embedding_release.item_id
+       AND e.version = corpus_embedding_release.version
+       AND e.state = 'claimed'
+       AND (worker IS NULL OR e.claimed_by = worker);
+    IF NOT FOUND THEN
+        RETURN 'not_claimed';
+    END IF;
+    PERFORM pg_notify('pg_corpus_embedding', item_table::text);
+    RETURN 'released';
+END
+$$;
+
+-- Dead letters back into the queue (after the cause is fixed).
+CREATE FUNCTION corpus.corpus_embedding_retry_dead(only_table regclass DEFAULT NULL) RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    t regclass;
+    k bigint;
+    n bigint := 0;
+BEGIN
+    FOR t, k IN
+        WITH retried AS (
+            UPDATE corpus.embedding_queue q SET state = 'pending', attempts = 0, enqueued_at = now()
+             WHERE q.state = 'dead' AND (only_table IS NULL OR q.item_table = only_table)
+            RETURNING q.item_table)
+        SELECT r.item_table, count(*) FROM retried r GROUP BY r.item_table
+    LOOP
+        PERFORM pg_notify('pg_corpus_embedding', t::text);   -- wake the workers
+        n := n + k;
+    END LOOP;
+    RETURN n;
+END
 $$;
 
 -- Queue every item of a slot (only_missing: those without an embedding) in one statement —
@@ -403,8 +465,9 @@ BEGIN
                     SELECT %s::oid, %L, t.%I::text, CASE WHEN t.%I IS NULL THEN ''missing'' ELSE ''requested'' END
                       FROM %s t WHERE %s
                     ON CONFLICT (item_table, embedding_column, item_id) DO UPDATE
-                       SET version = q.version + 1, reason = EXCLUDED.reason, enqueued_at = now(),
-                           state = ''pending'', claimed_by = NULL, claimed_at = NULL, lease_until = NULL, attempts = 0',
+                       SET version = nextval(''corpus.embedding_queue_version_seq''), reason = EXCLUDED.reason,
+                           enqueued_at = now(), state = ''pending'', claimed_by = NULL, claimed_at = NULL,
+                           lease_until = NULL, attempts = 0, last_error = NULL',
                    item_table::oid, embedding_column, slot.id_column, embedding_column, item_table,
                    CASE WHEN only_missing THEN format('t.%I IS NULL', embedding_column) ELSE 'true' END);
     GET DIAGNOSTICS n = ROW_COUNT;
@@ -417,51 +480,92 @@ $$;
 
 -- Record a new embedding model for a slot: every item becomes stale and is queued, in batches
 -- of batch_size committed one by one (progress is reported as NOTICEs), so that a large table
--- does not hold one huge transaction. A procedure: CALL it outside a transaction block.
-CREATE PROCEDURE corpus.corpus_set_embedding_model(item_table regclass, embedding_column name, model text,
-                                                   batch_size integer DEFAULT 10000)
-LANGUAGE plpgsql
+-- does not hold one huge transaction. A procedure: CALL it outside a transaction block. If it is
+-- interrupted, CALL it again: the slot already records the new model, and it re-queues every item.
+--
+-- A procedure with a SET clause cannot COMMIT ("invalid transaction termination"), so the work is
+-- done by two functions with the pinned search_path and the procedure only loops, pinning the
+-- search_path for each of its transactions with set_config(..., is_local => true).
+CREATE FUNCTION corpus._embedding_model_start(item_table regclass, embedding_column name, model text)
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    slot  corpus.embedding_slots;
-    last  text := NULL;
-    n     bigint;
-    done  bigint := 0;
     total bigint;
 BEGIN
     IF model IS NULL OR btrim(model) = '' THEN
         RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'model must be a non-empty name',
             HINT = 'Name the model the way workers report it, e.g. ''multilingual-e5-small''.';
     END IF;
-    UPDATE corpus.embedding_slots s SET model = corpus_set_embedding_model.model
-     WHERE s.item_table = corpus_set_embedding_model.item_table
-       AND s.embedding_column = corpus_set_embedding_model.embedding_column
-    RETURNING * INTO slot;
+    UPDATE corpus.embedding_slots s SET model = _embedding_model_start.model
+     WHERE s.item_table = _embedding_model_start.item_table
+       AND s.embedding_column = _embedding_model_start.embedding_column;
     IF NOT FOUND THEN
         RAISE EXCEPTION USING ERRCODE = '42704',
             MESSAGE = format('no registered embedding column "%s" on %s', embedding_column, item_table),
             HINT = 'See corpus.embedding_slots for the columns pg_corpus keeps fresh.';
     END IF;
     EXECUTE format('SELECT count(*) FROM %s', item_table) INTO total;
+    RETURN total;
+END
+$$;
+
+-- One batch: the next batch_size items after `after` (keyset pagination on the id's own type, so
+-- each batch is an index range scan). Returns how many and the last id.
+CREATE FUNCTION corpus._embedding_model_batch(item_table regclass, embedding_column name, after text,
+                                              batch_size integer, OUT n bigint, OUT last text)
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    slot corpus.embedding_slots;
+BEGIN
+    SELECT * INTO STRICT slot FROM corpus.embedding_slots s
+     WHERE s.item_table = _embedding_model_batch.item_table
+       AND s.embedding_column = _embedding_model_batch.embedding_column;
+    EXECUTE format('WITH batch AS (SELECT t.%1$I AS id FROM %2$s t
+                                    WHERE $1 IS NULL OR t.%1$I > $1::%5$s
+                                    ORDER BY t.%1$I LIMIT $2),
+                        q AS (INSERT INTO corpus.embedding_queue AS q (item_table, embedding_column, item_id, reason)
+                              SELECT %3$s::oid, %4$L, id::text, ''model_changed'' FROM batch
+                              ON CONFLICT (item_table, embedding_column, item_id) DO UPDATE
+                                 SET version = nextval(''corpus.embedding_queue_version_seq''),
+                                     reason = ''model_changed'', enqueued_at = now(), state = ''pending'',
+                                     claimed_by = NULL, claimed_at = NULL, lease_until = NULL, attempts = 0,
+                                     last_error = NULL)
+                   SELECT count(*), max(id)::text FROM batch',
+                   slot.id_column, item_table, item_table::oid, embedding_column, slot.id_type)
+       INTO n, last USING after, batch_size;
+    IF n > 0 THEN
+        PERFORM pg_notify('pg_corpus_embedding', item_table::text);
+    END IF;
+END
+$$;
+
+CREATE PROCEDURE corpus.corpus_set_embedding_model(item_table regclass, embedding_column name, model text,
+                                                   batch_size integer DEFAULT 10000)
+LANGUAGE plpgsql
+AS $$
+DECLARE
+    total bigint;
+    done  bigint := 0;
+    n     bigint;
+    last  text := NULL;
+BEGIN
+    PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
+    IF batch_size IS NULL OR batch_size < 1 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = format('batch_size must be positive, got %s', batch_size),
+            HINT = 'Each batch is one committed transaction; 10000 is a good size.';
+    END IF;
+    total := corpus._embedding_model_start(item_table, embedding_column, model);
     COMMIT;
     LOOP
-        -- keyset pagination on the id's own type, so each batch is an index range scan
-        EXECUTE format('WITH batch AS (SELECT t.%1$I AS id FROM %2$s t
-                                        WHERE $1 IS NULL OR t.%1$I > $1::%5$s
-                                        ORDER BY t.%1$I LIMIT $2),
-                            q AS (INSERT INTO corpus.embedding_queue AS q (item_table, embedding_column, item_id, reason)
-                                  SELECT %3$s::oid, %4$L, id::text, ''model_changed'' FROM batch
-                                  ON CONFLICT (item_table, embedding_column, item_id) DO UPDATE
-                                     SET version = q.version + 1, reason = ''model_changed'', enqueued_at = now(),
-                                         state = ''pending'', claimed_by = NULL, claimed_at = NULL,
-                                         lease_until = NULL, attempts = 0)
-                       SELECT count(*), max(id)::text FROM batch',
-                       slot.id_column, item_table, item_table::oid, embedding_column, slot.id_type)
-           INTO n, last USING last, batch_size;
+        PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
+        SELECT b.n, b.last INTO n, last FROM corpus._embedding_model_batch(item_table, embedding_column, last, batch_size) b;
         EXIT WHEN n = 0;
         done := done + n;
-        PERFORM pg_notify('pg_corpus_embedding', item_table::text);
         COMMIT;
         RAISE NOTICE 'pg_corpus: % of % items of %.% queued for model %', done, total, item_table,
                      embedding_column, model;

@@ -41,17 +41,19 @@ SELECT item_id FROM corpus.embedding_queue ORDER BY item_id;
 -- the worker protocol
 SELECT item_id, version, content, model, dimensions, reason, attempts
   FROM corpus.corpus_embedding_claim(batch_size => 2, worker => 'w1') ORDER BY item_id;
+-- (versions come from one sequence: they never repeat for an item)
+SELECT version AS v2 FROM corpus.embedding_queue WHERE item_id = '2' \gset
 SELECT item_id, state, claimed_by FROM corpus.embedding_queue ORDER BY item_id;
 -- a claimed item is not claimed twice while its lease runs
 SELECT count(*) FROM corpus.corpus_embedding_claim(batch_size => 10, worker => 'w2') WHERE item_id IN ('1', '2');
 -- wrong dimension, wrong model, NULL: clear errors
-SELECT corpus.corpus_embedding_complete('docs', 'emb', '2', 1, '[1, 2, 3]', 'toy-2d');
-SELECT corpus.corpus_embedding_complete('docs', 'emb', '2', 1, '[1, 2]', 'other-model');
-SELECT corpus.corpus_embedding_complete('docs', 'emb', '2', 1, NULL);
+SELECT corpus.corpus_embedding_complete('docs', 'emb', '2', :v2, '[1, 2, 3]', 'toy-2d');
+SELECT corpus.corpus_embedding_complete('docs', 'emb', '2', :v2, '[1, 2]', 'other-model');
+SELECT corpus.corpus_embedding_complete('docs', 'emb', '2', :v2, NULL);
 -- the text changed after the claim: the result is refused and the item stays queued
 UPDATE docs SET body = 'second document about ripe pears' WHERE id = 2;
-SELECT corpus.corpus_embedding_complete('docs', 'emb', '2', 1, '[0.5, 0.5]', 'toy-2d');
-SELECT item_id, version, state FROM corpus.embedding_queue WHERE item_id = '2';
+SELECT corpus.corpus_embedding_complete('docs', 'emb', '2', :v2, '[0.5, 0.5]', 'toy-2d');
+SELECT item_id, version > :v2 AS newer_version, state FROM corpus.embedding_queue WHERE item_id = '2';
 -- a current result is stored and the item leaves the queue
 SELECT corpus.corpus_embedding_complete('docs', 'emb', '1', (SELECT version FROM corpus.embedding_queue WHERE item_id = '1'),
                                         '[0.9, 0.1]', 'toy-2d');
@@ -59,9 +61,10 @@ SELECT id, emb FROM docs WHERE id = 1;
 SELECT corpus.corpus_embedding_complete('docs', 'emb', '1', 3, '[0.9, 0.1]');
 -- failures count: item 4 was claimed once (by w2 above); below max_attempts it goes back to
 -- pending, at max_attempts it becomes a dead letter, which is not claimed again until retried
-SELECT corpus.corpus_embedding_fail('docs', 'emb', '4', 1, 'model timeout', max_attempts => 2) AS state_after_fail;
+SELECT version AS v4 FROM corpus.embedding_queue WHERE item_id = '4' \gset
+SELECT corpus.corpus_embedding_fail('docs', 'emb', '4', :v4, 'model timeout', max_attempts => 2) AS state_after_fail;
 SELECT item_id, attempts FROM corpus.corpus_embedding_claim(worker => 'w3') ORDER BY item_id;
-SELECT corpus.corpus_embedding_fail('docs', 'emb', '4', 1, 'model timeout again', max_attempts => 2) AS state_after_fail;
+SELECT corpus.corpus_embedding_fail('docs', 'emb', '4', :v4, 'model timeout again', max_attempts => 2) AS state_after_fail;
 SELECT item_id, state, attempts, last_error FROM corpus.embedding_queue WHERE item_id = '4';
 SELECT count(*) FROM corpus.corpus_embedding_claim(worker => 'w4', lease => '1 second') WHERE item_id = '4';
 SELECT corpus.corpus_embedding_retry_dead();
