@@ -550,12 +550,26 @@ fn resolve_source(
         .into_iter()
         .map(|(c, values)| Ok(BoundCond { col: colref(Side::Item, &c, column(item, &c, "rule")?), values }))
         .collect::<Result<Vec<_>>>()?;
-    let isolation = isolation
+    let mut isolation = isolation
         .iter()
         .map(|(c, values)| {
             Ok(BoundCond { col: colref(scope_side, c, column(scope, c, "isolation")?), values: values.clone() })
         })
         .collect::<Result<Vec<_>>>()?;
+    // An item table that carries its own copy of an isolation column (denormalised, e.g. for
+    // per-corpus partial HNSW indexes) is filtered on it too: both copies must match, so a
+    // drifting copy can hide items but never leak them, and the planner can use an index whose
+    // predicate is on the item table (docs/filtered-ann.md).
+    if scope_side == Side::Parent {
+        let item_copies: Vec<BoundCond> = isolation
+            .iter()
+            .filter_map(|c| {
+                let info = item.columns.get(&c.col.column)?;
+                Some(BoundCond { col: colref(Side::Item, &c.col.column, info), values: c.values.clone() })
+            })
+            .collect();
+        isolation.extend(item_copies);
+    }
     let mut filter_columns = BTreeMap::new();
     for (field, ty) in fields {
         let (side, rel, info) = match (item.columns.get(field), src.parent.as_ref()) {
@@ -812,6 +826,16 @@ pub(crate) mod tests {
             c.sources[0].retyped_columns(),
             vec![("parent", "case_number".to_string(), "text".to_string(), "character varying(20)".to_string())]
         );
+    }
+
+    #[test]
+    fn an_item_copy_of_the_isolation_column_is_filtered_too() {
+        let mut d = legal_def();
+        d["sources"][0]["item"]["columns"]["source_kind"] = col("text", "text", "S", -1);
+        let c = resolve_json(d).unwrap();
+        let sides: Vec<Side> = c.sources[0].isolation.iter().map(|b| b.col.side).collect();
+        assert_eq!(sides, vec![Side::Parent, Side::Item]);
+        assert_eq!(c.sources[1].isolation.len(), 1, "halachot has no copy");
     }
 
     #[test]
