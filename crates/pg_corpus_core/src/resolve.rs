@@ -836,6 +836,9 @@ pub(crate) mod tests {
         let sides: Vec<Side> = c.sources[0].isolation.iter().map(|b| b.col.side).collect();
         assert_eq!(sides, vec![Side::Parent, Side::Item]);
         assert_eq!(c.sources[1].isolation.len(), 1, "halachot has no copy");
+        // the slice estimate counts one copy (the planner would multiply correlated selectivities)
+        let (sql, _) = crate::plan::slice_estimate(&c, 0, &[]);
+        assert!(sql.contains("i.\"source_kind\" = $") && !sql.contains("p.\"source_kind\" = $"), "{sql}");
     }
 
     #[test]
