@@ -44,11 +44,24 @@ pub(crate) struct Request {
     lexical: Option<LexicalPlans>,
 }
 
-/// The BM25 side of a request: what each source's lexical subplan looks up.
+/// The BM25 side of a request: each source's query keys and the corpus statistics they need;
+/// the candidate plans follow from them and a budget (which grows with the window).
 struct LexicalPlans {
-    per_source: Vec<Option<CandidatePlan>>,
-    avg_doc_len: f64,
+    keys_per_source: Vec<Vec<QueryKey>>,
+    df: HashMap<String, u64>,
+    stats: CorpusStats,
     params: Bm25Params,
+}
+
+impl LexicalPlans {
+    fn candidate_plans(&self, budget: u64) -> Vec<Option<CandidatePlan>> {
+        self.keys_per_source
+            .iter()
+            .map(|keys| {
+                lexical::candidate_plan(keys, |k| self.df.get(k).copied().unwrap_or(0), self.stats.n_docs, budget)
+            })
+            .collect()
+    }
 }
 
 /// Analyse the query for every source (pg_corpus' analyser for sources with a language,
@@ -72,12 +85,7 @@ fn lexical_plans(corpus: &Corpus, text: &str) -> Result<LexicalPlans, CoreError>
     all.dedup();
     let (df, documents, total_length) = spi::lexical_stats(&corpus.name, &all)?;
     let stats = CorpusStats { n_docs: documents.max(0) as u64, total_length: total_length.max(0) as u64 };
-    let budget = gucs::BM25_CANDIDATE_BUDGET.get().max(1) as u64;
-    let per_source = keys_per_source
-        .iter()
-        .map(|keys| lexical::candidate_plan(keys, |k| df.get(k).copied().unwrap_or(0), stats.n_docs, budget))
-        .collect();
-    Ok(LexicalPlans { per_source, avg_doc_len: stats.avg_doc_len(), params })
+    Ok(LexicalPlans { keys_per_source, df, stats, params })
 }
 
 /// Characters of query_text the lexical branch uses (documented in the README).
@@ -233,6 +241,11 @@ fn semantic_plans(req: &Request) -> Result<Vec<SemanticPlan>, CoreError> {
 }
 
 fn subplans(req: &Request, sem: &[SemanticPlan], window: usize) -> Vec<Subplan> {
+    // The candidate budget grows with the window: when capping or pruning left fewer than k
+    // rows, a wider window also lets commoner keys find candidates.
+    let budget =
+        (gucs::BM25_CANDIDATE_BUDGET.get().max(1) as u64).saturating_mul((window / req.window.max(1)).max(1) as u64);
+    let candidate_plans = req.lexical.as_ref().map(|lex| lex.candidate_plans(budget));
     let mut out = Vec::new();
     for idx in 0..req.corpus.sources.len() {
         if let Some(v) = &req.vector {
@@ -246,22 +259,24 @@ fn subplans(req: &Request, sem: &[SemanticPlan], window: usize) -> Vec<Subplan> 
                 req.include_stale,
             ));
         }
-        match (&req.text, &req.lexical) {
-            (Some(_), Some(lex)) => {
-                if let Some(cp) = &lex.per_source[idx] {
-                    out.push(plan::lexical_bm25(
+        match (&req.text, &req.lexical, &candidate_plans) {
+            (Some(_), Some(lex), Some(plans)) => {
+                if let Some(cp) = &plans[idx] {
+                    let mut p = plan::lexical_bm25(
                         &req.corpus,
                         idx,
                         &req.conds,
                         cp,
-                        lex.avg_doc_len,
+                        lex.stats.avg_doc_len(),
                         lex.params,
                         window as i64,
-                    ));
+                    );
+                    p.pruned = cp.pruned;
+                    out.push(p);
                 }
             }
-            (Some(t), None) => out.push(plan::lexical(&req.corpus, idx, &req.conds, t, window as i64)),
-            (None, _) => {}
+            (Some(t), _, _) => out.push(plan::lexical(&req.corpus, idx, &req.conds, t, window as i64)),
+            (None, _, _) => {}
         }
     }
     out
@@ -290,6 +305,9 @@ fn ann_settings(window: usize, selectivity: f64) -> Vec<(&'static str, String)> 
 fn run_round(req: &Request, sem: &[SemanticPlan], window: usize) -> Result<(Vec<RankedList>, bool), CoreError> {
     let mut semantic = Vec::new();
     let mut lexical = Vec::new();
+    // A pruned lexical subplan that returned fewer rows than the window may have left matching
+    // items out: a wider window (and so a larger candidate budget) can find them.
+    let mut pruned_short = false;
     for p in subplans(req, sem, window) {
         let hits = if p.strategy == Strategy::Approximate {
             spi::with_settings(&ann_settings(window, sem[p.source].selectivity), || {
@@ -298,13 +316,14 @@ fn run_round(req: &Request, sem: &[SemanticPlan], window: usize) -> Result<(Vec<
         } else {
             spi::branch_hits(p.source, &p.sql, &p.params)?
         };
+        pruned_short |= p.pruned && hits.len() < window;
         match p.branch {
             Branch::Semantic => semantic.push(hits),
             Branch::Lexical => lexical.push(hits),
         }
     }
     let mut lists = Vec::new();
-    let mut saturated = false;
+    let mut saturated = pruned_short;
     for (branch, per_source) in [(Branch::Semantic, semantic), (Branch::Lexical, lexical)] {
         if !per_source.is_empty() {
             let (list, full) = fusion::merge_branch(branch, per_source, window);

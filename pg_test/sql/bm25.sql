@@ -51,5 +51,11 @@ SELECT rank, item_id FROM corpus.corpus_hybrid_search('cb', NULL, 'dog running',
 INSERT INTO notes (id, kind_id, body, emb) SELECT g, 1, 'village dog ' || g, '[0, 1]' FROM generate_series(11, 20) g;
 SELECT corpus, documents, refreshed FROM corpus.corpus_refresh_lexical_stats('ca');
 SELECT corpus, term, df FROM corpus.lexical_stats WHERE term = 'dog' ORDER BY corpus;
+-- the candidate budget never costs rows: with a budget of one document the keys are pruned,
+-- and the search widens (budget with it) until k rows or every match is found
+SELECT count(*) AS default_budget FROM corpus.corpus_hybrid_search('ca', NULL, 'dog running council', mode => 'lexical', k => 12, max_per_parent => 0);
+SET LOCAL pg_corpus.bm25_candidate_budget = 1;
+SELECT count(*) AS budget_1 FROM corpus.corpus_hybrid_search('ca', NULL, 'dog running council', mode => 'lexical', k => 12, max_per_parent => 0);
+RESET pg_corpus.bm25_candidate_budget;
 SELECT * FROM corpus.corpus_refresh_lexical_stats(stale_fraction => 2);
 ROLLBACK;

@@ -110,6 +110,9 @@ pub struct CandidatePlan {
     pub common: Vec<String>,
     /// Every key with `weight · idf`, for scoring.
     pub scored: Vec<ScoredKey>,
+    /// Some key did not find candidates (common keys, or the all-common AND): documents that
+    /// match only those keys are not candidates, so a larger budget can find more.
+    pub pruned: bool,
 }
 
 /// Split the query into keys that find candidates and keys that only score them, so that the
@@ -140,6 +143,7 @@ pub fn candidate_plan(keys: &[QueryKey], df: impl Fn(&str) -> u64, n_docs: u64, 
             common.push(k.key.clone());
         }
     }
+    let pruned = !common.is_empty();
     let tsquery = if finders.is_empty() {
         // every key is common: documents must contain all of them
         common.clear();
@@ -147,7 +151,7 @@ pub fn candidate_plan(keys: &[QueryKey], df: impl Fn(&str) -> u64, n_docs: u64, 
     } else {
         finders.iter().map(|k| quote_lexeme(&k.key)).collect::<Vec<_>>().join(" | ")
     };
-    Some(CandidatePlan { tsquery, common, scored })
+    Some(CandidatePlan { tsquery, common, scored, pruned })
 }
 
 #[cfg(test)]
@@ -198,13 +202,15 @@ mod tests {
         let plan = candidate_plan(&keys, df, 1000, 100).unwrap();
         assert_eq!(plan.tsquery, "'zebra'");
         assert_eq!(plan.common, vec!["the"]);
+        assert!(plan.pruned);
         assert!(plan.scored[0].weight_idf < plan.scored[1].weight_idf);
         // a small corpus fits the budget: every key finds candidates (exact BM25)
         let small = candidate_plan(&keys, df, 1000, 2000).unwrap();
         assert_eq!(small.tsquery, "'zebra' | 'the'");
-        assert!(small.common.is_empty());
+        assert!(small.common.is_empty() && !small.pruned);
         let all_common = candidate_plan(&keys, |_| 900, 1000, 100).unwrap();
         assert_eq!(all_common.tsquery, "'the' & 'zebra'");
+        assert!(all_common.pruned);
         assert!(candidate_plan(&[], df, 1000, 100).is_none());
     }
 }

@@ -58,6 +58,8 @@ pub struct Subplan {
     pub strategy: Strategy,
     pub sql: String,
     pub params: Vec<Param>,
+    /// A lexical subplan whose candidates leave out documents matching only common keys.
+    pub pruned: bool,
 }
 
 /// `alias."column"`.
@@ -241,7 +243,7 @@ pub fn semantic(
         // the planner reaches the slice through the predicate's B-tree indexes instead.
         _ => format!("SELECT item_id, parent_id, distance FROM (\n{select}\n{fw}\nOFFSET 0) AS slice\nORDER BY distance, item_id\nLIMIT {lim}"),
     };
-    Subplan { source: idx, branch: Branch::Semantic, strategy, sql, params: params.values }
+    Subplan { source: idx, branch: Branch::Semantic, strategy, sql, params: params.values, pruned: false }
 }
 
 /// The lexical subplan: `item_id, parent_id, score`, best first. The query's words are ORed
@@ -265,7 +267,14 @@ pub fn lexical(corpus: &Corpus, idx: usize, conds: &[Condition], text: &str, lim
         col(&src.parent_fk),
         col(&src.id)
     );
-    Subplan { source: idx, branch: Branch::Lexical, strategy: Strategy::TextMatch, sql, params: params.values }
+    Subplan {
+        source: idx,
+        branch: Branch::Lexical,
+        strategy: Strategy::TextMatch,
+        sql,
+        params: params.values,
+        pruned: false,
+    }
 }
 
 /// The BM25 lexical subplan: candidates through the tsvector's GIN index (`@@` the candidate
@@ -298,7 +307,14 @@ pub fn lexical_bm25(
         col(&src.parent_fk),
         col(&src.id)
     );
-    Subplan { source: idx, branch: Branch::Lexical, strategy: Strategy::TextMatch, sql, params: params.values }
+    Subplan {
+        source: idx,
+        branch: Branch::Lexical,
+        strategy: Strategy::TextMatch,
+        sql,
+        params: params.values,
+        pruned: false,
+    }
 }
 
 /// Per-corpus lexical statistics over every source's searchable items (the corpus predicate
