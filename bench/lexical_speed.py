@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""Lexical branch speed (issue #3): BM25 with a candidate budget against ts_rank_cd and against
+r"""Lexical branch speed (issue #3): BM25 with a candidate budget against ts_rank_cd and against
 the semantic branch, on a generated 100k-chunk database with a Zipf vocabulary, in one run.
 (docs/lexical-speed.md)
 
     .venv/bin/python bench/lexical_speed.py                  # the committed run: 100k chunks
-    .venv/bin/python bench/lexical_speed.py --rows 10000 --mixed-queries 10 --common-queries 4
-                                                             # a quick one
+    .venv/bin/python bench/lexical_speed.py --rows 10000 --mixed-queries 10 --common-queries 4 \
+        --json /tmp/lexical_speed.json --markdown /tmp/lexical-speed.md --plot ''   # a quick one
 
 What it does:
  1. starts a private cluster (scripts/pgcluster.sh start DIR, default .pgdata/lexical-speed)
@@ -31,6 +31,9 @@ What it does:
     (corpus, method) pairs, each round in a new shuffled order; a query's latency is the
     median of its rounds (wall clock at the client, local socket). Methods:
       bm25            mode => 'lexical', BM25, default pg_corpus.bm25_candidate_budget (2000)
+      bm25_rpc        bm25 with random_page_cost = 1.1 (a diagnostic: the planner then joins
+                      each candidate's parent through its primary key instead of hashing all
+                      the corpus' parents)
       bm25_20k        the same with the budget 20000
       bm25_exhaustive the same with the budget 10^9: every key finds candidates (exact BM25)
       ts_rank_cd      mode => 'lexical' with pg_corpus.lexical_scorer = ts_rank_cd on the
@@ -86,6 +89,9 @@ BUDGET_DEFAULT, BUDGET_MID, BUDGET_EXHAUSTIVE = 2000, 20000, 1_000_000_000
 
 METHODS = {
     "bm25": "BM25, default candidate budget (2000)",
+    "bm25_rpc": "the same with random_page_cost = 1.1 (diagnostic: the planner then reaches "
+                "each candidate's parent through its primary key instead of hashing every "
+                "parent of the corpus)",
     "bm25_20k": "BM25, candidate budget 20000",
     "bm25_exhaustive": "BM25, budget 10^9 (every key finds candidates: exact BM25)",
     "ts_rank_cd": "ts_rank_cd over an OR of the lexemes (the old path), to_tsvector column",
@@ -95,6 +101,7 @@ METHODS = {
 }
 SESSION_SETTINGS = {
     "bm25": [],
+    "bm25_rpc": [("random_page_cost", "1.1")],
     "bm25_20k": [("pg_corpus.bm25_candidate_budget", str(BUDGET_MID))],
     "bm25_exhaustive": [("pg_corpus.bm25_candidate_budget", str(BUDGET_EXHAUSTIVE))],
     "ts_rank_cd": [("pg_corpus.lexical_scorer", "ts_rank_cd")],
@@ -102,10 +109,10 @@ SESSION_SETTINGS = {
     "semantic_hnsw": [("pg_corpus.exact_search_max_rows", "0")],
     "hybrid": [],
 }
-SHORT = {"bm25": "BM25 (budget 2000)", "bm25_20k": "BM25 (budget 20k)",
+SHORT = {"bm25": "BM25 (budget 2000)", "bm25_rpc": "BM25, random_page_cost 1.1", "bm25_20k": "BM25 (budget 20k)",
          "bm25_exhaustive": "BM25 exhaustive", "ts_rank_cd": "ts_rank_cd (old)",
          "semantic": "semantic", "semantic_hnsw": "semantic (HNSW forced)", "hybrid": "hybrid"}
-LEXICAL = ("bm25", "bm25_20k", "bm25_exhaustive", "ts_rank_cd")
+LEXICAL = ("bm25", "bm25_rpc", "bm25_20k", "bm25_exhaustive", "ts_rank_cd")
 
 
 def log(msg):
@@ -778,6 +785,8 @@ def where_the_time_goes(dsn, data, corpora, a, stats):
                     r[f"bm25_{name}"]["same_plan"] = (plan_shape(r[f"bm25_{name}"]["summary"])
                                                       == plan_shape(r["bm25"]["summary"]))
                 r["bm25_timing_off"] = explain(conn, sql, values, timing=False)
+                r["bm25_rpc"] = explain(conn, sql, values, [("random_page_cost", "1.1")],
+                                        timing=False)
                 strategy, settings, ssql, svalues = subplan(conn, c, q, a.k, "semantic",
                                                             "semantic")
                 r["semantic"] = explain(conn, ssql, svalues, settings, text=(qi == 0))
@@ -1109,6 +1118,7 @@ def breakdown(explains, corpora, data):
                 per_candidate_us=per_candidate(sel),
                 subplan_exec_ms=med(lambda r: r["bm25_timing_off"]["execution_ms"]),
                 subplan_plan_ms=med(lambda r: r["bm25_timing_off"]["planning_ms"]),
+                rpc_exec_ms=med(lambda r: r["bm25_rpc"]["execution_ms"]),
                 constant_score_exec_ms=med(lambda r: r["bm25_constant"]["execution_ms"]),
                 detoast_exec_ms=med(lambda r: r["bm25_detoast"]["execution_ms"]),
                 shared_hit=med(lambda r: r["bm25"]["shared_hit"]),
@@ -1243,6 +1253,16 @@ def results_markdown(out):
                      + f" (slice estimated at {est:,.0f} rows, actually "
                      f"{out['corpus_rows'][c]:,}; exact search up to "
                      f"{out['machine']['settings'].get('pg_corpus.exact_search_max_rows')}).")
+    shorts = []
+    for c in corpora:
+        for meth in LEXICAL:
+            n = [len(x) for x in out["raw"][c][meth]["answers"]]
+            short = [x for x in n if x < a["k"]]
+            if short:
+                shorts.append(f"{label[c]} {SHORT[meth]}: {len(short)} of {len(n)} queries "
+                              f"({', '.join(map(str, short))} rows)")
+    lines += ["", "Queries answered with fewer than k rows: "
+              + ("; ".join(shorts) if shorts else "none") + "."]
     lines += ["", "Where the time of the BM25 call (default budget) goes: medians over the "
               "queries of EXPLAIN (ANALYZE, TIMING OFF) of the subplan corpus_explain prints, "
               "the same with the score replaced by a constant (index + heap + parent join + "
@@ -1250,8 +1270,8 @@ def results_markdown(out):
               "ANALYZE of the whole call (server side):", "",
               "| corpus | queries (AND plans) | rows out of the chunk scan (max) | rows read | rows "
               "scored | subplan exec | planning | score → constant | score → length(tsv) | "
-              "call, server | call p50, client |",
-              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+              "exec with random_page_cost 1.1 | call, server | call p50, client |",
+              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for c in corpora:
         for g in ("all", "mixed", "common"):
             b = out["breakdown"][c].get(g)
@@ -1262,7 +1282,7 @@ def results_markdown(out):
                 f"({b['candidates_max']:,}) | {b['examined']:,.0f} | {b['scored'] or 0:,.0f} | "
                 f"{fmt_ms(b['subplan_exec_ms'])} | {fmt_ms(b['subplan_plan_ms'])} | "
                 f"{fmt_ms(b['constant_score_exec_ms'])} | {fmt_ms(b['detoast_exec_ms'])} | "
-                f"{fmt_ms(b['lexical_call_server_ms'])} | {fmt_ms(s[c]['bm25'][g]['p50_ms'])} |")
+                f"{fmt_ms(b['rpc_exec_ms'])} | {fmt_ms(b['lexical_call_server_ms'])} | {fmt_ms(s[c]['bm25'][g]['p50_ms'])} |")
     lines += ["", "Cost per row (medians over the queries scoring at least 200 rows, plan shape "
               "unchanged by the variants): the constant-score variant per row the GIN index hands "
               "over (index, heap, text-length contract, parent join, sort — and the fixed part of "
@@ -1349,6 +1369,24 @@ def results_markdown(out):
     return "\n".join(lines)
 
 
+def compact(out):
+    """Keep the JSON reviewable: plan summaries only for the subplans as the search runs them
+    (the score-replaced and random_page_cost variants keep their numbers, not their plans)."""
+    for c in out["corpora"]:
+        for r in out["explains"][c]:
+            for key in ("bm25_constant", "bm25_detoast", "bm25_timing_off", "bm25_rpc"):
+                if key in r:
+                    r[key].pop("summary", None)
+    return out
+
+
+def dump_json(out):
+    """Indented JSON with every list of plain numbers on one line."""
+    text = json.dumps(compact(out), indent=1, ensure_ascii=False)
+    return re.sub(r"\[\s*([-+0-9.eE,\s]*?)\s*\]",
+                  lambda m: "[" + " ".join(m.group(1).split()) + "]", text) + "\n"
+
+
 BEGIN, END = "<!-- results:begin (bench/lexical_speed.py writes this part) -->", "<!-- results:end -->"
 
 
@@ -1364,7 +1402,7 @@ def write_markdown(path, out):
                         + "\n\n## Analysis\n\n(to be written from the numbers above)\n")
 
 
-PLOT_LABEL = {"bm25": "BM25\nbudget\n2000", "bm25_20k": "BM25\nbudget\n20k",
+PLOT_LABEL = {"bm25": "BM25\nbudget\n2000", "bm25_rpc": "BM25\nrandom_\npage_cost\n1.1", "bm25_20k": "BM25\nbudget\n20k",
               "bm25_exhaustive": "BM25\nexhaus-\ntive", "ts_rank_cd": "ts_rank\n_cd\n(old)",
               "semantic": "seman-\ntic", "semantic_hnsw": "seman-\ntic\nHNSW", "hybrid": "hybrid"}
 
@@ -1406,8 +1444,7 @@ def write_plot(path, out):
         for key, marker, name in (("bm25_timing_off", "o", "BM25 budget 2000"),
                                   ("bm25_exhaustive", "^", "BM25 exhaustive"),
                                   ("ts_rank_cd", "s", "ts_rank_cd")):
-            pts = [((r.get(key) or {}).get("candidates") if key != "bm25_timing_off"
-                    else r["bm25"]["candidates"], (r.get(key) or {}).get("execution_ms"))
+            pts = [((r.get(key) or {}).get("scored"), (r.get(key) or {}).get("execution_ms"))
                    for r in rows]
             pts = [(x, y) for x, y in pts if x and y]
             if pts:
@@ -1415,7 +1452,7 @@ def write_plot(path, out):
                            label=f"{label[c]}: {name}")
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel("chunks scored by the lexical subplan")
+    ax.set_xlabel("chunks scored by the lexical subplan (rows into its sort)")
     ax.set_ylabel("subplan execution, ms (EXPLAIN ANALYZE)")
     ax.set_title("lexical subplan time against chunks scored", fontsize=10)
     ax.legend(fontsize=7)
@@ -1532,7 +1569,9 @@ def main(argv=None):
     out = dict(
         finished=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         command=reproduce_command(argv if argv is not None else sys.argv[1:]),
-        args=vars(a), machine=machine, build_s=build, define_corpora_s=define_s,
+        args={k: (os.path.relpath(v, ROOT) if k in ("dir", "json", "markdown", "plot") and v
+                  else v) for k, v in vars(a).items()},
+        machine=machine, build_s=build, define_corpora_s=define_s,
         library_installed=library["timed"], library_by_phase=library,
         library_reinstalled_during_run=len(set(library.values())) > 1,
         load_before=" ".join(f"{x:.2f}" for x in load_before),
@@ -1554,7 +1593,7 @@ def main(argv=None):
              for c in corpora})
     out["runtime_s"] = time.perf_counter() - started
     Path(a.json).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.json).write_text(json.dumps(out, indent=1, ensure_ascii=False) + "\n")
+    Path(a.json).write_text(dump_json(out))
     if a.markdown:
         write_markdown(Path(a.markdown), out)
     if a.plot:
