@@ -232,6 +232,26 @@ BEGIN
 END
 $$;
 
+-- The slot of (item_table, embedding_column), or 42704 naming it: the worker functions' lookup.
+CREATE FUNCTION corpus._embedding_slot(item_table regclass, embedding_column name)
+RETURNS corpus.embedding_slots
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    slot corpus.embedding_slots;
+BEGIN
+    SELECT * INTO slot FROM corpus.embedding_slots s
+     WHERE s.item_table = _embedding_slot.item_table AND s.embedding_column = _embedding_slot.embedding_column;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = '42704',
+            MESSAGE = format('no registered embedding column "%s" on %s', embedding_column, item_table),
+            HINT = 'See corpus.embedding_slots for the columns pg_corpus keeps fresh.';
+    END IF;
+    RETURN slot;
+END
+$$;
+
 -- ------------------------------------------------------------------------------------------
 -- Worker API. These run with the caller's rights: grant a worker role
 --   GRANT SELECT, UPDATE, DELETE ON corpus.embedding_queue TO embedder;
@@ -313,14 +333,7 @@ DECLARE
     q    corpus.embedding_queue;
     slot corpus.embedding_slots;
 BEGIN
-    SELECT * INTO slot FROM corpus.embedding_slots s
-     WHERE s.item_table = corpus_embedding_complete.item_table
-       AND s.embedding_column = corpus_embedding_complete.embedding_column;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION USING ERRCODE = '42704',
-            MESSAGE = format('no registered embedding column "%s" on %s', embedding_column, item_table),
-            HINT = 'See corpus.embedding_slots for the columns pg_corpus keeps fresh.';
-    END IF;
+    slot := corpus._embedding_slot(item_table, embedding_column);
     IF embedding IS NULL THEN
         RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'embedding is NULL',
             HINT = 'Report a failed item with corpus.corpus_embedding_fail instead.';
@@ -453,14 +466,7 @@ DECLARE
     slot corpus.embedding_slots;
     n    bigint;
 BEGIN
-    SELECT * INTO slot FROM corpus.embedding_slots s
-     WHERE s.item_table = corpus_embedding_enqueue.item_table
-       AND s.embedding_column = corpus_embedding_enqueue.embedding_column;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION USING ERRCODE = '42704',
-            MESSAGE = format('no registered embedding column "%s" on %s', embedding_column, item_table),
-            HINT = 'See corpus.embedding_slots for the columns pg_corpus keeps fresh.';
-    END IF;
+    slot := corpus._embedding_slot(item_table, embedding_column);
     EXECUTE format('INSERT INTO corpus.embedding_queue AS q (item_table, embedding_column, item_id, reason)
                     SELECT %s::oid, %L, t.%I::text, CASE WHEN t.%I IS NULL THEN ''missing'' ELSE ''requested'' END
                       FROM %s t WHERE %s
@@ -498,14 +504,10 @@ BEGIN
         RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'model must be a non-empty name',
             HINT = 'Name the model the way workers report it, e.g. ''multilingual-e5-small''.';
     END IF;
+    PERFORM corpus._embedding_slot(item_table, embedding_column);
     UPDATE corpus.embedding_slots s SET model = _embedding_model_start.model
      WHERE s.item_table = _embedding_model_start.item_table
        AND s.embedding_column = _embedding_model_start.embedding_column;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION USING ERRCODE = '42704',
-            MESSAGE = format('no registered embedding column "%s" on %s', embedding_column, item_table),
-            HINT = 'See corpus.embedding_slots for the columns pg_corpus keeps fresh.';
-    END IF;
     EXECUTE format('SELECT count(*) FROM %s', item_table) INTO total;
     RETURN total;
 END
