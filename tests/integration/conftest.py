@@ -296,7 +296,7 @@ def search(conn, corpus, query_vec, query_text, **kw):
 @pytest.fixture(scope="session")
 def pgc():
     return SimpleNamespace(
-        ROOT=ROOT, FIXTURES=FIXTURES, DIM=DIM, COURTS=COURTS, PRACTICE_AREAS=PRACTICE_AREAS,
+        ROOT=ROOT, FIXTURES=FIXTURES, LEGAL_COLUMNS=LEGAL_COLUMNS, DIM=DIM, COURTS=COURTS, PRACTICE_AREAS=PRACTICE_AREAS,
         SECTIONS=SECTIONS, DEFAULT=_DEFAULT,
         TextGen=TextGen, make_vocab=make_vocab, unit=unit,
         random_unit_vectors=random_unit_vectors, vec_text=vec_text,

@@ -127,16 +127,6 @@ def generate(pgc):
     return data
 
 
-COLUMNS = {
-    "case_law": ["id", "case_number", "case_name", "court", "source_kind", "practice_area",
-                 "headnote", "summary", "tags"],
-    "precedent_chunks": ["id", "case_law_id", "chunk_index", "page_number", "content",
-                         "embedding"],
-    "halachot": ["id", "case_law_id", "rule", "supporting_quote", "page_number", "review_status",
-                 "embedding"],
-    "document_chunks": ["id", "document_id", "case_id", "practice_area", "page_number", "section",
-                        "content", "embedding"],
-}
 
 
 def has_function(conn, name):
@@ -169,7 +159,7 @@ def template(cluster, pgc):
     conn = cluster.create_db(TEMPLATE)
     pgc.run_sql_file(conn, pgc.FIXTURES / "legal_schema.sql")
     data = generate(pgc)
-    for table, cols in COLUMNS.items():
+    for table, cols in pgc.LEGAL_COLUMNS.items():
         pgc.copy_rows(conn, table, cols, data[table])
     pgc.run_sql_file(conn, pgc.FIXTURES / "legal_indexes.sql")
     pgc.run_sql_file(conn, pgc.FIXTURES / "legal_corpora.sql")

@@ -261,11 +261,16 @@ pub fn lexical(corpus: &Corpus, idx: usize, conds: &[Condition], text: &str, lim
         &format!("\nCROSS JOIN (SELECT corpus._or_tsquery({cfg}::int8::oid::regconfig, {t}) AS query) AS q\nWHERE "),
         1,
     );
+    lexical_subplan(src, idx, &format!("ts_rank_cd({tsv}, q.query)::float8"), &fw, &lim, params)
+}
+
+/// A lexical subplan's statement around its score expression and FROM/WHERE: best first, item
+/// id breaking ties, at most `lim` rows.
+fn lexical_subplan(src: &Source, idx: usize, score: &str, fw: &str, lim: &str, params: Params) -> Subplan {
     let sql = format!(
-        "SELECT {}::text AS item_id, {}::text AS parent_id, ts_rank_cd({tsv}, q.query)::float8 AS score\n{fw}\nORDER BY score DESC, {} \nLIMIT {lim}",
-        col(&src.id),
+        "SELECT {id}::text AS item_id, {}::text AS parent_id,\n       {score} AS score\n{fw}\nORDER BY score DESC, {id}\nLIMIT {lim}",
         col(&src.parent_fk),
-        col(&src.id)
+        id = col(&src.id),
     );
     Subplan {
         source: idx,
@@ -299,22 +304,10 @@ pub fn lexical_bm25(
     let lim = params.push(Param::Int(limit));
     let tsv = col(&src.tsv);
     let fw = from_where(src, conds, false, &[format!("{tsv} @@ {tsq}::tsquery")], &mut params);
-    let sql = format!(
-        "SELECT {}::text AS item_id, {}::text AS parent_id,\n       \
-         corpus._bm25_score({tsv}, {keys}::text[], {weights}::real[]::float8[], {avg}::float8, {k1}::float8, {b}::float8) AS score\n\
-         {fw}\nORDER BY score DESC, {}\nLIMIT {lim}",
-        col(&src.id),
-        col(&src.parent_fk),
-        col(&src.id)
+    let score = format!(
+        "corpus._bm25_score({tsv}, {keys}::text[], {weights}::real[]::float8[], {avg}::float8, {k1}::float8, {b}::float8)"
     );
-    Subplan {
-        source: idx,
-        branch: Branch::Lexical,
-        strategy: Strategy::TextMatch,
-        sql,
-        params: params.values,
-        pruned: false,
-    }
+    lexical_subplan(src, idx, &score, &fw, &lim, params)
 }
 
 /// Per-corpus lexical statistics over every source's searchable items (the corpus predicate
