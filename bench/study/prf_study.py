@@ -24,20 +24,8 @@ K1, B = 1.2, 0.75
 WINDOW, RRF_K, K = 40, 60, 10
 
 
-def read_jsonl(p):
-    return [json.loads(l) for l in open(p, encoding="utf-8") if l.strip()]
-
-
-def doc_content(doc):  # scripts/load_beir.py
-    title = (doc.get("title") or "").strip()
-    text = (doc.get("text") or "").strip()
-    if not title:
-        return text
-    if not text:
-        return title
-    if text.startswith(title):
-        return text
-    return f"{title}. {text}"
+sys.path.insert(0, str(HERE.parent.parent / "scripts"))
+from load_beir import _read_jsonl as read_jsonl, doc_content  # noqa: E402  the loader's reading rules
 
 
 class Collection:
