@@ -47,3 +47,34 @@ CREATE TABLE corpus.lexical_totals (
 REVOKE ALL ON corpus.lexical_stats, corpus.lexical_totals FROM PUBLIC;
 -- searches run with the caller's rights and read the statistics
 GRANT SELECT ON corpus.lexical_stats, corpus.lexical_totals TO PUBLIC;
+
+-- ==========================================================================================
+-- BM25: champion lists. For every key in more than 1000 of a corpus' documents (lexical.rs,
+-- CHAMPION_LIST_LEN), each source's 1000 searchable items of highest BM25 term weight, best
+-- first. A query made only of such common keys takes its candidates from the heads of these
+-- lists instead of posting lists that hold most of the corpus (issue 3: no table scans).
+-- Written with the statistics, in the same transaction; items added since the last refresh
+-- are found by such queries only after the next one.
+--
+-- A list says which items contain a word, so a role reads a source's lists only when it may
+-- read that source's item ids and index terms itself (row-level security).
+-- ==========================================================================================
+CREATE TABLE corpus.lexical_champions (
+    corpus text NOT NULL,
+    source text NOT NULL,
+    term   text NOT NULL,
+    -- item ids (as text), best first
+    items  text[] NOT NULL,
+    PRIMARY KEY (corpus, term, source),
+    FOREIGN KEY (corpus, source) REFERENCES corpus.sources (corpus, name) ON DELETE CASCADE
+);
+
+REVOKE ALL ON corpus.lexical_champions FROM PUBLIC;
+GRANT SELECT ON corpus.lexical_champions TO PUBLIC;
+ALTER TABLE corpus.lexical_champions ENABLE ROW LEVEL SECURITY;
+CREATE POLICY readers_of_the_source ON corpus.lexical_champions FOR SELECT TO PUBLIC
+USING (EXISTS (
+    SELECT 1 FROM corpus.sources AS s
+     WHERE s.corpus = lexical_champions.corpus AND s.name = lexical_champions.source
+       AND pg_catalog.has_column_privilege(s.item_table, s.id_column::text, 'SELECT')
+       AND pg_catalog.has_column_privilege(s.item_table, s.tsv_column::text, 'SELECT')));

@@ -10,6 +10,7 @@ use pg_corpus_core::{plan, CoreError, SqlState};
 use pgrx::prelude::*;
 
 use crate::error::OrRaise;
+use crate::gucs;
 use crate::spi;
 use crate::vector::TsVectorArg;
 
@@ -82,7 +83,20 @@ fn corpus_refresh_lexical_stats(
                 continue;
             }
             let (sql, params) = plan::lexical_stats_sql(&c);
-            let (documents, terms) = spi::refresh_lexical_stats(&name, &sql, &params, state.changes_now)?;
+            let bm25 = Bm25Params::new(gucs::BM25_K1.get(), gucs::BM25_B.get())?;
+            let champions: Vec<(String, String, Vec<pg_corpus_core::sql::Param>)> = (0..c.sources.len())
+                .map(|idx| {
+                    let (sql, params) = plan::lexical_champions_sql(
+                        &c,
+                        idx,
+                        lexical::CHAMPION_LIST_LEN,
+                        lexical::CHAMPION_LIST_LEN,
+                        bm25,
+                    );
+                    (c.sources[idx].name.clone(), sql, params)
+                })
+                .collect();
+            let (documents, terms) = spi::refresh_lexical_stats(&name, &sql, &params, state.changes_now, &champions)?;
             out.push((name, documents, terms, true));
         }
         Ok(out)

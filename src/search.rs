@@ -300,6 +300,26 @@ fn ann_settings(window: usize, selectivity: f64) -> Vec<(&'static str, String)> 
     ]
 }
 
+/// Planner settings for a BM25 lexical subplan. It reads at most about a candidate budget of
+/// items through indexes, yet at the default random_page_cost (4) the planner joins their
+/// parents by hashing every parent of the corpus (3 ms at 8,000 parents) instead of looking
+/// the candidates' parents up by key: 13.5 → 8.8 ms p50 (docs/lexical-speed.md). A session's
+/// lower setting is kept.
+fn lexical_settings() -> Vec<(&'static str, String)> {
+    // SAFETY: a plain GUC variable, read in the backend's only thread.
+    let current = unsafe { pg_sys::random_page_cost };
+    vec![("random_page_cost", current.min(1.1).to_string())]
+}
+
+/// The settings a subplan runs with (restored afterwards).
+fn subplan_settings(req: &Request, sem: &[SemanticPlan], p: &Subplan, window: usize) -> Vec<(&'static str, String)> {
+    match (p.strategy, p.branch) {
+        (Strategy::Approximate, _) => ann_settings(window, sem[p.source].selectivity),
+        (_, Branch::Lexical) if req.lexical.is_some() => lexical_settings(),
+        _ => Vec::new(),
+    }
+}
+
 /// One round: every subplan with `window` rows, each branch's per-source lists merged into a
 /// corpus-wide list. Also says whether some source filled its window.
 fn run_round(req: &Request, sem: &[SemanticPlan], window: usize) -> Result<(Vec<RankedList>, bool), CoreError> {
@@ -309,12 +329,11 @@ fn run_round(req: &Request, sem: &[SemanticPlan], window: usize) -> Result<(Vec<
     // items out: a wider window (and so a larger candidate budget) can find them.
     let mut pruned_short = false;
     for p in subplans(req, sem, window) {
-        let hits = if p.strategy == Strategy::Approximate {
-            spi::with_settings(&ann_settings(window, sem[p.source].selectivity), || {
-                spi::branch_hits(p.source, &p.sql, &p.params)
-            })?
-        } else {
+        let settings = subplan_settings(req, sem, &p, window);
+        let hits = if settings.is_empty() {
             spi::branch_hits(p.source, &p.sql, &p.params)?
+        } else {
+            spi::with_settings(&settings, || spi::branch_hits(p.source, &p.sql, &p.params))?
         };
         pruned_short |= p.pruned && hits.len() < window;
         match p.branch {
@@ -493,14 +512,10 @@ fn corpus_explain(
                     ));
                 }
             }
-            let settings = if p.strategy == Strategy::Approximate {
-                ann_settings(req.window, sem[p.source].selectivity)
-                    .into_iter()
-                    .map(|(k, v)| format!("SET LOCAL {k} = {v};\n"))
-                    .collect::<String>()
-            } else {
-                String::new()
-            };
+            let settings = subplan_settings(&req, &sem, &p, req.window)
+                .into_iter()
+                .map(|(k, v)| format!("SET LOCAL {k} = {v};\n"))
+                .collect::<String>();
             (
                 req.corpus.sources[p.source].name.clone(),
                 p.branch.name().to_string(),

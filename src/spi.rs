@@ -500,12 +500,15 @@ pub fn lexical_state(corpus: &str, tables: &[i64]) -> Result<LexicalState, CoreE
     })
 }
 
-/// Replace a corpus' statistics with the result of `stats_sql` (plan::lexical_stats_sql).
+/// Replace a corpus' statistics with the result of `stats_sql` (plan::lexical_stats_sql), then
+/// its champion lists with the results of `champions` (source name, plan::lexical_champions_sql),
+/// which read the statistics just written.
 pub fn refresh_lexical_stats(
     corpus: &str,
     stats_sql: &str,
     params: &[Param],
     changes: i64,
+    champions: &[(String, String, Vec<Param>)],
 ) -> Result<(i64, i64), CoreError> {
     let n = params.len();
     let mut all = params.to_vec();
@@ -541,6 +544,22 @@ pub fn refresh_lexical_stats(
             )?
             .first()
             .get_two::<i64, i64>()?;
+        client.update("DELETE FROM corpus.lexical_champions WHERE corpus = $1", None, &[DatumWithOid::from(corpus)])?;
+        for (source, sql, params) in champions {
+            let mut all = params.to_vec();
+            all.push(Param::Text(corpus.to_string()));
+            all.push(Param::Text(source.clone()));
+            client.update(
+                &format!(
+                    "INSERT INTO corpus.lexical_champions (corpus, source, term, items)
+                     SELECT ${}::text, ${}::text, c.term, c.items FROM ({sql}) AS c",
+                    params.len() + 1,
+                    params.len() + 2
+                ),
+                None,
+                &datums(&all),
+            )?;
+        }
         Ok((row.0.unwrap_or(0), row.1.unwrap_or(0)))
     })
     .map_err(spi_failure)
@@ -551,6 +570,7 @@ pub fn clear_lexical_stats(corpus: &str) -> Result<(), CoreError> {
     Spi::connect_mut(|client| {
         client.update("DELETE FROM corpus.lexical_stats WHERE corpus = $1", None, &[DatumWithOid::from(corpus)])?;
         client.update("DELETE FROM corpus.lexical_totals WHERE corpus = $1", None, &[DatumWithOid::from(corpus)])?;
+        client.update("DELETE FROM corpus.lexical_champions WHERE corpus = $1", None, &[DatumWithOid::from(corpus)])?;
         Ok(())
     })
     .map_err(spi_failure)

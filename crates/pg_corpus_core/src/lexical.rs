@@ -101,31 +101,56 @@ pub fn score_tsvector(doc: &TsVector, keys: &[ScoredKey], avg_doc_len: f64, p: B
     total
 }
 
+/// Keys found in more documents of a corpus than this get a champion list when the corpus'
+/// statistics are refreshed: their documents with the highest BM25 term weight, best first, at
+/// most this many (`corpus.lexical_champions`). A query made only of such common keys takes
+/// its candidates from the lists' heads instead of the GIN index's posting lists, which hold
+/// most of the corpus for them.
+pub const CHAMPION_LIST_LEN: u64 = 1000;
+
 /// How the lexical branch finds candidates for a query.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CandidatePlan {
-    /// tsquery input text: the rare keys ORed, or (when every key is common) all keys ANDed.
-    pub tsquery: String,
+    /// tsquery input text of the keys whose documents are candidates (ORed), found through the
+    /// GIN index; None when every such key is found through its champion list instead.
+    pub tsquery: Option<String>,
+    /// Keys whose champion lists' first `champion_prefix` documents are candidates (only when
+    /// every key of the query is common).
+    pub champions: Vec<String>,
+    pub champion_prefix: u64,
     /// Keys that only score documents found by others.
     pub common: Vec<String>,
     /// Every key with `weight · idf`, for scoring.
     pub scored: Vec<ScoredKey>,
-    /// Some key did not find candidates (common keys, or the all-common AND): documents that
-    /// match only those keys are not candidates, so a larger budget can find more.
+    /// Some documents containing query keys are not candidates (common keys only score, or
+    /// champion lists are cut), so a larger budget can find more.
     pub pruned: bool,
 }
 
-/// Split the query into keys that find candidates and keys that only score them, so that the
-/// GIN index never hands over more than about `budget` documents: keys are taken rarest first
-/// while their document frequencies add up to at most `budget` (the rarest is always taken);
-/// the rest (the common keys) only add to the candidates' scores — Lucene's common-terms idea
-/// with a bound on the work instead of a frequency cutoff. When even the rarest key is common,
-/// candidates must contain every key. On a corpus whose documents fit in the budget every key
-/// finds candidates and the ranking is exact BM25. `df` gives a key's document frequency.
+fn or_query<'a>(keys: impl Iterator<Item = &'a str>) -> Option<String> {
+    let q: Vec<String> = keys.map(quote_lexeme).collect();
+    (!q.is_empty()).then(|| q.join(" | "))
+}
+
+/// Split the query into keys that find candidates and keys that only score them, so that no
+/// key hands over more than about `budget` documents:
+///
+/// - Keys are taken rarest first while their document frequencies add up to at most `budget`
+///   (the rarest is always taken when it fits alone); they find candidates through the GIN
+///   index, and the rest (the common keys) only add to the candidates' scores — Lucene's
+///   common-terms idea with a bound on the work instead of a frequency cutoff.
+/// - When even the rarest key is common, every key finds candidates, but a key above
+///   [`CHAMPION_LIST_LEN`] documents only through the head of its champion list (its
+///   documents of highest BM25 term weight): `budget / keys` documents each, at most the
+///   list's length. Keys below that length still use the index (at most that many documents).
+///
+/// On a corpus whose documents fit in the budget every key finds candidates and the ranking is
+/// exact BM25. `df` gives a key's document frequency.
 pub fn candidate_plan(keys: &[QueryKey], df: impl Fn(&str) -> u64, n_docs: u64, budget: u64) -> Option<CandidatePlan> {
     if keys.is_empty() {
         return None;
     }
+    let budget = budget.max(1);
     let scored: Vec<ScoredKey> = keys
         .iter()
         .map(|k| ScoredKey { key: k.key.clone(), weight_idf: k.weight * bm25::idf(n_docs, df(&k.key)) })
@@ -136,22 +161,36 @@ pub fn candidate_plan(keys: &[QueryKey], df: impl Fn(&str) -> u64, n_docs: u64, 
     let mut finders = Vec::new();
     let mut common = Vec::new();
     for (k, f) in &by_df {
-        if taken.saturating_add(*f) <= budget.max(1) || finders.is_empty() && *f <= budget {
+        if taken.saturating_add(*f) <= budget {
             taken = taken.saturating_add(*f);
-            finders.push(*k);
+            finders.push(k.key.as_str());
         } else {
             common.push(k.key.clone());
         }
     }
-    let pruned = !common.is_empty();
-    let tsquery = if finders.is_empty() {
-        // every key is common: documents must contain all of them
-        common.clear();
-        keys.iter().map(|k| quote_lexeme(&k.key)).collect::<Vec<_>>().join(" & ")
-    } else {
-        finders.iter().map(|k| quote_lexeme(&k.key)).collect::<Vec<_>>().join(" | ")
-    };
-    Some(CandidatePlan { tsquery, common, scored, pruned })
+    if !finders.is_empty() {
+        let pruned = !common.is_empty();
+        return Some(CandidatePlan {
+            tsquery: or_query(finders.into_iter()),
+            champions: Vec::new(),
+            champion_prefix: 0,
+            common,
+            scored,
+            pruned,
+        });
+    }
+    // Every key is common: champion lists' heads for the keys that have one, the index for
+    // the others.
+    let (listed, indexed): (Vec<_>, Vec<_>) = by_df.iter().partition(|(_, f)| *f > CHAMPION_LIST_LEN);
+    let prefix = (budget / by_df.len() as u64).clamp(1, CHAMPION_LIST_LEN);
+    Some(CandidatePlan {
+        tsquery: or_query(indexed.iter().map(|(k, _)| k.key.as_str())),
+        champions: listed.iter().map(|(k, _)| k.key.clone()).collect(),
+        champion_prefix: if listed.is_empty() { 0 } else { prefix },
+        common: Vec::new(),
+        scored,
+        pruned: true,
+    })
 }
 
 #[cfg(test)]
@@ -200,17 +239,54 @@ mod tests {
         let keys = vec![QueryKey { key: "the".into(), weight: 1.0 }, QueryKey { key: "zebra".into(), weight: 1.0 }];
         let df = |k: &str| if k == "the" { 900 } else { 3 };
         let plan = candidate_plan(&keys, df, 1000, 100).unwrap();
-        assert_eq!(plan.tsquery, "'zebra'");
+        assert_eq!(plan.tsquery.as_deref(), Some("'zebra'"));
         assert_eq!(plan.common, vec!["the"]);
+        assert!(plan.champions.is_empty());
         assert!(plan.pruned);
         assert!(plan.scored[0].weight_idf < plan.scored[1].weight_idf);
         // a small corpus fits the budget: every key finds candidates (exact BM25)
         let small = candidate_plan(&keys, df, 1000, 2000).unwrap();
-        assert_eq!(small.tsquery, "'zebra' | 'the'");
+        assert_eq!(small.tsquery.as_deref(), Some("'zebra' | 'the'"));
         assert!(small.common.is_empty() && !small.pruned);
-        let all_common = candidate_plan(&keys, |_| 900, 1000, 100).unwrap();
-        assert_eq!(all_common.tsquery, "'the' & 'zebra'");
-        assert!(all_common.pruned);
         assert!(candidate_plan(&[], df, 1000, 100).is_none());
+    }
+
+    #[test]
+    fn all_common_queries_take_champion_heads() {
+        let keys: Vec<QueryKey> =
+            ["a", "b", "c", "d"].iter().map(|k| QueryKey { key: k.to_string(), weight: 1.0 }).collect();
+        // every key above the budget; "d" below the champion list length
+        let df = |k: &str| match k {
+            "a" => 50_000,
+            "b" => 20_000,
+            "c" => 3_000,
+            _ => 700,
+        };
+        let plan = candidate_plan(&keys, df, 100_000, 400).unwrap();
+        assert_eq!(plan.champions, vec!["c", "b", "a"], "rarest first");
+        assert_eq!(plan.champion_prefix, 100, "budget / keys");
+        assert_eq!(plan.tsquery.as_deref(), Some("'d'"), "no list below the list length: the index");
+        assert!(plan.common.is_empty() && plan.pruned);
+        assert_eq!(plan.scored.len(), 4);
+        // a large budget never reads beyond a list
+        let wide = candidate_plan(&keys[..3], df, 100_000, 2_500).unwrap();
+        assert_eq!(wide.champion_prefix, 833);
+        assert_eq!(wide.tsquery, None);
+        let huge = candidate_plan(&keys[..1], df, 100_000, 20_000).unwrap();
+        assert_eq!((huge.champion_prefix, huge.champions.len()), (CHAMPION_LIST_LEN, 1));
+        // a budget below the list length: keys in between use the index
+        let low = candidate_plan(&keys[3..], df, 100_000, 10).unwrap();
+        assert_eq!((low.tsquery.as_deref(), low.champions.len(), low.champion_prefix), (Some("'d'"), 0, 0));
+        // the candidates found are bounded whatever the frequencies
+        for budget in [1, 10, 400, 2000, 5000, 1_000_000] {
+            let p = candidate_plan(&keys, df, 100_000, budget).unwrap();
+            let via_index: u64 = keys
+                .iter()
+                .filter(|k| p.tsquery.as_deref().is_some_and(|q| q.contains(&quote_lexeme(&k.key))))
+                .map(|k| df(&k.key))
+                .sum();
+            let via_lists = p.champions.len() as u64 * p.champion_prefix;
+            assert!(via_index + via_lists <= budget.max(keys.len() as u64 * CHAMPION_LIST_LEN), "{budget}: {p:?}");
+        }
     }
 }

@@ -283,7 +283,9 @@ fn lexical_subplan(src: &Source, idx: usize, score: &str, fw: &str, lim: &str, p
 }
 
 /// The BM25 lexical subplan: candidates through the tsvector's GIN index (`@@` the candidate
-/// plan's tsquery of rare keys), scored by `corpus._bm25_score` with the corpus' statistics.
+/// plan's tsquery of rare keys) or, for a query of common keys only, the heads of their champion
+/// lists (`corpus.lexical_champions`, looked up by item id), scored by `corpus._bm25_score`
+/// with the corpus' statistics.
 pub fn lexical_bm25(
     corpus: &Corpus,
     idx: usize,
@@ -300,14 +302,78 @@ pub fn lexical_bm25(
     let avg = params.push(Param::Float(avg_doc_len));
     let k1 = params.push(Param::Float(bm25.k1));
     let b = params.push(Param::Float(bm25.b));
-    let tsq = params.push(Param::Text(plan.tsquery.clone()));
     let lim = params.push(Param::Int(limit));
     let tsv = col(&src.tsv);
-    let fw = from_where(src, conds, false, &[format!("{tsv} @@ {tsq}::tsquery")], &mut params);
+    let mut finders = Vec::new();
+    if let Some(q) = &plan.tsquery {
+        finders.push(format!("{tsv} @@ {}::tsquery", params.push(Param::Text(q.clone()))));
+    }
+    if !plan.champions.is_empty() {
+        let c = params.push(Param::Text(corpus.name.clone()));
+        let s = params.push(Param::Text(src.name.clone()));
+        let t = params.push(Param::TextArray(plan.champions.clone()));
+        let n = params.push(Param::Int(plan.champion_prefix as i64));
+        finders.push(format!(
+            "{} = ANY(ARRAY(SELECT h.item::{} FROM corpus.lexical_champions AS ch \
+             CROSS JOIN LATERAL unnest(ch.items[1:{n}::int4]) AS h(item) \
+             WHERE ch.corpus = {c}::text AND ch.source = {s}::text AND ch.term = ANY({t}::text[])))",
+            col(&src.id),
+            src.id.sql_type
+        ));
+    }
+    let find = if finders.len() == 1 { finders.remove(0) } else { format!("({})", finders.join(" OR ")) };
+    let fw = from_where(src, conds, false, &[find], &mut params);
     let score = format!(
         "corpus._bm25_score({tsv}, {keys}::text[], {weights}::real[]::float8[], {avg}::float8, {k1}::float8, {b}::float8)"
     );
     lexical_subplan(src, idx, &score, &fw, &lim, params)
+}
+
+/// The champion lists of one source (`term`, `items`): for every key in more than `min_df` of
+/// the corpus' documents (by the statistics just written to corpus.lexical_stats), the source's
+/// searchable items of highest BM25 term weight `tf·(k1+1) / (tf + k1·(1 − b + b·dl/avgdl))`,
+/// best first (item id breaking ties), at most `len`. The weight is the key's whole
+/// contribution to a document's score up to its idf, a constant per key.
+pub fn lexical_champions_sql(
+    corpus: &Corpus,
+    idx: usize,
+    min_df: u64,
+    len: u64,
+    bm25: crate::bm25::Bm25Params,
+) -> (String, Vec<Param>) {
+    let src = &corpus.sources[idx];
+    let mut params = Params::default();
+    let fw = from_where(src, &[], false, &[], &mut params);
+    let c = params.push(Param::Text(corpus.name.clone()));
+    let min = params.push(Param::Int(min_df as i64));
+    let n = params.push(Param::Int(len as i64));
+    let k1 = params.push(Param::Float(bm25.k1));
+    let b = params.push(Param::Float(bm25.b));
+    let sql = format!(
+        "WITH docs AS MATERIALIZED (
+SELECT {id}::text AS id, {tsv} AS tsv, corpus._bm25_length({tsv})::float8 AS dl {fw}
+),
+avg AS (SELECT greatest(t.total_length::float8 / greatest(t.documents, 1), 1) AS dl
+          FROM corpus.lexical_totals AS t WHERE t.corpus = {c}::text),
+common AS (SELECT s.term FROM corpus.lexical_stats AS s WHERE s.corpus = {c}::text AND s.df > {min}::int8),
+weighted AS (
+SELECT t.lexeme AS term, d.id,
+       coalesce(cardinality(t.positions), 0)::float8 AS tf, d.dl / avg.dl AS rel
+  FROM docs AS d CROSS JOIN LATERAL unnest(d.tsv) AS t
+  JOIN common ON common.term = t.lexeme
+ CROSS JOIN avg
+),
+ranked AS (
+SELECT term, id, row_number() OVER (
+           PARTITION BY term
+           ORDER BY tf * ({k1}::float8 + 1) / (tf + {k1}::float8 * (1 - {b}::float8 + {b}::float8 * rel)) DESC, id) AS rn
+  FROM weighted
+)
+SELECT term, array_agg(id ORDER BY rn) AS items FROM ranked WHERE rn <= {n}::int8 GROUP BY term",
+        id = col(&src.id),
+        tsv = col(&src.tsv),
+    );
+    (sql, params.values)
 }
 
 /// Per-corpus lexical statistics over every source's searchable items (the corpus predicate

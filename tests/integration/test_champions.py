@@ -1,0 +1,244 @@
+"""BM25 champion lists (corpus.lexical_champions): a query made only of common keys takes its
+candidates from the heads of the keys' champion lists, never from posting lists that hold most
+of the corpus (issue 3, "no table scans").
+
+Two corpora share one table (`kind` a and b). Every document holds "alpha" and most hold
+"beta", so both keys are in more documents than CHAMPION_LIST_LEN (1000) and every query of
+them is all-common. The lists are recomputed here in Python from the generated text (the
+`simple` analyser: one key per word) and compared with what the refresh wrote.
+"""
+import json
+import math
+import re
+
+import numpy as np
+import pytest
+
+LIST_LEN = 1000  # crates/pg_corpus_core/src/lexical.rs CHAMPION_LIST_LEN
+K1, B = 1.2, 0.75
+ROLE = "corpus_champion_reader"
+N_A, N_B = 2400, 1300
+FILLER = ["lorem", "ipsum", "dolor", "sitam", "consec", "adipis", "elitse", "doeius", "tempor",
+          "incidi", "utlabo", "magnal", "aliqua", "enimad", "minimv", "veniam", "quisno",
+          "exerci", "ullamc", "laboris"]
+
+
+def generate():
+    rng = np.random.default_rng(7)
+    rows = []
+    for i in range(1, N_A + N_B + 1):
+        kind = 1 if i <= N_A else 2
+        words = ["alpha"] * int(rng.integers(1, 5))
+        if rng.random() < 0.9:
+            words += ["beta"] * int(rng.integers(1, 4))
+        if kind == 2:
+            words += ["alpha"] * 6  # corpus b's documents would top every list of a's
+        words += [FILLER[j] for j in rng.integers(0, len(FILLER), int(rng.integers(3, 60)))]
+        rng.shuffle(words)
+        rows.append((i, kind, " ".join(words)))
+    return rows
+
+
+def load(db, rows):
+    db.execute("""
+        CREATE TABLE kinds (id int PRIMARY KEY, kind text NOT NULL);
+        CREATE TABLE docs (
+            id int PRIMARY KEY,
+            kind_id int NOT NULL REFERENCES kinds (id),
+            body text NOT NULL,
+            emb vector(2),
+            body_bm25 tsvector GENERATED ALWAYS AS (corpus.bm25_document(body, 'simple')) STORED);
+        CREATE INDEX ON docs USING gin (body_bm25);
+        CREATE INDEX ON docs (kind_id);
+        INSERT INTO kinds VALUES (1, 'a'), (2, 'b');""")
+    with db.cursor().copy("COPY docs (id, kind_id, body, emb) FROM STDIN") as cp:
+        for i, kind, body in rows:
+            cp.write_row((i, kind, body, "[1,0]"))
+    db.execute("ANALYZE docs")
+    for corpus, kind in (("ca", "a"), ("cb", "b")):
+        db.execute("SELECT corpus.corpus_create(%s, isolation => jsonb_build_object('kind', %s::text))",
+                   [corpus, kind])
+        db.execute("""SELECT corpus.corpus_add_source(%s, 'docs', 'docs', text_column => 'body',
+                        embedding_column => 'emb', tsv_column => 'body_bm25', language => 'simple',
+                        parent_table => 'kinds', parent_fk => 'kind_id', min_length => 1)""", [corpus])
+
+
+def expected_lists(rows, kind):
+    """Per common key: the corpus' items of highest tf-norm, best first, ids as text breaking
+    ties (the refresh orders by the text id)."""
+    docs = [(str(i), body.split()) for i, k, body in rows if k == kind]
+    avg = sum(len(w) for _, w in docs) / len(docs)
+    df = {}
+    for _, words in docs:
+        for w in set(words):
+            df[w] = df.get(w, 0) + 1
+    out = {}
+    for term, n in df.items():
+        if n <= LIST_LEN:
+            continue
+        weighted = []
+        for item, words in docs:
+            tf = float(words.count(term))
+            if tf:
+                rel = len(words) / avg
+                weighted.append((-(tf * (K1 + 1) / (tf + K1 * (1 - B + B * rel))), item))
+        out[term] = [item for _, item in sorted(weighted)[:LIST_LEN]]
+    return out
+
+
+@pytest.fixture(scope="module")
+def data():
+    return generate()
+
+
+@pytest.fixture(scope="module")
+def db(cluster, data):
+    conn = cluster.create_db("pg_corpus_champions")
+    load(conn, data)
+    return conn
+
+
+def lists(db, corpus):
+    return dict(db.execute("SELECT term, items FROM corpus.lexical_champions WHERE corpus = %s",
+                           [corpus]).fetchall())
+
+
+def test_lists_hold_each_corpus_best_items_by_bm25_term_weight(db, data):
+    for corpus, kind in (("ca", 1), ("cb", 2)):
+        want = expected_lists(data, kind)
+        got = lists(db, corpus)
+        assert set(got) == set(want), (corpus, sorted(got), sorted(want))
+        assert set(want) >= {"alpha"}, "the data must make alpha common"
+        for term in want:
+            assert got[term] == want[term], (corpus, term)
+    # isolation: corpus b's items (ids above N_A) outrank a's for alpha, yet never enter a's list
+    assert all(int(i) <= N_A for items in lists(db, "ca").values() for i in items)
+    assert all(int(i) > N_A for items in lists(db, "cb").values() for i in items)
+
+
+def explain_subplan(db, corpus, text, settings=()):
+    row = db.execute("SELECT sql, params FROM corpus.corpus_explain(%s, NULL, %s, mode => 'lexical')",
+                     [corpus, text]).fetchone()
+    sql, params = row
+    body = "\n".join(line for line in sql.splitlines() if not line.startswith("SET LOCAL "))
+    body = re.sub(r"\$(\d+)", r"%(p\1)s", body.replace("%", "%%"))
+    values = {f"p{i + 1}": v for i, v in enumerate(params)}
+    with db.transaction():
+        for name, value in settings:
+            db.execute(f"SET LOCAL {name} = {value}")
+        doc = db.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {body}", values, prepare=False).fetchone()[0]
+    doc = json.loads(doc) if isinstance(doc, str) else doc
+    return sql, doc[0]["Plan"]
+
+
+def nodes(plan):
+    yield plan
+    for child in plan.get("Plans", []):
+        yield from nodes(child)
+
+
+def test_an_all_common_query_reads_list_heads_not_posting_lists(db):
+    sql, plan = explain_subplan(db, "ca", "alpha beta")
+    assert "corpus.lexical_champions" in sql and "@@" not in sql, sql
+    scans = [n for n in nodes(plan) if n.get("Relation Name") == "docs"]
+    assert scans and all(n["Node Type"] != "Seq Scan" for n in scans), plan
+    # budget 2000 over two keys: the first 1000 items of each list at most
+    assert sum(n["Actual Rows"] for n in scans) <= 2 * LIST_LEN, plan
+    # the exhaustive plan (every key through the index) reads every document of the corpus
+    db.execute("SET pg_corpus.bm25_candidate_budget = 1000000000")
+    try:
+        full_sql, full = explain_subplan(db, "ca", "alpha beta")
+    finally:
+        db.execute("RESET pg_corpus.bm25_candidate_budget")
+    assert "lexical_champions" not in full_sql
+    assert sum(n["Actual Rows"] for n in nodes(full) if n.get("Relation Name") == "docs") >= N_A
+
+
+def lexical(db, corpus, text, k=10, budget=None):
+    if budget:
+        db.execute(f"SET pg_corpus.bm25_candidate_budget = {budget}")
+    try:
+        return db.execute(
+            "SELECT item_id, lexical_score FROM corpus.corpus_hybrid_search(%s, NULL, %s, k => %s, "
+            "mode => 'lexical', max_per_parent => 0)", [corpus, text, k]).fetchall()
+    finally:
+        db.execute("RESET pg_corpus.bm25_candidate_budget")
+
+
+def test_list_heads_find_the_exact_bm25_top_k(db):
+    for corpus in ("ca", "cb"):
+        for text in ("alpha beta", "alpha", "beta alpha alpha"):
+            got = lexical(db, corpus, text)
+            exact = lexical(db, corpus, text, budget=10 ** 9)
+            assert len(got) == 10 and len(exact) == 10
+            # a document's score does not depend on how it was found
+            exact_scores = dict(exact)
+            assert all(math.isclose(s, exact_scores.get(i, s), rel_tol=1e-9) for i, s in got)
+            # the top 10 by score (ties at the cut may differ in which ids they keep)
+            assert [round(s, 9) for _, s in got] == [round(s, 9) for _, s in exact], (corpus, text)
+
+
+def test_lists_follow_the_refresh(db):
+    db.execute("INSERT INTO docs (id, kind_id, body, emb) VALUES "
+               "(100001, 1, 'alpha alpha alpha alpha alpha beta beta beta beta', '[1,0]')")
+    try:
+        # until the next refresh an all-common query does not find the new item ...
+        assert "100001" not in [i for i, _ in lexical(db, "ca", "alpha beta")]
+        db.execute("SELECT * FROM corpus.corpus_refresh_lexical_stats('ca')")
+        assert lexical(db, "ca", "alpha beta")[0][0] == "100001"
+        assert lists(db, "ca")["alpha"][0] == "100001"
+        # a deleted item is never served, listed or not
+        db.execute("DELETE FROM docs WHERE id = 100001")
+        assert "100001" not in [i for i, _ in lexical(db, "ca", "alpha beta")]
+    finally:
+        db.execute("DELETE FROM docs WHERE id = 100001")
+        db.execute("SELECT * FROM corpus.corpus_refresh_lexical_stats('ca')")
+
+
+@pytest.fixture
+def role(db):
+    db.execute(f"DROP ROLE IF EXISTS {ROLE}")
+    db.execute(f"CREATE ROLE {ROLE}")
+    yield ROLE
+    db.execute(f"DROP OWNED BY {ROLE}")
+    db.execute(f"DROP ROLE {ROLE}")
+
+
+def visible(db, role):
+    with db.transaction():
+        db.execute(f"SET LOCAL ROLE {role}")
+        return db.execute("SELECT count(*) FROM corpus.lexical_champions").fetchone()[0]
+
+
+def test_lists_are_read_only_by_readers_of_the_items(db, role):
+    """A list says which items hold a word: only a role that may read the item ids and their
+    index terms sees it (row-level security); nobody but the owner writes it."""
+    total = db.execute("SELECT count(*) FROM corpus.lexical_champions").fetchone()[0]
+    assert total >= 2
+    assert visible(db, role) == 0
+    db.execute(f"GRANT SELECT (id, body) ON docs TO {role}")
+    assert visible(db, role) == 0, "the ids without the index terms"
+    db.execute(f"GRANT SELECT (body_bm25) ON docs TO {role}")
+    assert visible(db, role) == total
+    db.execute(f"REVOKE SELECT ON docs FROM {role}")
+    db.execute(f"GRANT SELECT ON docs, kinds TO {role}")
+    assert visible(db, role) == total
+    # the role's own search uses the lists
+    with db.transaction():
+        db.execute(f"SET LOCAL ROLE {role}")
+        got = db.execute("SELECT count(*) FROM corpus.corpus_hybrid_search('ca', NULL, 'alpha beta', "
+                         "mode => 'lexical', max_per_parent => 0)").fetchone()[0]
+        assert got == 10
+        with pytest.raises(Exception) as e:
+            db.execute("DELETE FROM corpus.lexical_champions")
+        assert e.value.sqlstate == "42501"
+
+
+def test_dropping_a_source_drops_its_lists(cluster, data):
+    db = cluster.create_db("pg_corpus_champions_drop")
+    load(db, data[:1500])
+    assert lists(db, "ca")
+    db.execute("SELECT corpus.corpus_drop_source('ca', 'docs')")
+    assert not lists(db, "ca")
+    db.execute("SELECT corpus.corpus_drop('ca')")
+    assert db.execute("SELECT count(*) FROM corpus.lexical_champions WHERE corpus = 'ca'").fetchone()[0] == 0
