@@ -237,6 +237,8 @@ pub fn judge_indexes(corpus: &str, src: &Source, indexes: &[IndexInfo]) -> Check
         ann.iter().filter(|x| x.opclasses.first().is_some_and(|o| o == src.distance.opclass())).collect();
     let gin = lead(indexes, &src.tsv.column).any(|x| x.am == "gin");
     let fk = lead(indexes, &src.parent_fk.column).next().is_some();
+    // the lexical branch looks champion-list items up by id (and the final fetch, every hit)
+    let id = lead(indexes, &src.id.column).next().is_some();
     let invalid: Vec<&IndexInfo> = indexes.iter().filter(|x| !x.valid).collect();
     let table = qualified(&src.item.schema, &src.item.name);
     if !invalid.is_empty() {
@@ -288,11 +290,22 @@ pub fn judge_indexes(corpus: &str, src: &Source, indexes: &[IndexInfo]) -> Check
         row.count += 1;
         row.flag(Status::Warn, format!("CREATE INDEX ON {table} ({});", ident(&src.parent_fk.column)));
     }
+    if !id {
+        row.count += 1;
+        row.flag(
+            Status::Warn,
+            format!(
+                "Hits and champion-list candidates are looked up by item id: CREATE UNIQUE INDEX ON {table} ({}); (or a plain index when ids repeat)",
+                ident(&src.id.column)
+            ),
+        );
+    }
     row.detail = json!({
         "ann_index": ann.first().map(|x| &x.name),
         "ann_opclass_expected": src.distance.opclass(),
         "lexical_gin_index": gin,
         "parent_key_index": fk,
+        "item_id_index": id,
         "invalid_indexes": invalid.iter().map(|x| &x.name).collect::<Vec<_>>(),
         "partial_indexes": indexes.iter().filter(|x| x.partial).map(|x| &x.name).collect::<Vec<_>>(),
         "indexes": indexes.iter().map(|x| &x.name).collect::<Vec<_>>(),
@@ -393,8 +406,12 @@ mod tests {
             idx("e", "hnsw", "embedding", "vector_cosine_ops", true),
             idx("t", "gin", "content_tsv", "tsvector_ops", true),
             idx("f", "btree", "case_law_id", "int8_ops", true),
+            idx("pk", "btree", "id", "int8_ops", true),
         ];
         assert_eq!(judge_indexes("x", src, &good).status, Status::Ok);
+        let row = judge_indexes("x", src, &good[..3]);
+        assert_eq!((row.status, row.count), (Status::Warn, 1));
+        assert!(row.hint.contains("CREATE UNIQUE INDEX ON \"public\".\"precedent_chunks\" (\"id\");"), "{}", row.hint);
         let mut wrong_ops = good.clone();
         wrong_ops[0] = idx("e", "hnsw", "embedding", "vector_l2_ops", true);
         assert_eq!(judge_indexes("x", src, &wrong_ops).status, Status::Fail);

@@ -477,10 +477,72 @@ mod tests {
             }
             let p = lexical(&c, idx, &conds, "חוזה שכירות", 40);
             out.push((p.sql, p.params));
+            for plan in bm25_plans() {
+                let p = lexical_bm25(&c, idx, &conds, &plan, 50.0, crate::bm25::Bm25Params::default(), 40);
+                out.push((p.sql, p.params));
+            }
             out.push(slice_estimate(&c, idx, &conds));
             out.push(fetch(&c, idx, &conds, vec!["1".into()]));
         }
         out
+    }
+
+    /// A mixed plan (rare keys through the index), an all-common one with champion lists only,
+    /// and one with both.
+    fn bm25_plans() -> Vec<crate::lexical::CandidatePlan> {
+        let keys: Vec<crate::lexical::QueryKey> = ["חוזה", "שכירות", "של"]
+            .iter()
+            .map(|k| crate::lexical::QueryKey { key: k.to_string(), weight: 1.0 })
+            .collect();
+        let df = |k: &str| match k {
+            "חוזה" => 5,
+            "שכירות" => 1500,
+            _ => 90_000,
+        };
+        let plans: Vec<_> = [(2000, 100_000), (4, 100_000)]
+            .iter()
+            .map(|&(budget, n)| crate::lexical::candidate_plan(&keys, df, n, budget).unwrap())
+            .chain(crate::lexical::candidate_plan(&keys[2..], df, 100_000, 2000))
+            .collect();
+        assert!(plans[0].champions.is_empty() && plans[0].tsquery.is_some());
+        assert!(!plans[1].champions.is_empty() && plans[1].tsquery.is_some());
+        assert!(!plans[2].champions.is_empty() && plans[2].tsquery.is_none());
+        plans
+    }
+
+    #[test]
+    fn champion_lists_are_computed_under_the_corpus_predicate() {
+        let c = legal();
+        for idx in 0..c.sources.len() {
+            let (sql, params) = lexical_champions_sql(&c, idx, 1000, 1000, crate::bm25::Bm25Params::default());
+            assert!(sql.contains("p.\"source_kind\" = $") && sql.contains("char_length(btrim("), "{sql}");
+            assert!(params.contains(&Param::Text("external_upload".into())));
+            for n in 1..=params.len() {
+                assert!(sql.contains(&format!("${n}")), "${n} unused in {sql}");
+            }
+            assert!(!sql.contains(&format!("${}", params.len() + 1)));
+        }
+    }
+
+    #[test]
+    fn champion_candidates_are_looked_up_by_id_under_the_corpus_predicate() {
+        let c = legal();
+        let plan = crate::lexical::candidate_plan(
+            &[crate::lexical::QueryKey { key: "של".into(), weight: 1.0 }],
+            |_| 90_000,
+            100_000,
+            2000,
+        )
+        .unwrap();
+        let p = lexical_bm25(&c, 0, &[], &plan, 50.0, crate::bm25::Bm25Params::default(), 40);
+        assert!(!p.sql.contains("@@"), "{}", p.sql);
+        assert!(
+            p.sql.contains("i.\"id\" = ANY(ARRAY(SELECT h.item::bigint FROM corpus.lexical_champions"),
+            "{}",
+            p.sql
+        );
+        assert!(p.params.contains(&Param::Text(c.name.clone())) && p.params.contains(&Param::Int(1000)));
+        assert!(p.sql.contains("p.\"source_kind\" = $"), "the corpus predicate still applies: {}", p.sql);
     }
 
     #[test]
