@@ -31,9 +31,7 @@ What it does:
     (corpus, method) pairs, each round in a new shuffled order; a query's latency is the
     median of its rounds (wall clock at the client, local socket). Methods:
       bm25            mode => 'lexical', BM25, default pg_corpus.bm25_candidate_budget (2000)
-      bm25_rpc        bm25 with random_page_cost = 1.1 (a diagnostic: the planner then joins
-                      each candidate's parent through its primary key instead of hashing all
-                      the corpus' parents)
+                      (the extension plans every BM25 subplan with random_page_cost <= 1.1)
       bm25_20k        the same with the budget 20000
       bm25_exhaustive the same with the budget 10^9: every key finds candidates (exact BM25)
       ts_rank_cd      mode => 'lexical' with pg_corpus.lexical_scorer = ts_rank_cd on the
@@ -42,13 +40,21 @@ What it does:
       hybrid          the default call: both branches (BM25, default budget), RRF
     Quality of the budget: overlap@10 of bm25 and bm25_20k with bm25_exhaustive (synthetic
     data has no judgments), and the exhaustive BM25 score mass they keep (the score of an item
-    does not depend on the budget: the budget only decides which items are scored);
+    does not depend on the budget: the budget only decides which items are scored). A query
+    whose keys are all above the budget gets a champion plan: its keys above CHAMPION_LIST_LEN
+    documents find candidates through the heads of their champion lists
+    (corpus.lexical_champions), the others through the GIN index;
  5. where the time goes: EXPLAIN (ANALYZE, BUFFERS) of every lexical subplan that
-    corpus.corpus_explain prints (candidates, plan, buffers), the same subplan with the BM25
+    corpus.corpus_explain prints, under the SET LOCAL settings it prints (random_page_cost 1.1
+    for BM25, as the search runs it): candidates, plan, buffers; the same subplan with the BM25
     score replaced by a constant and by length(tsvector) (index + heap + join vs. detoasting
     vs. scoring), the statistics and catalog lookups the search runs before it, and the
     semantic subplan for comparison;
- 6. writes bench/results/lexical_speed.json (raw numbers), docs/lexical-speed.png (when
+ 6. offline (numpy, no database): exact BM25 on the generated text against the extension's
+    candidate plan simulated (champion lists cut with the exact tf-normalisation order, ties
+    by chunk id as text, as the statistics refresh writes them) and against champion lists of
+    M chunks for every key above the budget (a sensitivity check);
+ 7. writes bench/results/lexical_speed.json (raw numbers), docs/lexical-speed.png (when
     matplotlib is installed) and the results section of docs/lexical-speed.md (between the
     `results:begin/end` markers; the hand-written analysis around them is kept).
 
@@ -89,9 +95,6 @@ BUDGET_DEFAULT, BUDGET_MID, BUDGET_EXHAUSTIVE = 2000, 20000, 1_000_000_000
 
 METHODS = {
     "bm25": "BM25, default candidate budget (2000)",
-    "bm25_rpc": "the same with random_page_cost = 1.1 (diagnostic: the planner then reaches "
-                "each candidate's parent through its primary key instead of hashing every "
-                "parent of the corpus)",
     "bm25_20k": "BM25, candidate budget 20000",
     "bm25_exhaustive": "BM25, budget 10^9 (every key finds candidates: exact BM25)",
     "ts_rank_cd": "ts_rank_cd over an OR of the lexemes (the old path), to_tsvector column",
@@ -101,7 +104,6 @@ METHODS = {
 }
 SESSION_SETTINGS = {
     "bm25": [],
-    "bm25_rpc": [("random_page_cost", "1.1")],
     "bm25_20k": [("pg_corpus.bm25_candidate_budget", str(BUDGET_MID))],
     "bm25_exhaustive": [("pg_corpus.bm25_candidate_budget", str(BUDGET_EXHAUSTIVE))],
     "ts_rank_cd": [("pg_corpus.lexical_scorer", "ts_rank_cd")],
@@ -109,10 +111,13 @@ SESSION_SETTINGS = {
     "semantic_hnsw": [("pg_corpus.exact_search_max_rows", "0")],
     "hybrid": [],
 }
-SHORT = {"bm25": "BM25 (budget 2000)", "bm25_rpc": "BM25, random_page_cost 1.1", "bm25_20k": "BM25 (budget 20k)",
+SHORT = {"bm25": "BM25 (budget 2000)", "bm25_20k": "BM25 (budget 20k)",
          "bm25_exhaustive": "BM25 exhaustive", "ts_rank_cd": "ts_rank_cd (old)",
          "semantic": "semantic", "semantic_hnsw": "semantic (HNSW forced)", "hybrid": "hybrid"}
-LEXICAL = ("bm25", "bm25_rpc", "bm25_20k", "bm25_exhaustive", "ts_rank_cd")
+LEXICAL = ("bm25", "bm25_20k", "bm25_exhaustive", "ts_rank_cd")
+# crates/pg_corpus_core/src/lexical.rs CHAMPION_LIST_LEN: keys in more documents of a corpus
+# have a champion list of this many items (corpus.lexical_champions)
+CHAMPION_LIST_LEN = 1000
 
 
 def log(msg):
@@ -450,20 +455,29 @@ def prewarm(conn):
 # --------------------------------------------------------------------------------------------
 
 def candidate_plan(keys, df, budget):
-    """crates/pg_corpus_core/src/lexical.rs candidate_plan, for reporting: ("or", finders,
-    scoring-only keys) or ("and", all keys, []) when even the rarest key is above the budget."""
+    """crates/pg_corpus_core/src/lexical.rs candidate_plan, for reporting. Keys rarest first
+    (ties by key) while their document frequencies add up to at most the budget find candidates
+    through the GIN index, the rest only score: ("or", finders, scoring-only keys, 0). When even
+    the rarest key is above the budget (an all-common query), the champion plan: ("champions",
+    keys above CHAMPION_LIST_LEN documents, which take the first `prefix` items of their
+    champion lists, keys at most that common, found through the GIN index, prefix) with prefix
+    = budget / number of keys, clamped to 1..CHAMPION_LIST_LEN."""
+    budget = max(budget, 1)
     by_df = sorted(keys, key=lambda k: (df.get(k, 0), k))
     taken, finders, common = 0, [], []
     for k in by_df:
         f = df.get(k, 0)
-        if taken + f <= max(budget, 1) or (not finders and f <= budget):
+        if taken + f <= budget:
             taken += f
             finders.append(k)
         else:
             common.append(k)
-    if not finders:
-        return "and", list(keys), []
-    return "or", finders, common
+    if finders:
+        return "or", finders, common, 0
+    listed = [k for k in by_df if df.get(k, 0) > CHAMPION_LIST_LEN]
+    indexed = [k for k in by_df if df.get(k, 0) <= CHAMPION_LIST_LEN]
+    prefix = min(max(budget // len(by_df), 1), CHAMPION_LIST_LEN) if listed else 0
+    return "champions", listed, indexed, prefix
 
 
 def query_statistics(conn, corpus, text):
@@ -473,11 +487,19 @@ def query_statistics(conn, corpus, text):
                            "WHERE corpus = %s AND term = ANY(%s)", [corpus, keys]).fetchall())
     docs = conn.execute("SELECT documents FROM corpus.lexical_totals WHERE corpus = %s",
                         [corpus]).fetchone()[0]
-    kind, finders, common = candidate_plan(keys, df, BUDGET_DEFAULT)
-    return dict(keys=keys, df=[df.get(k, 0) for k in keys], documents=docs, plan=kind,
-                finders=finders, scoring_only=common,
-                # the candidates the budget counts on (an AND plan has no bound)
-                finder_df_sum=sum(df.get(k, 0) for k in finders) if kind == "or" else None)
+    if not keys:
+        return dict(keys=keys, df=[], documents=docs, plan=None)
+    kind, first, second, prefix = candidate_plan(keys, df, BUDGET_DEFAULT)
+    out = dict(keys=keys, df=[df.get(k, 0) for k in keys], documents=docs, plan=kind)
+    if kind == "or":
+        out.update(finders=first, scoring_only=second,
+                   # the candidates the budget counts on
+                   finder_df_sum=sum(df.get(k, 0) for k in first))
+    else:
+        out.update(champion_keys=first, indexed_keys=second, champion_prefix=prefix,
+                   # at most this many candidates: the lists' heads and the indexed keys' df
+                   candidate_bound=prefix * len(first) + sum(df.get(k, 0) for k in second))
+    return out
 
 
 # --------------------------------------------------------------------------------------------
@@ -773,20 +795,25 @@ def where_the_time_goes(dsn, data, corpora, a, stats):
     """EXPLAIN the subplans: every query's BM25 (default budget) subplan with its variants, the
     semantic subplan, a few ts_rank_cd and exhaustive subplans, and the fixed lookups."""
     out = {}
+    first_common = next((qi for qi, q in enumerate(data["queries"]) if q["kind"] == "common"),
+                        None)
     with psycopg.connect(dsn, autocommit=True) as conn:
         for c in corpora:
             rows = []
             for qi, q in enumerate(data["queries"]):
                 r = {"query": qi, "kind": q["kind"], "plan": stats[c][qi]["plan"]}
+                # every subplan under the SET LOCALs corpus_explain prints (BM25:
+                # random_page_cost 1.1), as the search runs it
                 _, settings, sql, values = subplan(conn, c, q, a.k, "lexical", "lexical")
-                r["bm25"] = explain(conn, sql, values, text=(qi == 0))
+                r["bm25"] = explain(conn, sql, values, settings,
+                                    text=(qi in (0, first_common)))
+                r["bm25"]["settings"] = settings
+                r["bm25"]["champion_subplan"] = "corpus.lexical_champions" in sql
                 for name, vsql in bm25_variants(sql).items():
-                    r[f"bm25_{name}"] = explain(conn, vsql, values, timing=False)
+                    r[f"bm25_{name}"] = explain(conn, vsql, values, settings, timing=False)
                     r[f"bm25_{name}"]["same_plan"] = (plan_shape(r[f"bm25_{name}"]["summary"])
                                                       == plan_shape(r["bm25"]["summary"]))
-                r["bm25_timing_off"] = explain(conn, sql, values, timing=False)
-                r["bm25_rpc"] = explain(conn, sql, values, [("random_page_cost", "1.1")],
-                                        timing=False)
+                r["bm25_timing_off"] = explain(conn, sql, values, settings, timing=False)
                 strategy, settings, ssql, svalues = subplan(conn, c, q, a.k, "semantic",
                                                             "semantic")
                 r["semantic"] = explain(conn, ssql, svalues, settings, text=(qi == 0))
@@ -794,14 +821,15 @@ def where_the_time_goes(dsn, data, corpora, a, stats):
                 if qi < a.explain_slow:
                     with conn.transaction():
                         conn.execute("SET LOCAL pg_corpus.lexical_scorer = ts_rank_cd")
-                        _, _, tsql, tvalues = subplan(conn, f"{c}_tsv", q, a.k, "lexical",
-                                                      "lexical")
-                    r["ts_rank_cd"] = explain(conn, tsql, tvalues, text=(qi == 0))
+                        _, tsettings, tsql, tvalues = subplan(conn, f"{c}_tsv", q, a.k,
+                                                              "lexical", "lexical")
+                    r["ts_rank_cd"] = explain(conn, tsql, tvalues, tsettings, text=(qi == 0))
                     with conn.transaction():
                         conn.execute("SET LOCAL pg_corpus.bm25_candidate_budget = "
                                      f"{BUDGET_EXHAUSTIVE}")
-                        _, _, esql, evalues = subplan(conn, c, q, a.k, "lexical", "lexical")
-                    r["bm25_exhaustive"] = explain(conn, esql, evalues)
+                        _, esettings, esql, evalues = subplan(conn, c, q, a.k, "lexical",
+                                                              "lexical")
+                    r["bm25_exhaustive"] = explain(conn, esql, evalues, esettings)
                 r["fixed"] = fixed_costs(conn, c, q)
                 rows.append(r)
             out[c] = rows
@@ -845,21 +873,31 @@ def where_the_time_goes(dsn, data, corpora, a, stats):
 # Offline: other ways to find candidates, on the generated text (numpy, no database)
 # --------------------------------------------------------------------------------------------
 
-CHAMPIONS = (50, 100, 250, 500)     # champion list lengths simulated
+CHAMPIONS = (50, 100, 250, 500)     # champion list lengths of the sensitivity rows
 
 
 def simulate_candidates(data, a):
     """What bounds the work of all-common queries, and at what quality? Exact BM25 (the
     extension's formula, k1 1.2, b 0.75, keys = words) over each corpus' chunks, no per-parent
     cap, against:
-      budget      the extension's candidate plan (budget 2000): the OR of the rare keys, or the
-                  AND of every key when all are above the budget (must match what the
-                  benchmark measured through the extension);
-      and_cap     the AND plan cut to its first 2000 chunks (physical order): a naive bound;
-      champions M the plan's finders (none for all-common queries) plus, for every key above
-                  the budget, its M chunks of highest BM25 term weight (a "champion list",
-                  Manning et al., Introduction to Information Retrieval §7.1.3), which a
-                  statistics refresh could store; at most M x keys extra candidates.
+      budget      the extension's candidate plan (budget 2000), simulated: the OR of the
+                  finders (GIN index) for a mixed query; for an all-common query (every key
+                  above the budget) the champion plan: the union of, for every key in more
+                  than CHAMPION_LIST_LEN chunks, the first budget / keys chunks of its champion
+                  list, and, for every other key, all the chunks containing it. A champion list
+                  is ordered as the statistics refresh writes it: by the exact BM25
+                  tf-normalisation tf*(k1+1)/(tf + k1*(1-b+b*dl/avgdl)) (avgdl: the corpus'
+                  total length / documents), descending, ties by chunk id as text. This is
+                  the search's first round: its candidates match the subplan's EXPLAIN (the
+                  corpus' rows of it). When the answer comes up short of k rows after a
+                  pruned subplan returned fewer rows than its window, the extension searches
+                  again with a 4x window and budget, which this row does not model: the
+                  measured overlap of a mixed query whose rare keys find few chunks is higher.
+      champions M a sensitivity check, not what the extension does: the plan's finders (none
+                  for all-common queries) plus, for every key above the budget (the scoring-
+                  only keys of a mixed query, every key of an all-common one), its M chunks of
+                  highest BM25 term weight (same order as above), whatever its df; at most
+                  M x keys extra candidates.
     Returns per corpus and query class: mean candidates, overlap@10 and score mass kept."""
     k1, b, k = 1.2, 0.75, a.k
     n_items = data["n_items"]
@@ -877,8 +915,33 @@ def simulate_candidates(data, a):
     out = {}
     for kind, _, corpus in KINDS:
         member = data["kind_of"][data["item_parent"]] == kind
-        ids = np.nonzero(member)[0]
+        ids = np.nonzero(member)[0]            # chunk id = index + 1
         n_docs, avgdl = len(ids), float(dl[ids].mean())
+        # the champion lists' avgdl, as plan.rs lexical_champions_sql computes it
+        list_avgdl = max(float(dl[ids].sum()) / max(n_docs, 1), 1.0)
+        rel = dl[ids] / list_avgdl
+        weights = {}
+
+        def weight(r):
+            """The champion lists' order key of word r over the corpus' chunks (0: absent)."""
+            if r not in weights:
+                t = tf[r][ids]
+                weights[r] = t * (k1 + 1) / (t + k1 * (1 - b + b * rel))
+            return weights[r]
+
+        def head(r, m):
+            """Positions (in ids) of the first m chunks of r's champion list: tf-norm
+            descending, ties by chunk id as text."""
+            w = weight(r)
+            pos = np.nonzero(w > 0)[0]
+            if len(pos) <= m:
+                return pos
+            vals = w[pos]
+            v = np.partition(vals, len(vals) - m)[len(vals) - m]     # the m-th largest
+            above = pos[vals > v]
+            tied = sorted(pos[vals == v], key=lambda p: str(int(ids[p]) + 1))
+            return np.concatenate([above, np.array(tied[:m - len(above)], dtype=np.int64)])
+
         rows = []
         for q in data["queries"]:
             keys = q["ranks"]
@@ -888,10 +951,9 @@ def simulate_candidates(data, a):
                       for r in keys}
             score = sum(impact.values())
             word = {r: str(data["vocab"][r]) for r in keys}
-            plan, finders, _ = candidate_plan([word[r] for r in keys],
-                                              {word[r]: df[r] for r in keys}, BUDGET_DEFAULT)
-            fr = [r for r in keys if word[r] in finders]
-            common = [r for r in keys if word[r] not in finders] if plan == "or" else list(keys)
+            rank_of = {w: r for r, w in word.items()}
+            plan, first, second, prefix = candidate_plan(
+                [word[r] for r in keys], {word[r]: df[r] for r in keys}, BUDGET_DEFAULT)
 
             def top(mask):
                 cand = np.nonzero(mask)[0]
@@ -900,27 +962,19 @@ def simulate_candidates(data, a):
 
             exact, _ = top(score > 0)
             exact_mass = score[exact].sum()
-            matches = [tf[r][ids] > 0 for r in fr]
-            if plan == "or":
-                base = np.logical_or.reduce(matches)
-            else:
-                base = np.logical_and.reduce([tf[r][ids] > 0 for r in keys])
-            res = {}
-            got, n = top(base)
-            res["budget"] = (got, n)
-            if plan == "and":
-                first = np.nonzero(base)[0][:BUDGET_DEFAULT]
-                capped = np.zeros(n_docs, dtype=bool)
-                capped[first] = True
-                res["and_cap"] = top(capped)
-            else:
-                res["and_cap"] = res["budget"]
+            found = np.zeros(n_docs, dtype=bool)          # what the GIN index finds
+            for w in (first if plan == "or" else second):
+                found |= tf[rank_of[w]][ids] > 0
+            budget_mask = found.copy()
+            if plan == "champions":
+                for w in first:
+                    budget_mask[head(rank_of[w], prefix)] = True
+            above = [rank_of[w] for w in second] if plan == "or" else list(keys)
+            res = {"budget": top(budget_mask)}
             for m in CHAMPIONS:
-                mask = (np.logical_or.reduce(matches) if plan == "or"
-                        else np.zeros(n_docs, dtype=bool)).copy()
-                for r in common:
-                    champ = np.argpartition(-impact[r], min(m, n_docs - 1))[:m]
-                    mask[champ] = True
+                mask = found.copy() if plan == "or" else np.zeros(n_docs, dtype=bool)
+                for r in above:
+                    mask[head(r, m)] = True
                 res[f"champions_{m}"] = top(mask & (score > 0))
             rows.append(dict(kind=q["kind"], plan=plan, **{
                 name: dict(candidates=int(n), overlap=len(set(got) & set(exact)) / k,
@@ -932,6 +986,8 @@ def simulate_candidates(data, a):
         summary[corpus] = {}
         for g in ("all", "mixed", "common"):
             sel = [r for r in rows if g == "all" or r["kind"] == g]
+            if not sel:
+                continue
             summary[corpus][g] = {
                 name: dict(candidates_mean=float(np.mean([r[name]["candidates"] for r in sel])),
                            candidates_max=int(max(r[name]["candidates"] for r in sel)),
@@ -1110,7 +1166,7 @@ def breakdown(explains, corpora, data):
                 scored=med(lambda r: r["bm25"]["scored"]),
                 same_plan=all(r["bm25_constant"].get("same_plan") and
                               r["bm25_detoast"].get("same_plan") for r in sel),
-                and_plans=sum(1 for r in sel if out_plan(r) == "and"),
+                champion_plans=sum(1 for r in sel if out_plan(r) == "champions"),
                 lexical_call_server_ms=med(lambda r: r["fixed"]["lexical_call_server"]),
                 lexical_explain_call_ms=med(lambda r: r["fixed"]["lexical_explain_call"]),
                 semantic_call_server_ms=med(lambda r: r["fixed"]["semantic_call_server"]),
@@ -1118,7 +1174,6 @@ def breakdown(explains, corpora, data):
                 per_candidate_us=per_candidate(sel),
                 subplan_exec_ms=med(lambda r: r["bm25_timing_off"]["execution_ms"]),
                 subplan_plan_ms=med(lambda r: r["bm25_timing_off"]["planning_ms"]),
-                rpc_exec_ms=med(lambda r: r["bm25_rpc"]["execution_ms"]),
                 constant_score_exec_ms=med(lambda r: r["bm25_constant"]["execution_ms"]),
                 detoast_exec_ms=med(lambda r: r["bm25_detoast"]["execution_ms"]),
                 shared_hit=med(lambda r: r["bm25"]["shared_hit"]),
@@ -1136,6 +1191,8 @@ def breakdown(explains, corpora, data):
                     lambda r: (r.get("bm25_exhaustive") or {}).get("candidates")),
                 jit_used=any((r["bm25"].get("jit_ms") or 0) > 0 for r in sel),
                 scans=sorted({r["bm25"]["scan"] or "?" for r in sel}),
+                champion_scans=sorted({r["bm25"]["scan"] or "?" for r in sel
+                                       if out_plan(r) == "champions"}),
             )
     return out
 
@@ -1265,24 +1322,33 @@ def results_markdown(out):
               + ("; ".join(shorts) if shorts else "none") + "."]
     lines += ["", "Where the time of the BM25 call (default budget) goes: medians over the "
               "queries of EXPLAIN (ANALYZE, TIMING OFF) of the subplan corpus_explain prints, "
-              "the same with the score replaced by a constant (index + heap + parent join + "
+              "under the settings it prints (`SET LOCAL random_page_cost = 1.1`, as the search "
+              "runs it), the same with the score replaced by a constant (index + heap + parent join + "
               "contract) and by `length(tsvector)` (+ detoasting the tsvector), and EXPLAIN "
               "ANALYZE of the whole call (server side):", "",
-              "| corpus | queries (AND plans) | rows out of the chunk scan (max) | rows read | rows "
-              "scored | subplan exec | planning | score → constant | score → length(tsv) | "
-              "exec with random_page_cost 1.1 | call, server | call p50, client |",
-              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+              "| corpus | queries (champion plans) | rows out of the chunk scan (max) | rows read "
+              "| rows scored | subplan exec | planning | score → constant | score → length(tsv) | "
+              "call, server | call p50, client |",
+              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for c in corpora:
         for g in ("all", "mixed", "common"):
             b = out["breakdown"][c].get(g)
             if b is None:
                 continue
             lines.append(
-                f"| {label[c]} | {g} ({b['and_plans']}) | {b['candidates']:,.0f} "
+                f"| {label[c]} | {g} ({b['champion_plans']}) | {b['candidates']:,.0f} "
                 f"({b['candidates_max']:,}) | {b['examined']:,.0f} | {b['scored'] or 0:,.0f} | "
                 f"{fmt_ms(b['subplan_exec_ms'])} | {fmt_ms(b['subplan_plan_ms'])} | "
                 f"{fmt_ms(b['constant_score_exec_ms'])} | {fmt_ms(b['detoast_exec_ms'])} | "
-                f"{fmt_ms(b['rpc_exec_ms'])} | {fmt_ms(b['lexical_call_server_ms'])} | {fmt_ms(s[c]['bm25'][g]['p50_ms'])} |")
+                f"{fmt_ms(b['lexical_call_server_ms'])} | {fmt_ms(s[c]['bm25'][g]['p50_ms'])} |")
+    scans = []
+    for c in corpora:
+        b = out["breakdown"][c]["all"]
+        scans.append(f"{label[c]}: {', '.join(b['scans'])}"
+                     + (f" (champion plans: {', '.join(b['champion_scans'])})"
+                        if b["champion_scans"] else ""))
+    lines += ["", "How the BM25 subplans reach the chunks (node (index) of the precedent_chunks "
+              "scan): " + "; ".join(scans) + "."]
     lines += ["", "Cost per row (medians over the queries scoring at least 200 rows, plan shape "
               "unchanged by the variants): the constant-score variant per row the GIN index hands "
               "over (index, heap, text-length contract, parent join, sort — and the fixed part of "
@@ -1341,19 +1407,25 @@ def results_markdown(out):
                      f"{b['exhaustive_candidates'] or 0:,.0f} candidates.")
     sim = out["simulation"]["summary"]
     lines += ["", "Offline, on the generated text (numpy, exact BM25 with the extension's "
-              "formula, no per-parent cap): the extension's candidate plan (budget 2000) against "
-              "a naive bound of the AND plan (its first 2000 chunks) and champion lists (the "
-              "plan's rare keys, plus the M chunks of highest BM25 weight of every key above "
-              "the budget, replacing the AND plan; not implemented, a candidate design):", "",
+              "formula, no per-parent cap): the extension's candidate plan (budget 2000: the OR "
+              "of the rare keys for mixed queries; for all-common queries the champion plan, "
+              f"the first budget / keys chunks of the champion list of every key in more than "
+              f"{CHAMPION_LIST_LEN:,} chunks, best BM25 term weight first) against, as a "
+              "sensitivity check, champion lists of M chunks for every key above the budget "
+              "(the scoring-only keys of a mixed query too), added to the plan's rare keys. "
+              "The extension's row is its first round only: a query left short of k rows by a "
+              "pruned plan is searched again with a 4× window and budget, so the measured "
+              "overlap above can be higher:", "",
               "| corpus | queries | candidate rule | candidates mean (max) | overlap@10 with "
               "exact (min) | score mass kept |", "|---|---|---|---:|---:|---:|"]
-    names = {"budget": "the extension (budget 2000)", "and_cap": "AND plan cut at 2000"}
-    names.update({f"champions_{m}": f"champion lists, M = {m}" for m in CHAMPIONS})
+    names = {"budget": "the extension (budget 2000)"}
+    names.update({f"champions_{m}": f"champion lists for every key above the budget, M = {m} each"
+                  for m in CHAMPIONS})
     for c in corpora:
         for g in ("mixed", "common"):
             for name, title in names.items():
-                r = sim[c][g][name]
-                if g == "mixed" and name == "and_cap":
+                r = sim[c].get(g, {}).get(name)
+                if r is None:
                     continue
                 lines.append(f"| {label[c]} | {g} | {title} | {r['candidates_mean']:,.0f} "
                              f"({r['candidates_max']:,}) | {r['overlap_mean']:.3f} "
@@ -1366,15 +1438,28 @@ def results_markdown(out):
     lines += ["```", "", "```"]
     lines += first["semantic"].get("text", "").splitlines()
     lines += ["```"]
+    champ = next((r for r in out["explains"][corpora[0]] if r["bm25"].get("text")
+                  and r["plan"] == "champions"), None)
+    if champ is not None:
+        qtext = out["queries"][champ["query"]]["text"]
+        plan = out["queries"][champ["query"]][corpora[0]]
+        lines += ["", f"The BM25 subplan of the first all-common query ({qtext!r}, "
+                  f"{label[corpora[0]]}): a champion plan, the first "
+                  f"{plan.get('champion_prefix')} items of the champion lists of "
+                  f"{', '.join(plan.get('champion_keys', []))}"
+                  + (f", the GIN index for {', '.join(plan['indexed_keys'])}"
+                     if plan.get("indexed_keys") else "") + ":", "", "```"]
+        lines += champ["bm25"]["text"].splitlines()
+        lines += ["```"]
     return "\n".join(lines)
 
 
 def compact(out):
     """Keep the JSON reviewable: plan summaries only for the subplans as the search runs them
-    (the score-replaced and random_page_cost variants keep their numbers, not their plans)."""
+    (the score-replaced and timing-off variants keep their numbers, not their plans)."""
     for c in out["corpora"]:
         for r in out["explains"][c]:
-            for key in ("bm25_constant", "bm25_detoast", "bm25_timing_off", "bm25_rpc"):
+            for key in ("bm25_constant", "bm25_detoast", "bm25_timing_off"):
                 if key in r:
                     r[key].pop("summary", None)
     return out
@@ -1402,7 +1487,7 @@ def write_markdown(path, out):
                         + "\n\n## Analysis\n\n(to be written from the numbers above)\n")
 
 
-PLOT_LABEL = {"bm25": "BM25\nbudget\n2000", "bm25_rpc": "BM25\nrandom_\npage_cost\n1.1", "bm25_20k": "BM25\nbudget\n20k",
+PLOT_LABEL = {"bm25": "BM25\nbudget\n2000", "bm25_20k": "BM25\nbudget\n20k",
               "bm25_exhaustive": "BM25\nexhaus-\ntive", "ts_rank_cd": "ts_rank\n_cd\n(old)",
               "semantic": "seman-\ntic", "semantic_hnsw": "seman-\ntic\nHNSW", "hybrid": "hybrid"}
 
@@ -1488,9 +1573,10 @@ def parse_args(argv=None):
     p.add_argument("--explain-slow", type=int, default=8,
                    help="queries whose ts_rank_cd and exhaustive subplans are EXPLAINed")
     p.add_argument("--seed", type=int, default=2026)
-    p.add_argument("--bm25-storage", default="extended", choices=["extended", "main"],
-                   help="storage of content_bm25 (default extended, PostgreSQL's default for "
-                        "tsvector; main keeps it in the row when it can)")
+    p.add_argument("--bm25-storage", default="main", choices=["extended", "main"],
+                   help="storage of content_bm25 (default main, as the README recommends: it "
+                        "keeps the tsvector in the row when it can; extended is PostgreSQL's "
+                        "default for tsvector)")
     p.add_argument("--shared-buffers", default="1GB")
     p.add_argument("--maintenance-work-mem", default="1GB")
     p.add_argument("--json", default=str(ROOT / "bench" / "results" / "lexical_speed.json"))

@@ -47,6 +47,9 @@ K = 10
 WINDOW = 40            # the extension's default per-branch window for k = 10: max(20, 4k)
 RRF_K = 60
 MODES = ("semantic", "lexical", "hybrid")
+# runs beyond the modes: name → (mode, settings for the run)
+VARIANTS = {"hybrid_feedback": ("hybrid", {"pg_corpus.hybrid_feedback": "on"})}
+RUNS = MODES + tuple(VARIANTS)
 MEASURES = {"P_10": "precision_at_k", "recall_10": "recall_at_k", "recip_rank": "mrr",
             "ndcg_cut_10": "ndcg_at_k"}
 # folder -> (display name, corpus, gold set, english?)
@@ -111,7 +114,10 @@ def measure_extension(conn, folder, corpus, gold, language=None):
     r = load_beir.load_beir(conn, folder, corpus=corpus, gold_set=gold, create_schema=True,
                             log=log, language=language)
     out = {"load": r, "runs": {}}
-    for mode in MODES:
+    for name in RUNS:
+        mode, settings = VARIANTS.get(name, (name, {}))
+        for key, value in settings.items():
+            conn.execute("SELECT set_config(%s, %s, false)", (key, value))
         t0 = time.monotonic()
         row = conn.execute(
             """SELECT run_id, queries, precision_at_k, recall_at_k, mrr, ndcg_at_k
@@ -123,15 +129,21 @@ def measure_extension(conn, folder, corpus, gold, language=None):
         per_query = {q: (list(rk), dict(zip(MEASURES.values(), vals))) for q, rk, *vals in conn.execute(
             """SELECT query_id, ranking, precision_at_k, recall_at_k, mrr, ndcg_at_k
                  FROM corpus.eval_query_results WHERE run_id = %s""", (run_id,))}
-        out["runs"][mode] = {"run_id": run_id, "queries": n, "seconds": secs,
+        for key in settings:
+            conn.execute(f"RESET {key}")
+        out["runs"][name] = {"run_id": run_id, "queries": n, "seconds": secs,
                              "agg": dict(zip(MEASURES.values(), row[2:])), "per_query": per_query}
-        log(f"  {gold} {mode:8}: nDCG@10 {row[5]:.4f} ({n} queries, {1000 * secs / n:.1f} ms/query)")
+        log(f"  {gold} {name:8}: nDCG@10 {row[5]:.4f} ({n} queries, {1000 * secs / n:.1f} ms/query)")
     ids = load_beir.doc_ids(conn, corpus)
     cmp = conn.execute(
         """SELECT metric, mean_a, mean_b, delta, wins, losses, ties, p_value
              FROM corpus.corpus_compare_runs(%s, %s) WHERE metric = 'ndcg'""",
         (out["runs"]["semantic"]["run_id"], out["runs"]["hybrid"]["run_id"])).fetchone()
     out["hybrid_vs_semantic"] = cmp
+    out["feedback_vs_hybrid"] = conn.execute(
+        """SELECT metric, mean_a, mean_b, delta, wins, losses, ties, p_value
+             FROM corpus.corpus_compare_runs(%s, %s) WHERE metric = 'ndcg'""",
+        (out["runs"]["hybrid"]["run_id"], out["runs"]["hybrid_feedback"]["run_id"])).fetchone()
     # what the lexical branch of this build runs: the function that makes the score
     plan = conn.execute("SELECT sql FROM corpus.corpus_explain(%s, NULL, 'x', mode => 'lexical')",
                         (corpus,)).fetchone()[0]
@@ -343,6 +355,9 @@ def write_report(path, results, info, command, started, seconds):
             lines.append(f"| {name} | {mode} | **{f(ext['runs'][mode]['agg']['ndcg_at_k'])}** | "
                          f"{label} | {f(ref[rk]['ndcg_at_k'])} | "
                          f"{f(readme[rk]) if rk in readme else '—'} |")
+        lines.append(f"| {name} | hybrid, feedback => true | "
+                     f"**{f(ext['runs']['hybrid_feedback']['agg']['ndcg_at_k'])}** | "
+                     "— (bench/study/results.md, offline: the same method) | — | — |")
         lines.append(f"| {name} | | | the same RRF, ties ordered by trec_eval (document id, "
                      f"descending) | {f(ref['rrf_trec_ties']['ndcg_at_k'])} | — |")
         if english:
@@ -366,7 +381,7 @@ def write_report(path, results, info, command, started, seconds):
               "|---|---|---|---|---|---|---|---|"]
     for key, res in results.items():
         name = SETS[key][0]
-        for mode in MODES:
+        for mode in RUNS:
             r = res["ext"]["runs"][mode]
             a = r["agg"]
             lines.append(f"| {name} | pg_corpus {mode} | {r['queries']} | {f(a['precision_at_k'])} | "
@@ -386,6 +401,16 @@ def write_report(path, results, info, command, started, seconds):
               "|---|---|---|---|---|---|---|---|"]
     for key, res in results.items():
         _, a, b, d, w, l, t, p = res["ext"]["hybrid_vs_semantic"]
+        lines.append(f"| {SETS[key][0]} | {f(a)} | {f(b)} | {d:+.3f} | {w} | {l} | {t} | {p:.4f} |")
+    lines += ["", "## Feedback against plain hybrid (corpus_compare_runs, nDCG@10)", "",
+              "`feedback => true` (or `SET pg_corpus.hybrid_feedback = on`): a second round with the",
+              "query vector moved towards the first fusion's top 3 (β 0.5) and the BM25 query",
+              "expanded by RM3 from its top 10 (20 terms, α 0.5), fused by RRF with the first",
+              "round's BM25 list (pg_corpus_core/src/feedback.rs).", "",
+              "| set | hybrid | hybrid, feedback | delta | wins | losses | ties | p (paired randomisation) |",
+              "|---|---|---|---|---|---|---|---|"]
+    for key, res in results.items():
+        _, a, b, d, w, l, t, p = res["ext"]["feedback_vs_hybrid"]
         lines.append(f"| {SETS[key][0]} | {f(a)} | {f(b)} | {d:+.3f} | {w} | {l} | {t} | {p:.4f} |")
     lines += ["", "## Checks", ""]
     for key, res in results.items():

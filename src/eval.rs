@@ -71,6 +71,7 @@ fn evaluate_mode(
                 candidates,
                 rrf_k,
                 false,
+                None,
             )
             .map_err(|e| {
                 let msg = format!("gold query \"{}\": {}", q.id, e.message);

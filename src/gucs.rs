@@ -34,6 +34,9 @@ pub static BM25_B: GucSetting<f64> = GucSetting::<f64>::new(0.75);
 /// branch read most of a table.
 pub static BM25_CANDIDATE_BUDGET: GucSetting<i32> = GucSetting::<i32>::new(2000);
 
+/// Hybrid searches run a second, pseudo-relevance feedback round unless the call says otherwise.
+pub static HYBRID_FEEDBACK: GucSetting<bool> = GucSetting::<bool>::new(false);
+
 /// Bulk loads: skip the re-embed trigger's per-row work (enqueue afterwards in one statement).
 pub static DEFER_EMBEDDING_QUEUE: GucSetting<bool> = GucSetting::<bool>::new(false);
 
@@ -73,6 +76,14 @@ pub fn init() {
         &BM25_CANDIDATE_BUDGET,
         1,
         i32::MAX,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_bool_guc(
+        c"pg_corpus.hybrid_feedback",
+        c"Default of corpus_hybrid_search's feedback argument: a second, pseudo-relevance feedback round.",
+        c"It moves the query vector towards the first fusion's best items and expands the BM25 query with their terms (RM3); it doubles the subplans.",
+        &HYBRID_FEEDBACK,
         GucContext::Userset,
         GucFlags::default(),
     );

@@ -204,6 +204,7 @@ fn isolation_audit(corpus: &Corpus) -> Result<CheckRow, CoreError> {
                         None,
                         60,
                         true,
+                        None,
                     )?;
                     searches += 1;
                     let rows = search::search(&req)?;

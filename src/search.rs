@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 
+use pg_corpus_core::feedback;
 use pg_corpus_core::filters::{self, Condition};
 use pg_corpus_core::fusion::{self, RankedList, SourceInfo};
 use pg_corpus_core::plan::{self, Branch, Strategy, Subplan};
@@ -42,10 +43,13 @@ pub(crate) struct Request {
     /// BM25 candidate plans per source (None: the source gets no lexical subplan), or None for
     /// the ts_rank_cd scorer.
     lexical: Option<LexicalPlans>,
+    /// A second, pseudo-relevance feedback round (pg_corpus_core::feedback).
+    feedback: bool,
 }
 
 /// The BM25 side of a request: each source's query keys and the corpus statistics they need;
 /// the candidate plans follow from them and a budget (which grows with the window).
+#[derive(Clone)]
 struct LexicalPlans {
     keys_per_source: Vec<Vec<QueryKey>>,
     df: HashMap<String, u64>,
@@ -107,6 +111,7 @@ pub(crate) fn request(
     candidates: Option<i32>,
     rrf_k: i32,
     include_stale: bool,
+    feedback: Option<bool>,
 ) -> Result<Request, CoreError> {
     let max_k = gucs::MAX_K.get();
     if k <= 0 || k > max_k {
@@ -201,6 +206,18 @@ pub(crate) fn request(
         (Some(t), LexicalScorer::Bm25) => Some(lexical_plans(&corpus, t)?),
         _ => None,
     };
+    // Feedback needs both branches and BM25. Asked for in the call, anything else is an error;
+    // by pg_corpus.hybrid_feedback, it applies where it can.
+    let can_feed_back = vector.is_some() && lexical.is_some();
+    let feedback = match feedback {
+        Some(true) if !can_feed_back => return Err(bad(
+            "feedback needs a hybrid search with BM25: a query vector, query text and pg_corpus.lexical_scorer = bm25"
+                .into(),
+            "Pass both query_vec and query_text with mode => 'hybrid', or feedback => false.",
+        )),
+        Some(f) => f,
+        None => gucs::HYBRID_FEEDBACK.get() && can_feed_back,
+    };
     Ok(Request {
         corpus,
         conds,
@@ -212,6 +229,7 @@ pub(crate) fn request(
         rrf_k: rrf_k as f64,
         include_stale,
         lexical,
+        feedback,
     })
 }
 
@@ -240,15 +258,28 @@ fn semantic_plans(req: &Request) -> Result<Vec<SemanticPlan>, CoreError> {
         .collect()
 }
 
-fn subplans(req: &Request, sem: &[SemanticPlan], window: usize) -> Vec<Subplan> {
+/// What one round searches for: the request's query, or feedback's moved one.
+#[derive(Clone, Copy)]
+struct RoundQuery<'a> {
+    vector: Option<&'a [f32]>,
+    lexical: Option<&'a LexicalPlans>,
+}
+
+impl Request {
+    fn query(&self) -> RoundQuery<'_> {
+        RoundQuery { vector: self.vector.as_deref(), lexical: self.lexical.as_ref() }
+    }
+}
+
+fn subplans(req: &Request, q: RoundQuery, sem: &[SemanticPlan], window: usize) -> Vec<Subplan> {
     // The candidate budget grows with the window: when capping or pruning left fewer than k
     // rows, a wider window also lets commoner keys find candidates.
     let budget =
         (gucs::BM25_CANDIDATE_BUDGET.get().max(1) as u64).saturating_mul((window / req.window.max(1)).max(1) as u64);
-    let candidate_plans = req.lexical.as_ref().map(|lex| lex.candidate_plans(budget));
+    let candidate_plans = q.lexical.map(|lex| lex.candidate_plans(budget));
     let mut out = Vec::new();
     for idx in 0..req.corpus.sources.len() {
-        if let Some(v) = &req.vector {
+        if let Some(v) = q.vector {
             out.push(plan::semantic(
                 &req.corpus,
                 idx,
@@ -259,7 +290,7 @@ fn subplans(req: &Request, sem: &[SemanticPlan], window: usize) -> Vec<Subplan> 
                 req.include_stale,
             ));
         }
-        match (&req.text, &req.lexical, &candidate_plans) {
+        match (&req.text, q.lexical, &candidate_plans) {
             (Some(_), Some(lex), Some(plans)) => {
                 if let Some(cp) = &plans[idx] {
                     let mut p = plan::lexical_bm25(
@@ -322,13 +353,18 @@ fn subplan_settings(req: &Request, sem: &[SemanticPlan], p: &Subplan, window: us
 
 /// One round: every subplan with `window` rows, each branch's per-source lists merged into a
 /// corpus-wide list. Also says whether some source filled its window.
-fn run_round(req: &Request, sem: &[SemanticPlan], window: usize) -> Result<(Vec<RankedList>, bool), CoreError> {
+fn run_round(
+    req: &Request,
+    q: RoundQuery,
+    sem: &[SemanticPlan],
+    window: usize,
+) -> Result<(Vec<RankedList>, bool), CoreError> {
     let mut semantic = Vec::new();
     let mut lexical = Vec::new();
     // A pruned lexical subplan that returned fewer rows than the window may have left matching
     // items out: a wider window (and so a larger candidate budget) can find them.
     let mut pruned_short = false;
-    for p in subplans(req, sem, window) {
+    for p in subplans(req, q, sem, window) {
         let settings = subplan_settings(req, sem, &p, window);
         let hits = if settings.is_empty() {
             spi::branch_hits(p.source, &p.sql, &p.params)?
@@ -351,6 +387,56 @@ fn run_round(req: &Request, sem: &[SemanticPlan], window: usize) -> Result<(Vec<
         }
     }
     Ok((lists, saturated))
+}
+
+/// The feedback round: the query vector moved towards the first fusion's best items (vector
+/// PRF) and the lexical query expanded with their relevance model (RM3), both searched with
+/// the same window (pg_corpus_core::feedback).
+fn feedback_round(
+    req: &Request,
+    sem: &[SemanticPlan],
+    window: usize,
+    first: &[fusion::Fused],
+) -> Result<(Vec<RankedList>, bool), CoreError> {
+    let (Some(vector), Some(lex)) = (&req.vector, &req.lexical) else {
+        return Ok((Vec::new(), false));
+    };
+    let top: Vec<&fusion::Fused> = first.iter().take(feedback::RM3_DOCS.max(feedback::VECTOR_DOCS)).collect();
+    let mut learned: HashMap<(usize, String), spi::FeedbackDoc> = HashMap::new();
+    for idx in 0..req.corpus.sources.len() {
+        let ids: Vec<String> = top.iter().filter(|f| f.source == idx).map(|f| f.item_id.clone()).collect();
+        if ids.is_empty() {
+            continue;
+        }
+        let (sql, params) = plan::feedback_fetch(&req.corpus, idx, &req.conds, ids);
+        for (id, doc) in spi::feedback_docs(&sql, &params)? {
+            learned.insert((idx, id), doc);
+        }
+    }
+    let docs: Vec<&spi::FeedbackDoc> = top.iter().filter_map(|f| learned.get(&(f.source, f.item_id.clone()))).collect();
+    let vectors: Vec<Vec<f32>> = docs.iter().take(feedback::VECTOR_DOCS).filter_map(|d| d.embedding.clone()).collect();
+    let moved = feedback::vector_prf(vector, &vectors, feedback::VECTOR_BETA).unwrap_or_else(|| vector.clone());
+    let tfs: Vec<_> = docs.iter().take(feedback::RM3_DOCS).map(|d| d.tf.clone()).collect();
+    let mut expanded = lex.clone();
+    expanded.keys_per_source = lex
+        .keys_per_source
+        .iter()
+        .map(|keys| feedback::rm3(keys, &tfs, feedback::RM3_TERMS, feedback::RM3_ALPHA))
+        .collect();
+    let mut new_keys: Vec<String> = expanded
+        .keys_per_source
+        .iter()
+        .flatten()
+        .filter(|k| !lex.df.contains_key(&k.key))
+        .map(|k| k.key.clone())
+        .collect();
+    new_keys.sort();
+    new_keys.dedup();
+    if !new_keys.is_empty() {
+        let (df, _, _) = spi::lexical_stats(&req.corpus.name, &new_keys)?;
+        expanded.df.extend(df);
+    }
+    run_round(req, RoundQuery { vector: Some(&moved), lexical: Some(&expanded) }, sem, window)
 }
 
 /// One hit: rank, corpus, source, item_id, parent_id, score, semantic_rank, semantic_distance,
@@ -387,7 +473,19 @@ pub(crate) fn search(req: &Request) -> Result<Vec<SearchRow>, CoreError> {
         .collect();
     let mut window = req.window;
     let rows = loop {
-        let (lists, saturated) = run_round(req, &sem, window)?;
+        let (lists, saturated) = run_round(req, req.query(), &sem, window)?;
+        let (lists, saturated) = if req.feedback {
+            let first = fusion::rrf(&lists, &sources, req.rrf_k);
+            let (more, more_saturated) = feedback_round(req, &sem, window, &first)?;
+            // RRF(feedback vector, first lexical list, feedback lexical list)
+            let mut fused_lists: Vec<RankedList> =
+                more.iter().filter(|l| l.branch == Branch::Semantic).cloned().collect();
+            fused_lists.extend(lists.into_iter().filter(|l| l.branch == Branch::Lexical));
+            fused_lists.extend(more.into_iter().filter(|l| l.branch == Branch::Lexical));
+            (fused_lists, saturated || more_saturated)
+        } else {
+            (lists, saturated)
+        };
         let fused = fusion::rrf(&lists, &sources, req.rrf_k);
         let rows = fusion::cap(&fused, req.max_per_parent, req.k);
         if window >= max_window || !fusion::needs_wider_window(rows.len(), req.k, saturated) {
@@ -448,6 +546,7 @@ fn corpus_hybrid_search(
     candidates: default!(Option<i32>, "NULL"),
     rrf_k: default!(i32, 60),
     include_stale: default!(bool, false),
+    feedback: default!(Option<bool>, "NULL"),
 ) -> TableIterator<
     'static,
     (
@@ -468,8 +567,19 @@ fn corpus_hybrid_search(
     ),
 > {
     let rows = spi::pinned_search_path(|| {
-        let req =
-            request(corpus, query_vec, query_text, k, filters, mode, max_per_parent, candidates, rrf_k, include_stale)?;
+        let req = request(
+            corpus,
+            query_vec,
+            query_text,
+            k,
+            filters,
+            mode,
+            max_per_parent,
+            candidates,
+            rrf_k,
+            include_stale,
+            feedback,
+        )?;
         search(&req)
     })
     .or_raise();
@@ -494,12 +604,24 @@ fn corpus_explain(
     (name!(source, String), name!(branch, String), name!(strategy, String), name!(sql, String), name!(params, JsonB)),
 > {
     let (req, sem) = spi::pinned_search_path(|| {
-        let req = request(corpus, query_vec, query_text, k, filters, mode, Some(0), candidates, 60, include_stale)?;
+        let req = request(
+            corpus,
+            query_vec,
+            query_text,
+            k,
+            filters,
+            mode,
+            Some(0),
+            candidates,
+            60,
+            include_stale,
+            Some(false),
+        )?;
         let sem = if req.vector.is_some() { semantic_plans(&req)? } else { Vec::new() };
         Ok::<_, CoreError>((req, sem))
     })
     .or_raise();
-    let rows: Vec<_> = subplans(&req, &sem, req.window)
+    let rows: Vec<_> = subplans(&req, req.query(), &sem, req.window)
         .into_iter()
         .map(|p| {
             let mut params = serde_json::to_value(&p.params).unwrap_or_default();

@@ -166,6 +166,31 @@ pub fn fetch_rows(sql: &str, params: &[Param]) -> Result<Vec<FetchedRow>, CoreEr
     .map_err(spi_failure)
 }
 
+/// An item feedback learns from: its embedding (if any) and its index terms' frequencies.
+pub struct FeedbackDoc {
+    pub embedding: Option<Vec<f32>>,
+    pub tf: std::collections::BTreeMap<String, f64>,
+}
+
+/// Run a plan::feedback_fetch query: item id → what feedback learns from it.
+pub fn feedback_docs(sql: &str, params: &[Param]) -> Result<HashMap<String, FeedbackDoc>, CoreError> {
+    let mut out = HashMap::new();
+    for row in query_json(sql, params)? {
+        let Some(id) = row.get("item_id").and_then(serde_json::Value::as_str) else { continue };
+        let embedding = row
+            .get("embedding")
+            .and_then(serde_json::Value::as_array)
+            .map(|a| a.iter().map(|x| x.as_f64().unwrap_or(0.0) as f32).collect());
+        let tf = row
+            .get("tf")
+            .and_then(serde_json::Value::as_object)
+            .map(|m| m.iter().map(|(k, v)| (k.clone(), v.as_f64().unwrap_or(0.0))).collect())
+            .unwrap_or_default();
+        out.insert(id.to_string(), FeedbackDoc { embedding, tf });
+    }
+    Ok(out)
+}
+
 /// Run `f` with `search_path = pg_catalog, pg_temp`: the SQL pg_corpus generates names its own
 /// and pgvector's objects schema-qualified and relies on built-in operators (`=`, `@@`, casts),
 /// which a caller's search_path must not be able to replace (a hostile `public.=` could

@@ -262,7 +262,8 @@ def load_legal(conn, data):
 
 _DEFAULT = object()
 _TYPES = {"k": "int", "filters": "jsonb", "mode": "text", "max_per_parent": "int",
-          "candidates": "int", "rrf_k": "int", "include_stale": "bool"}
+          "candidates": "int", "rrf_k": "int", "include_stale": "bool",
+          "feedback": "bool"}
 
 
 def search_sql(**kw):

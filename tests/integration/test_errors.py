@@ -144,6 +144,9 @@ SEARCH_CASES = {
     "negative_candidates": ("22023", "candidates", dict(corpus=EXT, candidates=-1)),
     "negative_rrf_k": ("22023", "rrf_k", dict(corpus=EXT, rrf_k=-1)),
     "negative_max_per_parent": ("22023", "max_per_parent", dict(corpus=EXT, max_per_parent=-1)),
+    "feedback_semantic": ("22023", "feedback", dict(corpus=EXT, mode="semantic", feedback=True)),
+    "feedback_without_text": ("22023", "feedback", dict(corpus=EXT, query_text=None, feedback=True)),
+    "feedback_without_vector": ("22023", "feedback", dict(corpus=EXT, query_vec=None, feedback=True)),
 }
 
 

@@ -146,19 +146,25 @@ OPTION_CASES = {
     # the approximate path (HNSW + iterative scan) instead of the exact one for small slices
     "forced_ann": {"_ann": True},
     "forced_ann_no_cap": {"_ann": True, "k": 30, "max_per_parent": 0},
+    # a second, feedback round (where the mode allows it: pg_corpus.hybrid_feedback)
+    "feedback": {"_feedback": True},
+    "feedback_no_cap_k30": {"_feedback": True, "k": 30, "max_per_parent": 0},
 }
 
 
 def search_with_options(conn, pgc, corpus, vec, text, mode, filters, opts):
     opts = dict(opts)
     ann = opts.pop("_ann", False)
+    feedback = opts.pop("_feedback", False)
     if ann:
         conn.execute("SET pg_corpus.exact_search_max_rows = 0")
+    if feedback:
+        conn.execute("SET pg_corpus.hybrid_feedback = on")
     try:
         return pgc.search(conn, corpus, vec, text, mode=mode, filters=filters, **opts)
     finally:
-        if ann:
-            conn.execute("RESET pg_corpus.exact_search_max_rows")
+        conn.execute("RESET pg_corpus.exact_search_max_rows")
+        conn.execute("RESET pg_corpus.hybrid_feedback")
 
 
 @pytest.mark.parametrize("option_case", list(OPTION_CASES))
@@ -196,7 +202,7 @@ def test_planted_item_never_in_foreign_corpus(legal, pgc, target, mode, filter_c
         assert rows == []
 
 
-@pytest.mark.parametrize("option_case", ["defaults", "forced_ann"])
+@pytest.mark.parametrize("option_case", ["defaults", "forced_ann", "feedback"])
 @pytest.mark.parametrize("filter_case", ["no_filter", "court", "practice_area",
                                          "own_case_number"])
 @pytest.mark.parametrize("mode", ["semantic", "lexical", "hybrid"])
@@ -227,7 +233,9 @@ def test_planted_item_is_top_hit_in_own_corpus(legal, pgc, target, mode, filter_
         assert [(r["source"], r["item_id"]) for r in rows] == [(source, str(item_id))]
     if mode in ("semantic", "hybrid"):
         assert hit["semantic_rank"] == 1
-        assert hit["semantic_distance"] == pytest.approx(0.0, abs=1e-5)
+        # with feedback the semantic list is the moved vector's (its distance is to that vector)
+        if option_case != "feedback" or mode != "hybrid":
+            assert hit["semantic_distance"] == pytest.approx(0.0, abs=1e-5)
     if mode in ("lexical", "hybrid"):
         assert hit["lexical_rank"] == 1
     assert_all_hits_belong_to(conn, rows, own)

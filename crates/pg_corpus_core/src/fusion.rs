@@ -104,8 +104,13 @@ pub fn fused_order(a: &Fused, b: &Fused) -> Ordering {
 pub fn rrf(lists: &[RankedList], sources: &[SourceInfo], rrf_k: f64) -> Vec<Fused> {
     let mut by_item: HashMap<(usize, &str), Fused> = HashMap::new();
     for list in lists {
+        let mut seen: std::collections::HashSet<(usize, &str)> = std::collections::HashSet::new();
         for (i, hit) in list.hits.iter().enumerate() {
             let rank = i + 1;
+            // A list holds an item once; keep its best rank if a caller passed duplicates.
+            if !seen.insert((hit.source, hit.item_id.as_str())) {
+                continue;
+            }
             let info = &sources[hit.source];
             let entry = by_item.entry((hit.source, hit.item_id.as_str())).or_insert_with(|| Fused {
                 source: hit.source,
@@ -120,11 +125,12 @@ pub fn rrf(lists: &[RankedList], sources: &[SourceInfo], rrf_k: f64) -> Vec<Fuse
                 Branch::Semantic => (&mut entry.semantic, info.semantic_weight),
                 Branch::Lexical => (&mut entry.lexical, info.lexical_weight),
             };
-            // A list holds an item once; keep its best rank if a caller passed duplicates.
+            // Every list adds its share; with several lists of one branch (feedback) the item's
+            // rank and raw score in that branch are the first list's.
             if slot.is_none() {
                 *slot = Some((rank, hit.raw));
-                entry.score += weight / (rrf_k + rank as f64);
             }
+            entry.score += weight / (rrf_k + rank as f64);
         }
     }
     let mut out: Vec<Fused> = by_item.into_values().collect();
@@ -213,6 +219,20 @@ mod tests {
         let (sem, _) =
             merge_branch(Branch::Semantic, vec![vec![hit(0, "y", "2", 0.1)], vec![hit(1, "x", "1", 0.1)]], 10);
         assert_eq!((sem.hits[0].source, sem.hits[0].item_id.as_str()), (0, "y"));
+    }
+
+    #[test]
+    fn every_list_of_a_branch_adds_its_share() {
+        // feedback fuses two lexical lists: both count, the first one's rank is reported
+        let lists = vec![
+            list(Branch::Lexical, vec![hit(0, "a", "1", 5.0), hit(0, "b", "1", 4.0), hit(0, "a", "1", 1.0)]),
+            list(Branch::Lexical, vec![hit(0, "b", "1", 7.0)]),
+        ];
+        let f = rrf(&lists, &sources(1), 60.0);
+        assert_eq!(f[0].item_id, "b");
+        assert!((f[0].score - (1.0 / 62.0 + 1.0 / 61.0)).abs() < 1e-15);
+        assert_eq!(f[0].lexical, Some((2, 4.0)));
+        assert!((f[1].score - 1.0 / 61.0).abs() < 1e-15, "a duplicate within a list counts once");
     }
 
     #[test]

@@ -9,6 +9,7 @@
 pub mod analysis;
 pub mod bm25;
 pub mod error;
+pub mod feedback;
 pub mod filters;
 pub mod fusion;
 pub mod health;

@@ -459,6 +459,25 @@ pub fn fetch(corpus: &Corpus, idx: usize, conds: &[Condition], ids: Vec<String>)
     (sql, params.values)
 }
 
+/// What feedback learns from the first fusion's best items of one source, under the same
+/// predicate and filters: `item_id`, `embedding` (real[], NULL when missing) and `tf` (the
+/// item's index terms → positions, from its tsvector).
+pub fn feedback_fetch(corpus: &Corpus, idx: usize, conds: &[Condition], ids: Vec<String>) -> (String, Vec<Param>) {
+    let src = &corpus.sources[idx];
+    let mut params = Params::default();
+    let p = params.push(Param::TextArray(ids));
+    let extra = [format!("{} = ANY({p}::text[]::{}[])", col(&src.id), src.id.sql_type)];
+    let fw = from_where(src, conds, false, &extra, &mut params);
+    let sql = format!(
+        "SELECT {}::text AS item_id, {}::real[] AS embedding,
+       (SELECT jsonb_object_agg(t.lexeme, coalesce(cardinality(t.positions), 0)) FROM unnest({}) AS t) AS tf\n{fw}",
+        col(&src.id),
+        col(&src.embedding),
+        col(&src.tsv),
+    );
+    (sql, params.values)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -482,6 +501,7 @@ mod tests {
                 out.push((p.sql, p.params));
             }
             out.push(slice_estimate(&c, idx, &conds));
+            out.push(feedback_fetch(&c, idx, &conds, vec!["1".into()]));
             out.push(fetch(&c, idx, &conds, vec!["1".into()]));
         }
         out
