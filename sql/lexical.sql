@@ -63,8 +63,10 @@ CREATE TABLE corpus.lexical_champions (
     corpus text NOT NULL,
     source text NOT NULL,
     term   text NOT NULL,
-    -- item ids (as text), best first
-    items  text[] NOT NULL,
+    -- item ids (as text), best first, and their BM25 term weights (at the refresh's k1, b and
+    -- mean length): the search bounds scores with them before reading any item
+    items   text[] NOT NULL,
+    impacts float8[] NOT NULL,
     PRIMARY KEY (corpus, term, source),
     FOREIGN KEY (corpus, source) REFERENCES corpus.sources (corpus, name) ON DELETE CASCADE
 );

@@ -14,7 +14,7 @@ use pgrx::prelude::*;
 use pgrx::JsonB;
 
 use pg_corpus_core::bm25::{Bm25Params, CorpusStats};
-use pg_corpus_core::lexical::{self, CandidatePlan, QueryKey};
+use pg_corpus_core::lexical::{self, CandidatePlan, ChampionHead, QueryKey};
 
 use crate::error::OrRaise;
 use crate::gucs;
@@ -58,13 +58,39 @@ struct LexicalPlans {
 }
 
 impl LexicalPlans {
-    fn candidate_plans(&self, budget: u64) -> Vec<Option<CandidatePlan>> {
-        self.keys_per_source
+    /// Each source's candidate plan for `budget`; for a plan of common keys only, the items of
+    /// its champion lists' heads that can reach the top `window` (lexical::preselect).
+    fn candidate_plans(
+        &self,
+        corpus: &Corpus,
+        budget: u64,
+        window: usize,
+    ) -> Result<Vec<Option<CandidatePlan>>, CoreError> {
+        let mut plans: Vec<Option<CandidatePlan>> = self
+            .keys_per_source
             .iter()
             .map(|keys| {
                 lexical::candidate_plan(keys, |k| self.df.get(k).copied().unwrap_or(0), self.stats.n_docs, budget)
             })
-            .collect()
+            .collect();
+        for (idx, plan) in plans.iter_mut().enumerate() {
+            let Some(p) = plan.as_mut().filter(|p| !p.champions.is_empty()) else { continue };
+            let weight = |key: &str| p.scored.iter().find(|k| k.key == key).map_or(0.0, |k| k.weight_idf);
+            let heads: Vec<ChampionHead> =
+                spi::champion_heads(&corpus.name, &corpus.sources[idx].name, &p.champions, p.champion_prefix)?
+                    .into_iter()
+                    .map(|(term, items, impacts)| ChampionHead { weight_idf: weight(&term), items, impacts })
+                    .collect();
+            // keys found through the index can add at most k1 + 1 times their weight
+            let unlisted: f64 = p
+                .scored
+                .iter()
+                .filter(|k| !p.champions.contains(&k.key))
+                .map(|k| k.weight_idf.max(0.0) * (self.params.k1 + 1.0))
+                .sum();
+            p.champion_items = lexical::preselect(&heads, unlisted, window, budget as usize);
+        }
+        Ok(plans)
     }
 }
 
@@ -271,12 +297,15 @@ impl Request {
     }
 }
 
-fn subplans(req: &Request, q: RoundQuery, sem: &[SemanticPlan], window: usize) -> Vec<Subplan> {
+fn subplans(req: &Request, q: RoundQuery, sem: &[SemanticPlan], window: usize) -> Result<Vec<Subplan>, CoreError> {
     // The candidate budget grows with the window: when capping or pruning left fewer than k
     // rows, a wider window also lets commoner keys find candidates.
     let budget =
         (gucs::BM25_CANDIDATE_BUDGET.get().max(1) as u64).saturating_mul((window / req.window.max(1)).max(1) as u64);
-    let candidate_plans = q.lexical.map(|lex| lex.candidate_plans(budget));
+    let candidate_plans = match q.lexical {
+        Some(lex) => Some(lex.candidate_plans(&req.corpus, budget, window)?),
+        None => None,
+    };
     let mut out = Vec::new();
     for idx in 0..req.corpus.sources.len() {
         if let Some(v) = q.vector {
@@ -310,7 +339,7 @@ fn subplans(req: &Request, q: RoundQuery, sem: &[SemanticPlan], window: usize) -
             (None, _, _) => {}
         }
     }
-    out
+    Ok(out)
 }
 
 /// pgvector settings for an approximate subplan: enough ef_search for the window, an iterative
@@ -364,7 +393,7 @@ fn run_round(
     // A pruned lexical subplan that returned fewer rows than the window may have left matching
     // items out: a wider window (and so a larger candidate budget) can find them.
     let mut pruned_short = false;
-    for p in subplans(req, q, sem, window) {
+    for p in subplans(req, q, sem, window)? {
         let settings = subplan_settings(req, sem, &p, window);
         let hits = if settings.is_empty() {
             spi::branch_hits(p.source, &p.sql, &p.params)?
@@ -603,7 +632,7 @@ fn corpus_explain(
     'static,
     (name!(source, String), name!(branch, String), name!(strategy, String), name!(sql, String), name!(params, JsonB)),
 > {
-    let (req, sem) = spi::pinned_search_path(|| {
+    let (req, sem, plans) = spi::pinned_search_path(|| {
         let req = request(
             corpus,
             query_vec,
@@ -618,10 +647,11 @@ fn corpus_explain(
             Some(false),
         )?;
         let sem = if req.vector.is_some() { semantic_plans(&req)? } else { Vec::new() };
-        Ok::<_, CoreError>((req, sem))
+        let plans = subplans(&req, req.query(), &sem, req.window)?;
+        Ok::<_, CoreError>((req, sem, plans))
     })
     .or_raise();
-    let rows: Vec<_> = subplans(&req, req.query(), &sem, req.window)
+    let rows: Vec<_> = plans
         .into_iter()
         .map(|p| {
             let mut params = serde_json::to_value(&p.params).unwrap_or_default();

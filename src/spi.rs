@@ -576,8 +576,8 @@ pub fn refresh_lexical_stats(
             all.push(Param::Text(source.clone()));
             client.update(
                 &format!(
-                    "INSERT INTO corpus.lexical_champions (corpus, source, term, items)
-                     SELECT ${}::text, ${}::text, c.term, c.items FROM ({sql}) AS c",
+                    "INSERT INTO corpus.lexical_champions (corpus, source, term, items, impacts)
+                     SELECT ${}::text, ${}::text, c.term, c.items, c.impacts FROM ({sql}) AS c",
                     params.len() + 1,
                     params.len() + 2
                 ),
@@ -624,6 +624,40 @@ pub fn lexical_stats(corpus: &str, terms: &[String]) -> Result<(HashMap<String, 
         }
     }
     Ok((df, documents, total))
+}
+
+/// The first `n` items and impacts of a source's champion lists for `terms` (those the caller
+/// may read: row-level security), as (term, items, impacts).
+pub fn champion_heads(
+    corpus: &str,
+    source: &str,
+    terms: &[String],
+    n: u64,
+) -> Result<Vec<(String, Vec<String>, Vec<f64>)>, CoreError> {
+    Spi::connect(|client| {
+        let rows = client.select(
+            "SELECT term, items[1:$4], impacts[1:$4] FROM corpus.lexical_champions
+              WHERE corpus = $1 AND source = $2 AND term = ANY($3)",
+            None,
+            &[
+                DatumWithOid::from(corpus),
+                DatumWithOid::from(source),
+                DatumWithOid::from(terms.to_vec()),
+                DatumWithOid::from(n.min(i32::MAX as u64) as i32),
+            ],
+        )?;
+        let mut out = Vec::new();
+        for row in rows {
+            let term = row.get::<String>(1)?.unwrap_or_default();
+            let items: Vec<String> =
+                row.get::<Vec<Option<String>>>(2)?.unwrap_or_default().into_iter().flatten().collect();
+            let impacts: Vec<f64> =
+                row.get::<Vec<Option<f64>>>(3)?.unwrap_or_default().into_iter().map(|x| x.unwrap_or(0.0)).collect();
+            out.push((term, items, impacts));
+        }
+        Ok(out)
+    })
+    .map_err(spi_failure)
 }
 
 /// PostgreSQL's analysis of a query with a text search configuration: (lexeme, count).

@@ -118,6 +118,9 @@ pub struct CandidatePlan {
     /// every key of the query is common).
     pub champions: Vec<String>,
     pub champion_prefix: u64,
+    /// The champion-list items chosen as candidates ([`preselect`] over the lists' heads); the
+    /// search fills it in before building the subplan.
+    pub champion_items: Vec<String>,
     /// Keys that only score documents found by others.
     pub common: Vec<String>,
     /// Every key with `weight · idf`, for scoring.
@@ -174,6 +177,7 @@ pub fn candidate_plan(keys: &[QueryKey], df: impl Fn(&str) -> u64, n_docs: u64, 
             tsquery: or_query(finders.into_iter()),
             champions: Vec::new(),
             champion_prefix: 0,
+            champion_items: Vec::new(),
             common,
             scored,
             pruned,
@@ -187,10 +191,57 @@ pub fn candidate_plan(keys: &[QueryKey], df: impl Fn(&str) -> u64, n_docs: u64, 
         tsquery: or_query(indexed.iter().map(|(k, _)| k.key.as_str())),
         champions: listed.iter().map(|(k, _)| k.key.clone()).collect(),
         champion_prefix: if listed.is_empty() { 0 } else { prefix },
+        champion_items: Vec::new(),
         common: Vec::new(),
         scored,
         pruned: true,
     })
+}
+
+/// The head of one key's champion list: its items, best first, with their BM25 term weights
+/// (`tf·(k1+1) / (tf + k1·(1 − b + b·dl/avgdl))` at the refresh), and the key's `weight · idf`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChampionHead {
+    pub weight_idf: f64,
+    pub items: Vec<String>,
+    pub impacts: Vec<f64>,
+}
+
+/// Which items of the champion lists' heads can reach the top `keep`, without reading them:
+/// an item's score is at least the sum of its listed impacts (`lower`) and at most that plus,
+/// for every head it is missing from, the head's last impact (an item beyond a head weighs no
+/// more than the head's last), plus `unlisted` (the most the query's keys without a list can
+/// add). Items whose upper bound reaches the `keep`-th best lower bound are kept (Fagin's
+/// threshold idea), best upper bound first, at most `cap` of them. The kept items are then
+/// scored exactly from their tsvectors, so the ranking among them is exact BM25.
+pub fn preselect(heads: &[ChampionHead], unlisted: f64, keep: usize, cap: usize) -> Vec<String> {
+    let mut lower: BTreeMap<&str, (f64, f64)> = BTreeMap::new(); // item → (lower, cut of heads it is in)
+    let mut all_cuts = 0.0;
+    for h in heads {
+        let n = h.items.len().min(h.impacts.len());
+        if n == 0 {
+            continue;
+        }
+        let cut = h.weight_idf * h.impacts[n - 1].max(0.0);
+        all_cuts += cut;
+        for (item, impact) in h.items.iter().zip(&h.impacts).take(n) {
+            let e = lower.entry(item.as_str()).or_insert((0.0, 0.0));
+            e.0 += h.weight_idf * impact.max(0.0);
+            e.1 += cut;
+        }
+    }
+    let mut scored: Vec<(&str, f64, f64)> =
+        lower.into_iter().map(|(item, (lo, cuts_in))| (item, lo, lo + (all_cuts - cuts_in) + unlisted)).collect();
+    if scored.is_empty() {
+        return Vec::new();
+    }
+    let mut lows: Vec<f64> = scored.iter().map(|s| s.1).collect();
+    lows.sort_by(|a, b| b.total_cmp(a));
+    let threshold = lows[keep.clamp(1, lows.len()) - 1];
+    scored.retain(|s| s.2 >= threshold);
+    scored.sort_by(|a, b| b.2.total_cmp(&a.2).then_with(|| b.1.total_cmp(&a.1)).then_with(|| a.0.cmp(b.0)));
+    scored.truncate(cap.max(keep));
+    scored.into_iter().map(|s| s.0.to_string()).collect()
 }
 
 #[cfg(test)]
@@ -249,6 +300,61 @@ mod tests {
         assert_eq!(small.tsquery.as_deref(), Some("'zebra' | 'the'"));
         assert!(small.common.is_empty() && !small.pruned);
         assert!(candidate_plan(&[], df, 1000, 100).is_none());
+    }
+
+    #[test]
+    fn preselection_keeps_every_item_that_can_reach_the_top() {
+        let head = |w: f64, items: &[(&str, f64)]| ChampionHead {
+            weight_idf: w,
+            items: items.iter().map(|(i, _)| i.to_string()).collect(),
+            impacts: items.iter().map(|(_, x)| *x).collect(),
+        };
+        let heads =
+            vec![head(1.0, &[("a", 2.0), ("b", 1.8), ("c", 1.0)]), head(1.0, &[("b", 2.0), ("d", 1.9), ("e", 1.1)])];
+        // lower: a 2.0, b 3.8, c 1.0, d 1.9, e 1.1; upper adds the missing head's cut (1.0 / 1.1)
+        // keep 2: threshold 2.0 (a); c's upper 2.1 reaches it, e's upper 2.1 too
+        assert_eq!(
+            preselect(&heads, 0.0, 2, 100),
+            vec!["b", "a", "d", "e", "c"],
+            "ties on the upper bound: better lower first"
+        );
+        // keep 1: threshold 3.8: only b can reach it
+        assert_eq!(preselect(&heads, 0.0, 1, 100), vec!["b"]);
+        // keys without lists can add up to `unlisted` to anyone
+        assert_eq!(preselect(&heads, 1.0, 1, 100).len(), 3);
+        assert_eq!(preselect(&heads, 0.0, 2, 3), vec!["b", "a", "d"], "capped, best upper bound first");
+        assert!(preselect(&[], 0.0, 10, 100).is_empty());
+        // the exact top-k (by full scores) is always kept: brute force over random heads
+        let mut seed = 7u64;
+        let mut rnd = || {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (seed >> 33) as f64 / (1u64 << 31) as f64
+        };
+        for _ in 0..200 {
+            let n_items = 30;
+            let impact: Vec<Vec<f64>> = (0..3).map(|_| (0..n_items).map(|_| rnd() * 2.0).collect()).collect();
+            let weights: Vec<f64> = (0..3).map(|_| 0.2 + rnd()).collect();
+            let heads: Vec<ChampionHead> = (0..3)
+                .map(|k| {
+                    let mut order: Vec<usize> = (0..n_items).collect();
+                    order.sort_by(|a, b| impact[k][*b].total_cmp(&impact[k][*a]));
+                    order.truncate(8);
+                    ChampionHead {
+                        weight_idf: weights[k],
+                        items: order.iter().map(|i| format!("i{i}")).collect(),
+                        impacts: order.iter().map(|i| impact[k][*i]).collect(),
+                    }
+                })
+                .collect();
+            let in_heads: std::collections::BTreeSet<String> = heads.iter().flat_map(|h| h.items.clone()).collect();
+            let score = |i: usize| (0..3).map(|k| weights[k] * impact[k][i]).sum::<f64>();
+            let mut best: Vec<usize> = (0..n_items).filter(|i| in_heads.contains(&format!("i{i}"))).collect();
+            best.sort_by(|a, b| score(*b).total_cmp(&score(*a)));
+            let kept = preselect(&heads, 0.0, 3, 1000);
+            for i in best.iter().take(3) {
+                assert!(kept.contains(&format!("i{i}")), "i{i} dropped: {kept:?}");
+            }
+        }
     }
 
     #[test]

@@ -283,9 +283,9 @@ fn lexical_subplan(src: &Source, idx: usize, score: &str, fw: &str, lim: &str, p
 }
 
 /// The BM25 lexical subplan: candidates through the tsvector's GIN index (`@@` the candidate
-/// plan's tsquery of rare keys) or, for a query of common keys only, the heads of their champion
-/// lists (`corpus.lexical_champions`, looked up by item id), scored by `corpus._bm25_score`
-/// with the corpus' statistics.
+/// plan's tsquery of rare keys) or, for a query of common keys only, the items preselected from
+/// their champion lists' heads (looked up by item id), scored by `corpus._bm25_score` with the
+/// corpus' statistics.
 pub fn lexical_bm25(
     corpus: &Corpus,
     idx: usize,
@@ -308,18 +308,13 @@ pub fn lexical_bm25(
     if let Some(q) = &plan.tsquery {
         finders.push(format!("{tsv} @@ {}::tsquery", params.push(Param::Text(q.clone()))));
     }
-    if !plan.champions.is_empty() {
-        let c = params.push(Param::Text(corpus.name.clone()));
-        let s = params.push(Param::Text(src.name.clone()));
-        let t = params.push(Param::TextArray(plan.champions.clone()));
-        let n = params.push(Param::Int(plan.champion_prefix as i64));
-        finders.push(format!(
-            "{} = ANY(ARRAY(SELECT h.item::{} FROM corpus.lexical_champions AS ch \
-             CROSS JOIN LATERAL unnest(ch.items[1:{n}::int4]) AS h(item) \
-             WHERE ch.corpus = {c}::text AND ch.source = {s}::text AND ch.term = ANY({t}::text[])))",
-            col(&src.id),
-            src.id.sql_type
-        ));
+    if !plan.champion_items.is_empty() {
+        let ids = params.push(Param::TextArray(plan.champion_items.clone()));
+        finders.push(format!("{} = ANY({ids}::text[]::{}[])", col(&src.id), src.id.sql_type));
+    }
+    if finders.is_empty() {
+        // champion lists hold nothing the caller may read (or nothing at all): no candidates
+        finders.push("false".to_string());
     }
     let find = if finders.len() == 1 { finders.remove(0) } else { format!("({})", finders.join(" OR ")) };
     let fw = from_where(src, conds, false, &[find], &mut params);
@@ -329,10 +324,10 @@ pub fn lexical_bm25(
     lexical_subplan(src, idx, &score, &fw, &lim, params)
 }
 
-/// The champion lists of one source (`term`, `items`): for every key in more than `min_df` of
+/// The champion lists of one source (`term`, `items`, `impacts`): for every key in more than `min_df` of
 /// the corpus' documents (by the statistics just written to corpus.lexical_stats), the source's
 /// searchable items of highest BM25 term weight `tf·(k1+1) / (tf + k1·(1 − b + b·dl/avgdl))`,
-/// best first (item id breaking ties), at most `len`. The weight is the key's whole
+/// best first (item id breaking ties), at most `len`, with those weights. The weight is the key's whole
 /// contribution to a document's score up to its idf, a constant per key.
 pub fn lexical_champions_sql(
     corpus: &Corpus,
@@ -364,12 +359,13 @@ SELECT t.lexeme AS term, d.id,
  CROSS JOIN avg
 ),
 ranked AS (
-SELECT term, id, row_number() OVER (
-           PARTITION BY term
-           ORDER BY tf * ({k1}::float8 + 1) / (tf + {k1}::float8 * (1 - {b}::float8 + {b}::float8 * rel)) DESC, id) AS rn
-  FROM weighted
+SELECT term, id, w, row_number() OVER (PARTITION BY term ORDER BY w DESC, id) AS rn
+  FROM (SELECT term, id,
+               tf * ({k1}::float8 + 1) / (tf + {k1}::float8 * (1 - {b}::float8 + {b}::float8 * rel)) AS w
+          FROM weighted) AS x
 )
-SELECT term, array_agg(id ORDER BY rn) AS items FROM ranked WHERE rn <= {n}::int8 GROUP BY term",
+SELECT term, array_agg(id ORDER BY rn) AS items, array_agg(w ORDER BY rn) AS impacts
+  FROM ranked WHERE rn <= {n}::int8 GROUP BY term",
         id = col(&src.id),
         tsv = col(&src.tsv),
     );
@@ -528,6 +524,14 @@ mod tests {
         assert!(!plans[1].champions.is_empty() && plans[1].tsquery.is_some());
         assert!(!plans[2].champions.is_empty() && plans[2].tsquery.is_none());
         plans
+            .into_iter()
+            .map(|mut p| {
+                if !p.champions.is_empty() {
+                    p.champion_items = vec!["1".into(), "2".into()];
+                }
+                p
+            })
+            .collect()
     }
 
     #[test]
@@ -547,7 +551,7 @@ mod tests {
     #[test]
     fn champion_candidates_are_looked_up_by_id_under_the_corpus_predicate() {
         let c = legal();
-        let plan = crate::lexical::candidate_plan(
+        let mut plan = crate::lexical::candidate_plan(
             &[crate::lexical::QueryKey { key: "של".into(), weight: 1.0 }],
             |_| 90_000,
             100_000,
@@ -555,13 +559,12 @@ mod tests {
         )
         .unwrap();
         let p = lexical_bm25(&c, 0, &[], &plan, 50.0, crate::bm25::Bm25Params::default(), 40);
+        assert!(p.sql.contains("\n  AND false\n"), "nothing preselected, no candidates: {}", p.sql);
+        plan.champion_items = vec!["7".into(), "9".into()];
+        let p = lexical_bm25(&c, 0, &[], &plan, 50.0, crate::bm25::Bm25Params::default(), 40);
         assert!(!p.sql.contains("@@"), "{}", p.sql);
-        assert!(
-            p.sql.contains("i.\"id\" = ANY(ARRAY(SELECT h.item::bigint FROM corpus.lexical_champions"),
-            "{}",
-            p.sql
-        );
-        assert!(p.params.contains(&Param::Text(c.name.clone())) && p.params.contains(&Param::Int(1000)));
+        assert!(p.sql.contains("i.\"id\" = ANY($7::text[]::bigint[])"), "{}", p.sql);
+        assert!(p.params.contains(&Param::TextArray(vec!["7".into(), "9".into()])));
         assert!(p.sql.contains("p.\"source_kind\" = $"), "the corpus predicate still applies: {}", p.sql);
     }
 
