@@ -94,11 +94,7 @@ pub struct ScopeParts {
 /// conditions; [`scope_predicate`] and the health checks assemble them from here.
 pub fn scope_parts(src: &Source, params: &mut Params) -> ScopeParts {
     let isolation = src.isolation.iter().map(|c| bound(c, params)).collect();
-    let text = if src.min_length > 0 {
-        vec![format!("char_length(btrim({})) >= {}", col(&src.text), src.min_length)]
-    } else {
-        vec![format!("{} IS NOT NULL", col(&src.text))]
-    };
+    let text = text_contract(src, &col(&src.text));
     let parent_complete = src
         .parent_required
         .iter()
@@ -112,6 +108,16 @@ pub fn scope_parts(src: &Source, params: &mut Params) -> ScopeParts {
         .collect();
     let rule = src.rule.iter().map(|c| bound(c, params)).collect();
     ScopeParts { isolation, text, parent_complete, rule }
+}
+
+/// The searchable contract's text condition on `expr` (the source's text column, or that column
+/// carried out of a subquery): at least `min_length` characters after trim.
+fn text_contract(src: &Source, expr: &str) -> Vec<String> {
+    if src.min_length > 0 {
+        vec![format!("char_length(btrim({expr})) >= {}", src.min_length)]
+    } else {
+        vec![format!("{expr} IS NOT NULL")]
+    }
 }
 
 /// THE corpus predicate of a source as the searches use it: every part of [`scope_parts`], and
@@ -171,8 +177,30 @@ fn filter_sql(src: &Source, cond: &Condition, params: &mut Params) -> String {
 
 /// `FROM item i [JOIN parent p ON key] WHERE <scope predicate> AND <caller filters> [AND extra]`.
 pub fn from_where(src: &Source, conds: &[Condition], semantic: bool, extra: &[String], params: &mut Params) -> String {
+    from_where_parts(src, conds, semantic, true, extra, params)
+}
+
+/// [`from_where`], with the text condition of the searchable contract left out when `text` is
+/// false: the caller must then apply [`text_contract`] itself (the BM25 subplan does, after
+/// ranking, so that only the rows it returns detoast their text).
+fn from_where_parts(
+    src: &Source,
+    conds: &[Condition],
+    semantic: bool,
+    text: bool,
+    extra: &[String],
+    params: &mut Params,
+) -> String {
     let mut sql = from_clause_sampled(src, None);
-    let mut preds = scope_predicate(src, semantic, params);
+    let mut preds = if text {
+        scope_predicate(src, semantic, params)
+    } else {
+        let parts = scope_parts(src, params);
+        let mut preds = parts.isolation;
+        preds.extend(parts.parent_complete);
+        preds.extend(parts.rule);
+        preds
+    };
     preds.extend(conds.iter().map(|c| filter_sql(src, c, params)));
     preds.extend(extra.iter().cloned());
     sql.push_str("\nWHERE ");
@@ -317,11 +345,36 @@ pub fn lexical_bm25(
         finders.push("false".to_string());
     }
     let find = if finders.len() == 1 { finders.remove(0) } else { format!("({})", finders.join(" OR ")) };
-    let fw = from_where(src, conds, false, &[find], &mut params);
+    // The text condition of the searchable contract is checked after ranking, in rank order,
+    // until the limit is reached: it detoasts the text, the costliest step per candidate (24 of
+    // 31 ms over 1,903 candidates, docs/lexical-speed.md), while scoring reads only the tsvector.
+    let fw = from_where_parts(src, conds, false, false, &[find], &mut params);
     let score = format!(
         "corpus._bm25_score({tsv}, {keys}::text[], {weights}::real[]::float8[], {avg}::float8, {k1}::float8, {b}::float8)"
     );
-    lexical_subplan(src, idx, &score, &fw, &lim, params)
+    let sql = format!(
+        "SELECT ranked.item_id, ranked.parent_id, ranked.score FROM (
+SELECT {id}::text AS item_id, {}::text AS parent_id,
+       {score} AS score, {id} AS sort_id, {} AS doc_text
+{fw}
+ORDER BY score DESC, {id}
+OFFSET 0) AS ranked
+WHERE {}
+ORDER BY ranked.score DESC, ranked.sort_id
+LIMIT {lim}",
+        col(&src.parent_fk),
+        col(&src.text),
+        text_contract(src, "ranked.doc_text").join(" AND "),
+        id = col(&src.id),
+    );
+    Subplan {
+        source: idx,
+        branch: Branch::Lexical,
+        strategy: Strategy::TextMatch,
+        sql,
+        params: params.values,
+        pruned: false,
+    }
 }
 
 /// The champion lists of one source (`term`, `items`, `impacts`): for every key in more than `min_df` of
