@@ -418,6 +418,18 @@ fn run_round(
     Ok((lists, saturated))
 }
 
+/// The item ids of `hits` grouped by source, in hit order, for the sources that have any.
+fn ids_per_source<'a>(
+    hits: impl Iterator<Item = &'a fusion::Fused>,
+    n_sources: usize,
+) -> impl Iterator<Item = (usize, Vec<String>)> {
+    let mut ids = vec![Vec::new(); n_sources];
+    for h in hits {
+        ids[h.source].push(h.item_id.clone());
+    }
+    ids.into_iter().enumerate().filter(|(_, ids)| !ids.is_empty())
+}
+
 /// The feedback round: the query vector moved towards the first fusion's best items (vector
 /// PRF) and the lexical query expanded with their relevance model (RM3), both searched with
 /// the same window (pg_corpus_core::feedback).
@@ -432,11 +444,7 @@ fn feedback_round(
     };
     let top: Vec<&fusion::Fused> = first.iter().take(feedback::RM3_DOCS.max(feedback::VECTOR_DOCS)).collect();
     let mut learned: HashMap<(usize, String), spi::FeedbackDoc> = HashMap::new();
-    for idx in 0..req.corpus.sources.len() {
-        let ids: Vec<String> = top.iter().filter(|f| f.source == idx).map(|f| f.item_id.clone()).collect();
-        if ids.is_empty() {
-            continue;
-        }
+    for (idx, ids) in ids_per_source(top.iter().copied(), req.corpus.sources.len()) {
         let (sql, params) = plan::feedback_fetch(&req.corpus, idx, &req.conds, ids);
         for (id, doc) in spi::feedback_docs(&sql, &params)? {
             learned.insert((idx, id), doc);
@@ -525,11 +533,7 @@ pub(crate) fn search(req: &Request) -> Result<Vec<SearchRow>, CoreError> {
 
     // Fetch content and provenance per source, under the same predicate and filters.
     let mut fetched: HashMap<(usize, String), spi::FetchedRow> = HashMap::new();
-    for idx in 0..req.corpus.sources.len() {
-        let ids: Vec<String> = rows.iter().filter(|r| r.source == idx).map(|r| r.item_id.clone()).collect();
-        if ids.is_empty() {
-            continue;
-        }
+    for (idx, ids) in ids_per_source(rows.iter(), req.corpus.sources.len()) {
         let (sql, params) = plan::fetch(&req.corpus, idx, &req.conds, ids);
         for row in spi::fetch_rows(&sql, &params)? {
             fetched.insert((idx, row.item_id.clone()), row);

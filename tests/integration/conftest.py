@@ -294,6 +294,18 @@ def search(conn, corpus, query_vec, query_text, **kw):
         return cur.fetchall()
 
 
+@pytest.fixture
+def role(db, request):
+    """A fresh role named by the test module's ROLE, on the module's `db`, dropped with what it
+    owns afterwards."""
+    name = request.module.ROLE
+    db.execute(f"DROP ROLE IF EXISTS {name}")
+    db.execute(f"CREATE ROLE {name}")
+    yield name
+    db.execute(f"DROP OWNED BY {name}")
+    db.execute(f"DROP ROLE {name}")
+
+
 @pytest.fixture(scope="session")
 def pgc():
     return SimpleNamespace(

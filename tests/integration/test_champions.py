@@ -203,15 +203,6 @@ def test_lists_follow_the_refresh(db):
         db.execute("SELECT * FROM corpus.corpus_refresh_lexical_stats('ca')")
 
 
-@pytest.fixture
-def role(db):
-    db.execute(f"DROP ROLE IF EXISTS {ROLE}")
-    db.execute(f"CREATE ROLE {ROLE}")
-    yield ROLE
-    db.execute(f"DROP OWNED BY {ROLE}")
-    db.execute(f"DROP ROLE {ROLE}")
-
-
 def visible(db, role):
     with db.transaction():
         db.execute(f"SET LOCAL ROLE {role}")

@@ -460,15 +460,6 @@ def test_version_mismatch_and_pgvector_thresholds(db):
 # ============================================================================================
 
 
-@pytest.fixture
-def role(db):
-    db.execute(f"DROP ROLE IF EXISTS {ROLE}")
-    db.execute(f"CREATE ROLE {ROLE}")
-    yield ROLE
-    db.execute(f"DROP OWNED BY {ROLE}")
-    db.execute(f"DROP ROLE {ROLE}")
-
-
 def test_privileges(db, role):
     r = expect(health(db), "privileges", None, None, "ok", 0)
     assert r["detail"] == {"public_can_create": False, "catalog_writers": []}

@@ -123,9 +123,17 @@ fn text_contract(src: &Source, expr: &str) -> Vec<String> {
 /// THE corpus predicate of a source as the searches use it: every part of [`scope_parts`], and
 /// an embedding for the semantic branch. Every search query built here carries it.
 pub fn scope_predicate(src: &Source, semantic: bool, params: &mut Params) -> Vec<String> {
+    scope_conditions(src, semantic, true, params)
+}
+
+/// [`scope_predicate`], with the text condition left out when `text` is false (the caller then
+/// applies [`text_contract`] itself).
+fn scope_conditions(src: &Source, semantic: bool, text: bool, params: &mut Params) -> Vec<String> {
     let parts = scope_parts(src, params);
     let mut preds = parts.isolation;
-    preds.extend(parts.text);
+    if text {
+        preds.extend(parts.text);
+    }
     preds.extend(parts.parent_complete);
     preds.extend(parts.rule);
     if semantic {
@@ -192,15 +200,7 @@ fn from_where_parts(
     params: &mut Params,
 ) -> String {
     let mut sql = from_clause_sampled(src, None);
-    let mut preds = if text {
-        scope_predicate(src, semantic, params)
-    } else {
-        let parts = scope_parts(src, params);
-        let mut preds = parts.isolation;
-        preds.extend(parts.parent_complete);
-        preds.extend(parts.rule);
-        preds
-    };
+    let mut preds = scope_conditions(src, semantic, text, params);
     preds.extend(conds.iter().map(|c| filter_sql(src, c, params)));
     preds.extend(extra.iter().cloned());
     sql.push_str("\nWHERE ");
@@ -300,6 +300,10 @@ fn lexical_subplan(src: &Source, idx: usize, score: &str, fw: &str, lim: &str, p
         col(&src.parent_fk),
         id = col(&src.id),
     );
+    text_match(idx, sql, params)
+}
+
+fn text_match(idx: usize, sql: String, params: Params) -> Subplan {
     Subplan {
         source: idx,
         branch: Branch::Lexical,
@@ -346,8 +350,8 @@ pub fn lexical_bm25(
     }
     let find = if finders.len() == 1 { finders.remove(0) } else { format!("({})", finders.join(" OR ")) };
     // The text condition of the searchable contract is checked after ranking, in rank order,
-    // until the limit is reached: it detoasts the text, the costliest step per candidate (24 of
-    // 31 ms over 1,903 candidates, docs/lexical-speed.md), while scoring reads only the tsvector.
+    // until the limit is reached: it detoasts the text, the costliest step per candidate (16 of
+    // 20 ms over 1,903 candidates: bench/lexical_diagnostics.py), while scoring reads only the tsvector.
     let fw = from_where_parts(src, conds, false, false, &[find], &mut params);
     let score = format!(
         "corpus._bm25_score({tsv}, {keys}::text[], {weights}::real[]::float8[], {avg}::float8, {k1}::float8, {b}::float8)"
@@ -367,14 +371,7 @@ LIMIT {lim}",
         text_contract(src, "ranked.doc_text").join(" AND "),
         id = col(&src.id),
     );
-    Subplan {
-        source: idx,
-        branch: Branch::Lexical,
-        strategy: Strategy::TextMatch,
-        sql,
-        params: params.values,
-        pruned: false,
-    }
+    text_match(idx, sql, params)
 }
 
 /// The champion lists of one source (`term`, `items`, `impacts`): for every key in more than `min_df` of
@@ -594,10 +591,7 @@ mod tests {
             let (sql, params) = lexical_champions_sql(&c, idx, 1000, 1000, crate::bm25::Bm25Params::default());
             assert!(sql.contains("p.\"source_kind\" = $") && sql.contains("char_length(btrim("), "{sql}");
             assert!(params.contains(&Param::Text("external_upload".into())));
-            for n in 1..=params.len() {
-                assert!(sql.contains(&format!("${n}")), "${n} unused in {sql}");
-            }
-            assert!(!sql.contains(&format!("${}", params.len() + 1)));
+            assert_placeholders_match(&sql, &params);
         }
     }
 
@@ -651,11 +645,16 @@ mod tests {
     #[test]
     fn placeholders_match_params() {
         for (sql, params) in all_plans() {
-            for n in 1..=params.len() {
-                assert!(sql.contains(&format!("${n}")), "${n} unused in {sql}");
-            }
-            assert!(!sql.contains(&format!("${}", params.len() + 1)));
+            assert_placeholders_match(&sql, &params);
         }
+    }
+
+    /// Every parameter is used, and no placeholder beyond them.
+    fn assert_placeholders_match(sql: &str, params: &[Param]) {
+        for n in 1..=params.len() {
+            assert!(sql.contains(&format!("${n}")), "${n} unused in {sql}");
+        }
+        assert!(!sql.contains(&format!("${}", params.len() + 1)));
     }
 
     #[test]
