@@ -55,6 +55,8 @@ struct LexicalPlans {
     df: HashMap<String, u64>,
     stats: CorpusStats,
     params: Bm25Params,
+    /// The corpus' share of its source tables' rows (0 when a table was never analysed).
+    corpus_share: f64,
 }
 
 impl LexicalPlans {
@@ -115,7 +117,16 @@ fn lexical_plans(corpus: &Corpus, text: &str) -> Result<LexicalPlans, CoreError>
     all.dedup();
     let (df, documents, total_length) = spi::lexical_stats(&corpus.name, &all)?;
     let stats = CorpusStats { n_docs: documents.max(0) as u64, total_length: total_length.max(0) as u64 };
-    Ok(LexicalPlans { keys_per_source, df, stats, params })
+    let mut rows = 0.0;
+    for src in &corpus.sources {
+        let n = spi::reltuples(src.item.oid)?;
+        if n < 0.0 {
+            rows = f64::INFINITY;
+        }
+        rows += n.max(0.0);
+    }
+    let corpus_share = if rows > 0.0 { (stats.n_docs as f64 / rows).min(1.0) } else { 0.0 };
+    Ok(LexicalPlans { keys_per_source, df, stats, params, corpus_share })
 }
 
 /// Characters of query_text the lexical branch uses (documented in the README).
@@ -330,6 +341,7 @@ fn subplans(req: &Request, q: RoundQuery, sem: &[SemanticPlan], window: usize) -
                         lex.stats.avg_doc_len(),
                         lex.params,
                         window as i64,
+                        lexical::scope_check(cp, lex.corpus_share, !req.conds.is_empty()),
                     );
                     p.pruned = cp.pruned;
                     out.push(p);

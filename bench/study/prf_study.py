@@ -62,7 +62,8 @@ class Collection:
             exe = TARGET / "release/study_keydump"
             if not exe.exists():
                 subprocess.run(["cargo", "build", "--release", "--offline", "--manifest-path",
-                                str(HERE / "keydump/Cargo.toml")], check=True)
+                                str(HERE / "keydump/Cargo.toml")], check=True,
+                               env={**os.environ, "CARGO_TARGET_DIR": str(TARGET)})
             subprocess.run([str(exe), str(inp), SETS[self.name], str(out)], check=True)
         dump = json.load(open(out, encoding="utf-8"))
         vocab = {}

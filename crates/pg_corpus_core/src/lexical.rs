@@ -244,9 +244,54 @@ pub fn preselect(heads: &[ChampionHead], unlisted: f64, keep: usize, cap: usize)
     scored.into_iter().map(|s| s.0.to_string()).collect()
 }
 
+/// Where a BM25 subplan checks the corpus predicate (isolation and searchable contract).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ScopeCheck {
+    /// Candidates are joined to their parents and filtered before scoring: only the corpus'
+    /// own candidates are scored, at the price of reading the corpus' parents.
+    Joined,
+    /// Candidates are scored first and the predicate is checked by id for each ranked row, in
+    /// rank order, until the window is full: the parents of only those rows are read.
+    AfterRanking,
+}
+
+/// [`ScopeCheck::AfterRanking`] from this share of the indexed table's rows in the corpus on.
+/// The GIN index finds the matching rows of the whole table: checking after ranking scores the
+/// other corpora's rows too (about 2 µs each) but saves joining every candidate's parent (a
+/// hash of the corpus' parents, 3–4 ms at 8,000: docs/lexical-speed.md).
+pub const SCOPE_AFTER_RANKING_MIN_SHARE: f64 = 0.5;
+
+/// How a BM25 subplan of `plan` checks the corpus predicate. `corpus_share` is the corpus'
+/// share of the source tables' rows; `filtered` says whether the caller added filters (their
+/// selectivity is unknown, so only candidates from champion lists are checked after ranking).
+pub fn scope_check(plan: &CandidatePlan, corpus_share: f64, filtered: bool) -> ScopeCheck {
+    // Champion-list candidates are the corpus' own items (at its last statistics refresh).
+    if plan.tsquery.is_none() || (!filtered && corpus_share >= SCOPE_AFTER_RANKING_MIN_SHARE) {
+        ScopeCheck::AfterRanking
+    } else {
+        ScopeCheck::Joined
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn scope_is_checked_after_ranking_for_champion_items_and_large_unfiltered_corpora() {
+        let keys: Vec<QueryKey> =
+            ["rare", "common"].iter().map(|k| QueryKey { key: k.to_string(), weight: 1.0 }).collect();
+        let df = |k: &str| if k == "rare" { 10 } else { 50_000 };
+        let mixed = candidate_plan(&keys, df, 100_000, 2000).unwrap();
+        let common = candidate_plan(&keys[1..], df, 100_000, 2000).unwrap();
+        assert!(mixed.tsquery.is_some() && common.tsquery.is_none());
+        assert_eq!(scope_check(&mixed, 0.8, false), ScopeCheck::AfterRanking);
+        assert_eq!(scope_check(&mixed, 0.2, false), ScopeCheck::Joined);
+        assert_eq!(scope_check(&mixed, 0.8, true), ScopeCheck::Joined, "filters of unknown selectivity");
+        for (share, filtered) in [(0.0, false), (0.2, true), (1.0, true)] {
+            assert_eq!(scope_check(&common, share, filtered), ScopeCheck::AfterRanking);
+        }
+    }
     use crate::tsvector::tests::encode;
 
     #[test]

@@ -318,6 +318,13 @@ fn text_match(idx: usize, sql: String, params: Params) -> Subplan {
 /// plan's tsquery of rare keys) or, for a query of common keys only, the items preselected from
 /// their champion lists' heads (looked up by item id), scored by `corpus._bm25_score` with the
 /// corpus' statistics.
+///
+/// Where the corpus predicate is checked depends on `scope`; either way every returned row
+/// satisfies all of it (from [`from_where`]), and the text condition of the searchable contract
+/// is checked after ranking, in rank order, until the limit is reached: it detoasts the text,
+/// the costliest step per candidate (16 of 20 ms over 1,903 candidates:
+/// bench/lexical_diagnostics.py), while scoring reads only the tsvector.
+#[allow(clippy::too_many_arguments)]
 pub fn lexical_bm25(
     corpus: &Corpus,
     idx: usize,
@@ -326,6 +333,7 @@ pub fn lexical_bm25(
     avg_doc_len: f64,
     bm25: crate::bm25::Bm25Params,
     limit: i64,
+    scope: crate::lexical::ScopeCheck,
 ) -> Subplan {
     let src = &corpus.sources[idx];
     let mut params = Params::default();
@@ -349,15 +357,15 @@ pub fn lexical_bm25(
         finders.push("false".to_string());
     }
     let find = if finders.len() == 1 { finders.remove(0) } else { format!("({})", finders.join(" OR ")) };
-    // The text condition of the searchable contract is checked after ranking, in rank order,
-    // until the limit is reached: it detoasts the text, the costliest step per candidate (16 of
-    // 20 ms over 1,903 candidates: bench/lexical_diagnostics.py), while scoring reads only the tsvector.
-    let fw = from_where_parts(src, conds, false, false, &[find], &mut params);
     let score = format!(
         "corpus._bm25_score({tsv}, {keys}::text[], {weights}::real[]::float8[], {avg}::float8, {k1}::float8, {b}::float8)"
     );
-    let sql = format!(
-        "SELECT ranked.item_id, ranked.parent_id, ranked.score FROM (
+    let id = col(&src.id);
+    let sql = match scope {
+        crate::lexical::ScopeCheck::Joined => {
+            let fw = from_where_parts(src, conds, false, false, &[find], &mut params);
+            format!(
+                "SELECT ranked.item_id, ranked.parent_id, ranked.score FROM (
 SELECT {id}::text AS item_id, {}::text AS parent_id,
        {score} AS score, {id} AS sort_id, {} AS doc_text
 {fw}
@@ -366,11 +374,34 @@ OFFSET 0) AS ranked
 WHERE {}
 ORDER BY ranked.score DESC, ranked.sort_id
 LIMIT {lim}",
-        col(&src.parent_fk),
-        col(&src.text),
-        text_contract(src, "ranked.doc_text").join(" AND "),
-        id = col(&src.id),
-    );
+                col(&src.parent_fk),
+                col(&src.text),
+                text_contract(src, "ranked.doc_text").join(" AND "),
+            )
+        }
+        crate::lexical::ScopeCheck::AfterRanking => {
+            // The whole predicate, looked up by id for each ranked row until the limit is
+            // reached; OFFSET 0 keeps the EXISTS a per-row subplan instead of a semi-join
+            // that would read every item of the corpus.
+            let fw = from_where(src, conds, false, &[format!("{id} = ranked.sort_id")], &mut params);
+            format!(
+                "SELECT ranked.item_id, ranked.parent_id, ranked.score FROM (
+SELECT {id}::text AS item_id, {}::text AS parent_id,
+       {score} AS score, {id} AS sort_id
+FROM {} AS i
+WHERE {find}
+ORDER BY score DESC, {id}
+OFFSET 0) AS ranked
+WHERE EXISTS (SELECT 1
+{fw}
+OFFSET 0)
+ORDER BY ranked.score DESC, ranked.sort_id
+LIMIT {lim}",
+                col(&src.parent_fk),
+                qualified(&src.item.schema, &src.item.name),
+            )
+        }
+    };
     text_match(idx, sql, params)
 }
 
@@ -528,6 +559,7 @@ pub fn feedback_fetch(corpus: &Corpus, idx: usize, conds: &[Condition], ids: Vec
 mod tests {
     use super::*;
     use crate::filters;
+    use crate::lexical::ScopeCheck;
     use crate::resolve::tests::legal;
     use serde_json::json;
 
@@ -543,8 +575,10 @@ mod tests {
             let p = lexical(&c, idx, &conds, "חוזה שכירות", 40);
             out.push((p.sql, p.params));
             for plan in bm25_plans() {
-                let p = lexical_bm25(&c, idx, &conds, &plan, 50.0, crate::bm25::Bm25Params::default(), 40);
-                out.push((p.sql, p.params));
+                for scope in [ScopeCheck::Joined, ScopeCheck::AfterRanking] {
+                    let p = lexical_bm25(&c, idx, &conds, &plan, 50.0, crate::bm25::Bm25Params::default(), 40, scope);
+                    out.push((p.sql, p.params));
+                }
             }
             out.push(slice_estimate(&c, idx, &conds));
             out.push(feedback_fetch(&c, idx, &conds, vec!["1".into()]));
@@ -605,14 +639,20 @@ mod tests {
             2000,
         )
         .unwrap();
-        let p = lexical_bm25(&c, 0, &[], &plan, 50.0, crate::bm25::Bm25Params::default(), 40);
-        assert!(p.sql.contains("\n  AND false\n"), "nothing preselected, no candidates: {}", p.sql);
+        let scope = crate::lexical::scope_check(&plan, 0.01, true);
+        assert_eq!(scope, ScopeCheck::AfterRanking, "champion items are the corpus' own");
+        let p = lexical_bm25(&c, 0, &[], &plan, 50.0, crate::bm25::Bm25Params::default(), 40, scope);
+        assert!(p.sql.contains("\nWHERE false\n"), "nothing preselected, no candidates: {}", p.sql);
         plan.champion_items = vec!["7".into(), "9".into()];
-        let p = lexical_bm25(&c, 0, &[], &plan, 50.0, crate::bm25::Bm25Params::default(), 40);
+        let p = lexical_bm25(&c, 0, &[], &plan, 50.0, crate::bm25::Bm25Params::default(), 40, scope);
         assert!(!p.sql.contains("@@"), "{}", p.sql);
         assert!(p.sql.contains("i.\"id\" = ANY($7::text[]::bigint[])"), "{}", p.sql);
         assert!(p.params.contains(&Param::TextArray(vec!["7".into(), "9".into()])));
-        assert!(p.sql.contains("p.\"source_kind\" = $"), "the corpus predicate still applies: {}", p.sql);
+        // the whole corpus predicate, for each ranked row, by id
+        let exists = &p.sql[p.sql.find("WHERE EXISTS (SELECT 1").expect("checked after ranking")..];
+        assert!(exists.contains("p.\"source_kind\" = $"), "the corpus predicate still applies: {}", p.sql);
+        assert!(exists.contains("char_length(btrim(i.\"content\"))"), "{}", p.sql);
+        assert!(exists.contains("i.\"id\" = ranked.sort_id\nOFFSET 0)"), "{}", p.sql);
     }
 
     #[test]

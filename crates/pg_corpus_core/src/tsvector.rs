@@ -22,6 +22,8 @@ pub const MAX_POSITION: u32 = 16383;
 pub struct TsVector<'a> {
     data: &'a [u8],
     size: usize,
+    /// Positions labelled D over all lexemes, counted while validating.
+    surface: u32,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,11 +51,13 @@ impl<'a> TsVector<'a> {
         if strings > data.len() {
             return None;
         }
-        let v = TsVector { data, size };
+        let mut v = TsVector { data, size, surface: 0 };
         // Validate every entry once so that lookups cannot read out of bounds.
+        let mut surface = 0u32;
         for i in 0..size {
-            v.entry(i)?;
+            surface = surface.saturating_add(v.entry(i)?.surface);
         }
+        v.surface = surface;
         Some(v)
     }
 
@@ -111,7 +115,7 @@ impl<'a> TsVector<'a> {
 
     /// The BM25 document length: positions labelled D over all lexemes.
     pub fn surface_length(&self) -> u32 {
-        (0..self.size).filter_map(|i| self.entry(i)).map(|e| e.surface).sum()
+        self.surface
     }
 }
 
