@@ -35,11 +35,110 @@ fn bm25_query(
 /// BM25 of a document tsvector: `keys` with their `weight · idf` (the search computes them from
 /// the corpus statistics), the corpus' mean document length, k1 and b.
 #[pg_extern(immutable, strict, parallel_safe)]
-fn _bm25_score(document: TsVectorArg, keys: Vec<String>, weights: Vec<f64>, avg_doc_len: f64, k1: f64, b: f64) -> f64 {
+fn _bm25_score(
+    document: TsVectorArg,
+    keys: Array<'_, &str>,
+    weights: Array<'_, f64>,
+    avg_doc_len: f64,
+    k1: f64,
+    b: f64,
+    fcinfo: pg_sys::FunctionCallInfo,
+) -> f64 {
     let Some(doc) = TsVector::parse(&document.0) else { return 0.0 };
-    let scored: Vec<ScoredKey> =
-        keys.into_iter().zip(weights).map(|(key, weight_idf)| ScoredKey { key, weight_idf }).collect();
-    lexical::score_tsvector(&doc, &scored, avg_doc_len, Bm25Params { k1, b })
+    let p = Bm25Params { k1, b };
+    // SAFETY: fcinfo is this call's, with the three arguments above (strict: none is NULL).
+    match unsafe { cached_score_query(fcinfo) } {
+        Some(query) => lexical::score_tsvector(&doc, &query.keys, avg_doc_len, p),
+        None => {
+            let query = ScoreQuery::new(&keys, &weights, Vec::new(), Vec::new());
+            // SAFETY: as above; the cache takes the query only when the call has a call site.
+            let query = unsafe { cache_score_query(fcinfo, query) };
+            lexical::score_tsvector(&doc, &query.keys, avg_doc_len, p)
+        }
+    }
+}
+
+/// The query side of `_bm25_score` (its keys with their weights), kept for the call site in
+/// `fn_extra` so that the arrays are not converted again for every scored row. It is used only
+/// while the keys' and weights' argument bytes equal the ones it was built from.
+#[derive(Clone)]
+struct ScoreQuery {
+    keys_raw: Vec<u8>,
+    weights_raw: Vec<u8>,
+    keys: Vec<ScoredKey>,
+}
+
+impl ScoreQuery {
+    /// NULL keys are skipped and NULL weights count as 0; extra elements of the longer array
+    /// are ignored.
+    fn new(keys: &Array<'_, &str>, weights: &Array<'_, f64>, keys_raw: Vec<u8>, weights_raw: Vec<u8>) -> ScoreQuery {
+        let keys = keys
+            .iter()
+            .zip(weights.iter())
+            .filter_map(|(k, w)| k.map(|k| ScoredKey { key: k.to_string(), weight_idf: w.unwrap_or(0.0) }))
+            .collect();
+        ScoreQuery { keys_raw, weights_raw, keys }
+    }
+}
+
+/// The bytes of a varlena argument, detoasted (no copy when it is not toasted).
+///
+/// # Safety
+/// `d` must be a non-NULL varlena datum.
+unsafe fn varlena_bytes<'a>(d: pg_sys::Datum) -> &'a [u8] {
+    unsafe {
+        let ptr = pg_sys::pg_detoast_datum_packed(d.cast_mut_ptr());
+        let len = pgrx::varlena::varsize_any_exhdr(ptr);
+        std::slice::from_raw_parts(pgrx::varlena::vardata_any(ptr) as *const u8, len)
+    }
+}
+
+/// The call site's cached query, when its arguments are the ones it was built from.
+///
+/// # Safety
+/// `fcinfo` must be a `_bm25_score` call's, its arguments 1 and 2 non-NULL arrays.
+unsafe fn cached_score_query<'a>(fcinfo: pg_sys::FunctionCallInfo) -> Option<&'a ScoreQuery> {
+    unsafe {
+        let flinfo = (*fcinfo).flinfo;
+        if flinfo.is_null() || (*flinfo).fn_extra.is_null() {
+            return None;
+        }
+        let cached = &*((*flinfo).fn_extra as *const ScoreQuery);
+        let args = (*fcinfo).args.as_slice(3);
+        (varlena_bytes(args[1].value) == cached.keys_raw.as_slice()
+            && varlena_bytes(args[2].value) == cached.weights_raw.as_slice())
+        .then_some(cached)
+    }
+}
+
+/// Keep `query` (built from this call's arguments) as the call site's cached query, replacing
+/// an older one; without a call site it is only returned.
+///
+/// # Safety
+/// As [`cached_score_query`].
+unsafe fn cache_score_query<'a>(
+    fcinfo: pg_sys::FunctionCallInfo,
+    mut query: ScoreQuery,
+) -> std::borrow::Cow<'a, ScoreQuery> {
+    unsafe {
+        let flinfo = (*fcinfo).flinfo;
+        if flinfo.is_null() {
+            return std::borrow::Cow::Owned(query);
+        }
+        let args = (*fcinfo).args.as_slice(3);
+        query.keys_raw = varlena_bytes(args[1].value).to_vec();
+        query.weights_raw = varlena_bytes(args[2].value).to_vec();
+        let slot = (*flinfo).fn_extra as *mut ScoreQuery;
+        if slot.is_null() {
+            // dropped with the call site's memory context (fn_mcxt), which outlives fn_extra's uses
+            let kept = pgrx::PgMemoryContexts::For((*flinfo).fn_mcxt).leak_and_drop_on_delete(query);
+            (*flinfo).fn_extra = kept.cast();
+            std::borrow::Cow::Borrowed(&*kept)
+        } else {
+            *slot = query;
+            std::borrow::Cow::Borrowed(&*slot)
+        }
+    }
 }
 
 /// A document's BM25 length: its positions labelled D (surface tokens).

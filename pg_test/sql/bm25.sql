@@ -58,4 +58,14 @@ SET LOCAL pg_corpus.bm25_candidate_budget = 1;
 SELECT count(*) AS budget_1 FROM corpus.corpus_hybrid_search('ca', NULL, 'dog running council', mode => 'lexical', k => 12, max_per_parent => 0);
 RESET pg_corpus.bm25_candidate_budget;
 SELECT * FROM corpus.corpus_refresh_lexical_stats(stale_fraction => 2);
+-- _bm25_score keeps its query side per call site: arguments that change from row to row (NULL
+-- keys skipped, NULL weights 0) still score by the formula. Note 1 has dl 3 (run, dog, villag),
+-- each once: a matching key adds weight · 1 / (1 + 1.2 · (0.25 + 0.75 · 3/5)) = weight / 1.84.
+SELECT v.n, round(corpus._bm25_score(n.body_bm25, v.keys, v.weights, 5, 1.2, 0.75)::numeric, 6) AS score,
+       round((v.matching / 1.84)::numeric, 6) AS expected
+  FROM notes n,
+       (VALUES (1, '{dog}'::text[], '{1}'::float8[], 1), (2, '{dog}', '{2}', 2), (3, '{villag,dog}', '{1,1}', 2),
+               (4, '{dog}', '{2}', 2), (5, ARRAY[NULL, 'dog'], '{5,1}', 1), (6, '{dog}', ARRAY[NULL]::float8[], 0),
+               (7, '{cat,dog}', '{3,1}', 1)) v(n, keys, weights, matching)
+ WHERE n.id = 1 ORDER BY v.n;
 ROLLBACK;
