@@ -203,6 +203,37 @@ def test_lists_follow_the_refresh(db):
         db.execute("SELECT * FROM corpus.corpus_refresh_lexical_stats('ca')")
 
 
+def test_the_corpus_predicate_is_checked_after_ranking_only_where_it_pays(db):
+    """Corpus a holds 65% of the table: its GIN candidates are scored before the predicate is
+    checked by id, in rank order, until the window is full (lexical::scope_check). Corpus b's
+    documents matching a rare key outscore a's and are ranked first, yet never returned; corpus
+    b (35%) joins its candidates' parents before scoring instead."""
+    rare = [(200001 + j, 2, "zeta " * 8 + "lorem ipsum") for j in range(30)]
+    rare += [(200101 + j, 1, f"zeta alpha {'ipsum ' * (j % 5)}dolor") for j in range(15)]
+    try:
+        with db.cursor().copy("COPY docs (id, kind_id, body, emb) FROM STDIN") as cp:
+            for row in rare:
+                cp.write_row((*row, "[1,0]"))
+        db.execute("SELECT * FROM corpus.corpus_refresh_lexical_stats()")
+        sql_a = explain_subplan(db, "ca", "zeta alpha")[0]
+        assert "@@" in sql_a and "WHERE EXISTS (SELECT 1" in sql_a, sql_a
+        sql_b = explain_subplan(db, "cb", "zeta alpha")[0]
+        assert "@@" in sql_b and "WHERE EXISTS (SELECT 1" not in sql_b, sql_b
+        # b's 30 documents outrank every one of a's 15 for "zeta" (8 occurrences against 1)
+        got = [int(i) for i, _ in lexical(db, "ca", "zeta alpha", k=20)]
+        assert len(got) == 20 and set(range(200101, 200116)) <= set(got), got
+        assert all(i <= N_A or 200101 <= i <= 200115 for i in got), got
+        # the same top scores as the exhaustive plan (every key finds candidates)
+        exact = dict(lexical(db, "ca", "zeta alpha", k=20, budget=10 ** 9))
+        scored = lexical(db, "ca", "zeta alpha", k=20)
+        assert [round(s, 9) for _, s in scored] == [round(s, 9) for s in sorted(exact.values(), reverse=True)]
+        got_b = lexical(db, "cb", "zeta", k=40)
+        assert sorted(int(i) for i, _ in got_b) == [200001 + j for j in range(30)]
+    finally:
+        db.execute("DELETE FROM docs WHERE id > 200000")
+        db.execute("SELECT * FROM corpus.corpus_refresh_lexical_stats()")
+
+
 def visible(db, role):
     with db.transaction():
         db.execute(f"SET LOCAL ROLE {role}")
