@@ -454,10 +454,12 @@ def prewarm(conn):
 # Queries: keys, document frequencies, the candidate plan
 # --------------------------------------------------------------------------------------------
 
-def candidate_plan(keys, df, budget):
+def candidate_plan(keys, df, budget, k=10):
     """crates/pg_corpus_core/src/lexical.rs candidate_plan, for reporting. Keys rarest first
     (ties by key) while their document frequencies add up to at most the budget find candidates
-    through the GIN index, the rest only score: ("or", finders, scoring-only keys, 0). When even
+    through the GIN index, the rest only score: ("or", finders, scoring-only keys, prefix), prefix
+    0 unless the finders are in fewer than k documents, when the scoring-only keys with champion
+    lists also take the first prefix = (budget - their df) / lists items of them. When even
     the rarest key is above the budget (an all-common query), the champion plan: ("champions",
     keys above CHAMPION_LIST_LEN documents, which take the first `prefix` items of their
     champion lists, keys at most that common, found through the GIN index, prefix) with prefix
@@ -473,6 +475,11 @@ def candidate_plan(keys, df, budget):
         else:
             common.append(k)
     if finders:
+        # lexical::fill_short_plan: rarer keys in fewer than k documents cannot give k rows, so
+        # the common keys' champion lists share what is left of the budget
+        listed = [w for w in common if df.get(w, 0) > CHAMPION_LIST_LEN]
+        if taken < k and listed:
+            return "or", finders, common, min(max((budget - taken) // len(listed), 1), CHAMPION_LIST_LEN)
         return "or", finders, common, 0
     listed = [k for k in by_df if df.get(k, 0) > CHAMPION_LIST_LEN]
     indexed = [k for k in by_df if df.get(k, 0) <= CHAMPION_LIST_LEN]
@@ -495,6 +502,9 @@ def query_statistics(conn, corpus, text):
         out.update(finders=first, scoring_only=second,
                    # the candidates the budget counts on
                    finder_df_sum=sum(df.get(k, 0) for k in first))
+        if prefix:
+            out.update(champion_keys=[k for k in second if df.get(k, 0) > CHAMPION_LIST_LEN],
+                       champion_prefix=prefix)
     else:
         out.update(champion_keys=first, indexed_keys=second, champion_prefix=prefix,
                    # at most this many candidates: the lists' heads and the indexed keys' df
@@ -808,7 +818,7 @@ def where_the_time_goes(dsn, data, corpora, a, stats):
                 r["bm25"] = explain(conn, sql, values, settings,
                                     text=(qi in (0, first_common)))
                 r["bm25"]["settings"] = settings
-                r["bm25"]["champion_subplan"] = "corpus.lexical_champions" in sql
+                r["bm25"]["champion_subplan"] = 'i."id" = ANY(' in sql   # champion-list items by id
                 for name, vsql in bm25_variants(sql).items():
                     r[f"bm25_{name}"] = explain(conn, vsql, values, settings, timing=False)
                     r[f"bm25_{name}"]["same_plan"] = (plan_shape(r[f"bm25_{name}"]["summary"])
@@ -969,6 +979,10 @@ def simulate_candidates(data, a):
             if plan == "champions":
                 for w in first:
                     budget_mask[head(rank_of[w], prefix)] = True
+            elif prefix:
+                for w in second:
+                    if df[rank_of[w]] > CHAMPION_LIST_LEN:
+                        budget_mask[head(rank_of[w], prefix)] = True
             above = [rank_of[w] for w in second] if plan == "or" else list(keys)
             res = {"budget": top(budget_mask)}
             for m in CHAMPIONS:

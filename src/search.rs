@@ -60,19 +60,24 @@ struct LexicalPlans {
 }
 
 impl LexicalPlans {
-    /// Each source's candidate plan for `budget`; for a plan of common keys only, the items of
-    /// its champion lists' heads that can reach the top `window` (lexical::preselect).
+    /// Each source's candidate plan for `budget` (with champion lists where its rarer keys
+    /// are in fewer than `k` documents: lexical::fill_short_plan); for a plan with champion
+    /// lists, the items of their heads that can reach the top `window` (lexical::preselect).
     fn candidate_plans(
         &self,
         corpus: &Corpus,
         budget: u64,
         window: usize,
+        k: usize,
     ) -> Result<Vec<Option<CandidatePlan>>, CoreError> {
         let mut plans: Vec<Option<CandidatePlan>> = self
             .keys_per_source
             .iter()
             .map(|keys| {
-                lexical::candidate_plan(keys, |k| self.df.get(k).copied().unwrap_or(0), self.stats.n_docs, budget)
+                let df = |k: &str| self.df.get(k).copied().unwrap_or(0);
+                let mut plan = lexical::candidate_plan(keys, df, self.stats.n_docs, budget)?;
+                lexical::fill_short_plan(&mut plan, df, budget, k);
+                Some(plan)
             })
             .collect();
         for (idx, plan) in plans.iter_mut().enumerate() {
@@ -117,15 +122,8 @@ fn lexical_plans(corpus: &Corpus, text: &str) -> Result<LexicalPlans, CoreError>
     all.dedup();
     let (df, documents, total_length) = spi::lexical_stats(&corpus.name, &all)?;
     let stats = CorpusStats { n_docs: documents.max(0) as u64, total_length: total_length.max(0) as u64 };
-    let mut rows = 0.0;
-    for src in &corpus.sources {
-        let n = spi::reltuples(src.item.oid)?;
-        if n < 0.0 {
-            rows = f64::INFINITY;
-        }
-        rows += n.max(0.0);
-    }
-    let corpus_share = if rows > 0.0 { (stats.n_docs as f64 / rows).min(1.0) } else { 0.0 };
+    let table_rows = corpus.sources.iter().map(|src| spi::reltuples(src.item.oid)).collect::<Result<Vec<f64>, _>>()?;
+    let corpus_share = lexical::corpus_share(stats.n_docs, &table_rows);
     Ok(LexicalPlans { keys_per_source, df, stats, params, corpus_share })
 }
 
@@ -314,7 +312,7 @@ fn subplans(req: &Request, q: RoundQuery, sem: &[SemanticPlan], window: usize) -
     let budget =
         (gucs::BM25_CANDIDATE_BUDGET.get().max(1) as u64).saturating_mul((window / req.window.max(1)).max(1) as u64);
     let candidate_plans = match q.lexical {
-        Some(lex) => Some(lex.candidate_plans(&req.corpus, budget, window)?),
+        Some(lex) => Some(lex.candidate_plans(&req.corpus, budget, window, req.k)?),
         None => None,
     };
     let mut out = Vec::new();

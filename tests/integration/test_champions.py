@@ -234,6 +234,28 @@ def test_the_corpus_predicate_is_checked_after_ranking_only_where_it_pays(db):
         db.execute("SELECT * FROM corpus.corpus_refresh_lexical_stats()")
 
 
+def test_rare_keys_in_fewer_than_k_documents_take_the_common_keys_list_heads(db):
+    """'omega' is in 3 of corpus a's documents, fewer than the 10 rows asked for: instead of
+    widening until 'alpha' fits the budget (every document of the corpus), the plan adds the
+    head of alpha's champion list (lexical::fill_short_plan), and the top 10 is exact."""
+    try:
+        db.execute("INSERT INTO docs (id, kind_id, body, emb) VALUES "
+                   "(300001, 1, 'omega alpha lorem', '[1,0]'), (300002, 1, 'omega ipsum', '[1,0]'), "
+                   "(300003, 1, 'omega omega dolor', '[1,0]'), (300004, 2, 'omega alpha', '[1,0]')")
+        db.execute("SELECT * FROM corpus.corpus_refresh_lexical_stats()")
+        sql, plan = explain_subplan(db, "ca", "omega alpha")
+        assert "@@" in sql and '"id" = ANY(' in sql, sql
+        read = sum(n["Actual Rows"] for n in nodes(plan) if n.get("Relation Name") == "docs")
+        assert read <= LIST_LEN + 40, plan   # alpha's head and omega's documents, not all of a's
+        got = lexical(db, "ca", "omega alpha")
+        exact = lexical(db, "ca", "omega alpha", budget=10 ** 9)
+        assert len(got) == 10 and {i for i, _ in got[:3]} == {"300001", "300002", "300003"}, got
+        assert [round(s, 9) for _, s in got] == [round(s, 9) for _, s in exact]
+    finally:
+        db.execute("DELETE FROM docs WHERE id > 300000")
+        db.execute("SELECT * FROM corpus.corpus_refresh_lexical_stats()")
+
+
 def visible(db, role):
     with db.transaction():
         db.execute(f"SET LOCAL ROLE {role}")

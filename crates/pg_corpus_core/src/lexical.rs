@@ -114,8 +114,9 @@ pub struct CandidatePlan {
     /// tsquery input text of the keys whose documents are candidates (ORed), found through the
     /// GIN index; None when every such key is found through its champion list instead.
     pub tsquery: Option<String>,
-    /// Keys whose champion lists' first `champion_prefix` documents are candidates (only when
-    /// every key of the query is common).
+    /// Keys whose champion lists' first `champion_prefix` documents are candidates (when every
+    /// key of the query is common, or when the rarer keys are in fewer than k documents:
+    /// [`fill_short_plan`]).
     pub champions: Vec<String>,
     pub champion_prefix: u64,
     /// The champion-list items chosen as candidates ([`preselect`] over the lists' heads); the
@@ -198,6 +199,28 @@ pub fn candidate_plan(keys: &[QueryKey], df: impl Fn(&str) -> u64, n_docs: u64, 
     })
 }
 
+/// A mixed plan whose candidate-finding keys are in fewer than `k` documents in all cannot
+/// return the `k` rows asked for: the search would widen (×4 window and budget) until a commoner
+/// key fits the budget, which can end by scoring most of the corpus. Instead, the common keys
+/// that have champion lists (more than [`CHAMPION_LIST_LEN`] documents) also find candidates
+/// through their lists' heads, sharing what is left of the budget: `(budget − found) / lists`
+/// items each (1 to [`CHAMPION_LIST_LEN`]). Other plans are left as they are.
+pub fn fill_short_plan(plan: &mut CandidatePlan, df: impl Fn(&str) -> u64, budget: u64, k: usize) {
+    if plan.tsquery.is_none() || !plan.champions.is_empty() {
+        return;
+    }
+    let found: u64 = plan.scored.iter().filter(|k| !plan.common.contains(&k.key)).map(|k| df(&k.key)).sum();
+    if found >= k as u64 {
+        return;
+    }
+    let listed: Vec<String> = plan.common.iter().filter(|k| df(k) > CHAMPION_LIST_LEN).cloned().collect();
+    if listed.is_empty() {
+        return;
+    }
+    plan.champion_prefix = (budget.saturating_sub(found) / listed.len() as u64).clamp(1, CHAMPION_LIST_LEN);
+    plan.champions = listed;
+}
+
 /// The head of one key's champion list: its items, best first, with their BM25 term weights
 /// (`tf·(k1+1) / (tf + k1·(1 − b + b·dl/avgdl))` at the refresh), and the key's `weight · idf`.
 #[derive(Debug, Clone, PartialEq)]
@@ -261,12 +284,28 @@ pub enum ScopeCheck {
 /// hash of the corpus' parents, 3–4 ms at 8,000: docs/lexical-speed.md).
 pub const SCOPE_AFTER_RANKING_MIN_SHARE: f64 = 0.5;
 
+/// The corpus' share (0–1) of the rows of its source tables (`pg_class.reltuples` each): 0,
+/// unknown, when a table was never analysed (negative reltuples) or all are empty.
+pub fn corpus_share(documents: u64, table_rows: &[f64]) -> f64 {
+    if table_rows.iter().any(|&n| n < 0.0) {
+        return 0.0;
+    }
+    let rows: f64 = table_rows.iter().sum();
+    if rows > 0.0 {
+        (documents as f64 / rows).min(1.0)
+    } else {
+        0.0
+    }
+}
+
 /// How a BM25 subplan of `plan` checks the corpus predicate. `corpus_share` is the corpus'
 /// share of the source tables' rows; `filtered` says whether the caller added filters (their
-/// selectivity is unknown, so only candidates from champion lists are checked after ranking).
+/// selectivity is unknown, so then only plans with champion lists are checked after ranking).
 pub fn scope_check(plan: &CandidatePlan, corpus_share: f64, filtered: bool) -> ScopeCheck {
-    // Champion-list candidates are the corpus' own items (at its last statistics refresh).
-    if plan.tsquery.is_none() || (!filtered && corpus_share >= SCOPE_AFTER_RANKING_MIN_SHARE) {
+    // Champion-list candidates are the corpus' own items (at its last statistics refresh), and
+    // most of the plan's: its keys found through the index are either all below the budget
+    // (an all-common plan) or in fewer than k documents (fill_short_plan).
+    if !plan.champions.is_empty() || (!filtered && corpus_share >= SCOPE_AFTER_RANKING_MIN_SHARE) {
         ScopeCheck::AfterRanking
     } else {
         ScopeCheck::Joined
@@ -291,6 +330,31 @@ mod tests {
         for (share, filtered) in [(0.0, false), (0.2, true), (1.0, true)] {
             assert_eq!(scope_check(&common, share, filtered), ScopeCheck::AfterRanking);
         }
+        assert_eq!(corpus_share(800, &[1000.0]), 0.8);
+        // a rare key in 10 documents cannot give 20 rows: the common key's list helps
+        let mut short = mixed.clone();
+        fill_short_plan(&mut short, df, 500, 20);
+        assert_eq!((short.champions.clone(), short.champion_prefix), (vec!["common".to_string()], 490));
+        let mut long = mixed.clone();
+        fill_short_plan(&mut long, df, 2000, 20);
+        assert_eq!(long.champion_prefix, CHAMPION_LIST_LEN, "at most a whole list");
+        assert_eq!(short.tsquery, mixed.tsquery, "the rare key still finds its documents");
+        let mut enough = mixed.clone();
+        fill_short_plan(&mut enough, df, 2000, 10);
+        assert_eq!(enough, mixed, "10 documents can give 10 rows");
+        let mut all_common = common.clone();
+        fill_short_plan(&mut all_common, df, 2000, 20);
+        assert_eq!(all_common, common);
+        for (share, filtered) in [(0.0, false), (0.2, true)] {
+            assert_eq!(scope_check(&short, share, filtered), ScopeCheck::AfterRanking);
+        }
+        let mut unlisted = mixed.clone();
+        fill_short_plan(&mut unlisted, |k: &str| if k == "rare" { 10 } else { 900 }, 100, 20);
+        assert!(unlisted.champions.is_empty(), "no list below CHAMPION_LIST_LEN documents");
+        assert_eq!(corpus_share(800, &[600.0, 400.0]), 0.8);
+        assert_eq!(corpus_share(800, &[500.0]), 1.0, "statistics newer than reltuples");
+        assert_eq!(corpus_share(800, &[-1.0, 5000.0]), 0.0, "a table never analysed: unknown");
+        assert_eq!(corpus_share(0, &[0.0]), 0.0);
     }
     use crate::tsvector::tests::encode;
 
