@@ -339,7 +339,7 @@ fn subplans(req: &Request, q: RoundQuery, sem: &[SemanticPlan], window: usize) -
                         lex.stats.avg_doc_len(),
                         lex.params,
                         window as i64,
-                        lexical::scope_check(cp, lex.corpus_share, !req.conds.is_empty()),
+                        lexical::scope_check(cp, lex.corpus_share, lex.stats.n_docs, !req.conds.is_empty()),
                     );
                     p.pruned = cp.pruned;
                     out.push(p);
@@ -375,17 +375,22 @@ fn ann_settings(window: usize, selectivity: f64) -> Vec<(&'static str, String)> 
 /// parents by hashing every parent of the corpus (3 ms at 8,000 parents) instead of looking
 /// the candidates' parents up by key: 13.5 → 8.8 ms p50 (docs/lexical-speed.md). A session's
 /// lower setting is kept.
-fn lexical_settings() -> Vec<(&'static str, String)> {
+fn lexical_settings(index_first: bool) -> Vec<(&'static str, String)> {
     // SAFETY: a plain GUC variable, read in the backend's only thread.
     let current = unsafe { pg_sys::random_page_cost };
-    vec![("random_page_cost", current.min(1.1).to_string())]
+    let mut out = vec![("random_page_cost", current.min(1.1).to_string())];
+    if index_first {
+        // lexical::ScopeCheck::JoinedAfterIndex: no parameterised path through the parents
+        out.push(("enable_nestloop", "off".to_string()));
+    }
+    out
 }
 
 /// The settings a subplan runs with (restored afterwards).
 fn subplan_settings(req: &Request, sem: &[SemanticPlan], p: &Subplan, window: usize) -> Vec<(&'static str, String)> {
     match (p.strategy, p.branch) {
         (Strategy::Approximate, _) => ann_settings(window, sem[p.source].selectivity),
-        (_, Branch::Lexical) if req.lexical.is_some() => lexical_settings(),
+        (_, Branch::Lexical) if req.lexical.is_some() => lexical_settings(p.index_first),
         _ => Vec::new(),
     }
 }

@@ -207,7 +207,7 @@ def test_the_corpus_predicate_is_checked_after_ranking_only_where_it_pays(db):
     """Corpus a holds 65% of the table: its GIN candidates are scored before the predicate is
     checked by id, in rank order, until the window is full (lexical::scope_check). Corpus b's
     documents matching a rare key outscore a's and are ranked first, yet never returned; corpus
-    b (35%) joins its candidates' parents before scoring instead."""
+    b (35%) joins its candidates' parents before scoring instead, the index scan first."""
     rare = [(200001 + j, 2, "zeta " * 8 + "lorem ipsum") for j in range(30)]
     rare += [(200101 + j, 1, f"zeta alpha {'ipsum ' * (j % 5)}dolor") for j in range(15)]
     try:
@@ -219,6 +219,17 @@ def test_the_corpus_predicate_is_checked_after_ranking_only_where_it_pays(db):
         assert "@@" in sql_a and "WHERE EXISTS (SELECT 1" in sql_a, sql_a
         sql_b = explain_subplan(db, "cb", "zeta alpha")[0]
         assert "@@" in sql_b and "WHERE EXISTS (SELECT 1" not in sql_b, sql_b
+        # zeta and alpha fit the budget together: 1,360 documents of b, about 3,800 rows of the
+        # table, more than b's 1,330 items; with a budget of 100 zeta alone finds candidates (30
+        # of b's documents, about 80 rows) and the index scan comes first
+        # (lexical::ScopeCheck::JoinedAfterIndex)
+        assert "enable_nestloop" not in sql_a and "enable_nestloop" not in sql_b, sql_b
+        db.execute("SET pg_corpus.bm25_candidate_budget = 100")
+        try:
+            sql_small = explain_subplan(db, "cb", "zeta alpha")[0]
+        finally:
+            db.execute("RESET pg_corpus.bm25_candidate_budget")
+        assert "SET LOCAL enable_nestloop = off;" in sql_small and "WHERE EXISTS" not in sql_small
         # b's 30 documents outrank every one of a's 15 for "zeta" (8 occurrences against 1)
         got = [int(i) for i, _ in lexical(db, "ca", "zeta alpha", k=20)]
         assert len(got) == 20 and set(range(200101, 200116)) <= set(got), got

@@ -9,6 +9,7 @@
 use serde::Serialize;
 
 use crate::filters::{Condition, Op};
+use crate::lexical::ScopeCheck;
 use crate::resolve::{BoundCond, ColRef, Corpus, Source};
 use crate::sql::{ident, qualified, Param, Params};
 
@@ -60,6 +61,9 @@ pub struct Subplan {
     pub params: Vec<Param>,
     /// A lexical subplan whose candidates leave out documents matching only common keys.
     pub pruned: bool,
+    /// A lexical subplan to be planned without nested loops, so that its index scan comes
+    /// first ([`ScopeCheck::JoinedAfterIndex`]).
+    pub index_first: bool,
 }
 
 /// `alias."column"`.
@@ -204,7 +208,7 @@ fn from_where_parts(
     preds.extend(conds.iter().map(|c| filter_sql(src, c, params)));
     preds.extend(extra.iter().cloned());
     sql.push_str("\nWHERE ");
-    sql.push_str(&preds.join("\n  AND "));
+    sql.push_str(&if preds.is_empty() { "true".to_string() } else { preds.join("\n  AND ") });
     sql
 }
 
@@ -271,7 +275,15 @@ pub fn semantic(
         // the planner reaches the slice through the predicate's B-tree indexes instead.
         _ => format!("SELECT item_id, parent_id, distance FROM (\n{select}\n{fw}\nOFFSET 0) AS slice\nORDER BY distance, item_id\nLIMIT {lim}"),
     };
-    Subplan { source: idx, branch: Branch::Semantic, strategy, sql, params: params.values, pruned: false }
+    Subplan {
+        source: idx,
+        branch: Branch::Semantic,
+        strategy,
+        sql,
+        params: params.values,
+        pruned: false,
+        index_first: false,
+    }
 }
 
 /// The lexical subplan: `item_id, parent_id, score`, best first. The query's words are ORed
@@ -311,6 +323,7 @@ fn text_match(idx: usize, sql: String, params: Params) -> Subplan {
         sql,
         params: params.values,
         pruned: false,
+        index_first: false,
     }
 }
 
@@ -333,7 +346,7 @@ pub fn lexical_bm25(
     avg_doc_len: f64,
     bm25: crate::bm25::Bm25Params,
     limit: i64,
-    scope: crate::lexical::ScopeCheck,
+    scope: ScopeCheck,
 ) -> Subplan {
     let src = &corpus.sources[idx];
     let mut params = Params::default();
@@ -362,7 +375,7 @@ pub fn lexical_bm25(
     );
     let id = col(&src.id);
     let sql = match scope {
-        crate::lexical::ScopeCheck::Joined => {
+        ScopeCheck::Joined | ScopeCheck::JoinedAfterIndex => {
             let fw = from_where_parts(src, conds, false, false, &[find], &mut params);
             format!(
                 "SELECT ranked.item_id, ranked.parent_id, ranked.score FROM (
@@ -379,7 +392,7 @@ LIMIT {lim}",
                 text_contract(src, "ranked.doc_text").join(" AND "),
             )
         }
-        crate::lexical::ScopeCheck::AfterRanking => {
+        ScopeCheck::AfterRanking => {
             // The whole predicate, looked up by id for each ranked row until the limit is
             // reached; OFFSET 0 keeps the EXISTS a per-row subplan instead of a semi-join
             // that would read every item of the corpus.
@@ -402,7 +415,9 @@ LIMIT {lim}",
             )
         }
     };
-    text_match(idx, sql, params)
+    let mut p = text_match(idx, sql, params);
+    p.index_first = scope == ScopeCheck::JoinedAfterIndex;
+    p
 }
 
 /// The champion lists of one source (`term`, `items`, `impacts`): for every key in more than `min_df` of
@@ -559,7 +574,6 @@ pub fn feedback_fetch(corpus: &Corpus, idx: usize, conds: &[Condition], ids: Vec
 mod tests {
     use super::*;
     use crate::filters;
-    use crate::lexical::ScopeCheck;
     use crate::resolve::tests::legal;
     use serde_json::json;
 
@@ -575,7 +589,7 @@ mod tests {
             let p = lexical(&c, idx, &conds, "חוזה שכירות", 40);
             out.push((p.sql, p.params));
             for plan in bm25_plans() {
-                for scope in [ScopeCheck::Joined, ScopeCheck::AfterRanking] {
+                for scope in [ScopeCheck::Joined, ScopeCheck::JoinedAfterIndex, ScopeCheck::AfterRanking] {
                     let p = lexical_bm25(&c, idx, &conds, &plan, 50.0, crate::bm25::Bm25Params::default(), 40, scope);
                     out.push((p.sql, p.params));
                 }
@@ -639,7 +653,7 @@ mod tests {
             2000,
         )
         .unwrap();
-        let scope = crate::lexical::scope_check(&plan, 0.01, true);
+        let scope = crate::lexical::scope_check(&plan, 0.01, 1000, true);
         assert_eq!(scope, ScopeCheck::AfterRanking, "champion items are the corpus' own");
         let p = lexical_bm25(&c, 0, &[], &plan, 50.0, crate::bm25::Bm25Params::default(), 40, scope);
         assert!(p.sql.contains("\nWHERE false\n"), "nothing preselected, no candidates: {}", p.sql);
@@ -653,6 +667,17 @@ mod tests {
         assert!(exists.contains("p.\"source_kind\" = $"), "the corpus predicate still applies: {}", p.sql);
         assert!(exists.contains("char_length(btrim(i.\"content\"))"), "{}", p.sql);
         assert!(exists.contains("i.\"id\" = ranked.sort_id\nOFFSET 0)"), "{}", p.sql);
+    }
+
+    #[test]
+    fn an_index_first_subplan_is_the_joined_one_planned_without_nested_loops() {
+        let c = legal();
+        let plan = &bm25_plans()[0];
+        let bm25 = crate::bm25::Bm25Params::default();
+        let joined = lexical_bm25(&c, 0, &[], plan, 50.0, bm25, 40, ScopeCheck::Joined);
+        let first = lexical_bm25(&c, 0, &[], plan, 50.0, bm25, 40, ScopeCheck::JoinedAfterIndex);
+        assert_eq!((joined.sql, joined.params, joined.index_first), (first.sql, first.params, false));
+        assert!(first.index_first);
     }
 
     #[test]
