@@ -454,11 +454,11 @@ def prewarm(conn):
 # Queries: keys, document frequencies, the candidate plan
 # --------------------------------------------------------------------------------------------
 
-def candidate_plan(keys, df, budget, k=10):
+def candidate_plan(keys, df, budget, want=10):
     """crates/pg_corpus_core/src/lexical.rs candidate_plan, for reporting. Keys rarest first
     (ties by key) while their document frequencies add up to at most the budget find candidates
     through the GIN index, the rest only score: ("or", finders, scoring-only keys, prefix), prefix
-    0 unless the finders are in fewer than k documents, when the scoring-only keys with champion
+    0 unless the finders are in fewer than `want` (k) documents, when the scoring-only keys with champion
     lists also take the first prefix = (budget - their df) / lists items of them. When even
     the rarest key is above the budget (an all-common query), the champion plan: ("champions",
     keys above CHAMPION_LIST_LEN documents, which take the first `prefix` items of their
@@ -478,7 +478,7 @@ def candidate_plan(keys, df, budget, k=10):
         # lexical::fill_short_plan: rarer keys in fewer than k documents cannot give k rows, so
         # the common keys' champion lists share what is left of the budget
         listed = [w for w in common if df.get(w, 0) > CHAMPION_LIST_LEN]
-        if taken < k and listed:
+        if taken < want and listed:
             return "or", finders, common, min(max((budget - taken) // len(listed), 1), CHAMPION_LIST_LEN)
         return "or", finders, common, 0
     listed = [k for k in by_df if df.get(k, 0) > CHAMPION_LIST_LEN]
