@@ -50,7 +50,7 @@ fn _bm25_score(
     match unsafe { cached_score_query(fcinfo) } {
         Some(query) => lexical::score_tsvector(&doc, &query.keys, avg_doc_len, p),
         None => {
-            let query = ScoreQuery::new(&keys, &weights, Vec::new(), Vec::new());
+            let query = ScoreQuery::new(&keys, &weights);
             // SAFETY: as above; the cache takes the query only when the call has a call site.
             let query = unsafe { cache_score_query(fcinfo, query) };
             lexical::score_tsvector(&doc, &query.keys, avg_doc_len, p)
@@ -70,14 +70,14 @@ struct ScoreQuery {
 
 impl ScoreQuery {
     /// NULL keys are skipped and NULL weights count as 0; extra elements of the longer array
-    /// are ignored.
-    fn new(keys: &Array<'_, &str>, weights: &Array<'_, f64>, keys_raw: Vec<u8>, weights_raw: Vec<u8>) -> ScoreQuery {
+    /// are ignored. The argument bytes are filled in when the query is cached.
+    fn new(keys: &Array<'_, &str>, weights: &Array<'_, f64>) -> ScoreQuery {
         let keys = keys
             .iter()
             .zip(weights.iter())
             .filter_map(|(k, w)| k.map(|k| ScoredKey { key: k.to_string(), weight_idf: w.unwrap_or(0.0) }))
             .collect();
-        ScoreQuery { keys_raw, weights_raw, keys }
+        ScoreQuery { keys_raw: Vec::new(), weights_raw: Vec::new(), keys }
     }
 }
 
