@@ -475,7 +475,7 @@ def candidate_plan(keys, df, budget, want=10):
         else:
             common.append(k)
     if finders:
-        # lexical::fill_short_plan: rarer keys in fewer than k documents cannot give k rows, so
+        # lexical::candidate_plan with k: rarer keys in fewer than k documents cannot give k rows, so
         # the common keys' champion lists share what is left of the budget
         listed = [w for w in common if df.get(w, 0) > CHAMPION_LIST_LEN]
         if taken < want and listed:

@@ -45,6 +45,9 @@ pub(crate) struct Request {
     lexical: Option<LexicalPlans>,
     /// A second, pseudo-relevance feedback round (pg_corpus_core::feedback).
     feedback: bool,
+    /// `pg_class.reltuples` of each source's item table (negative: never analysed), read once
+    /// for both branches.
+    table_rows: Vec<f64>,
 }
 
 /// The BM25 side of a request: each source's query keys and the corpus statistics they need;
@@ -60,9 +63,8 @@ struct LexicalPlans {
 }
 
 impl LexicalPlans {
-    /// Each source's candidate plan for `budget` (with champion lists where its rarer keys
-    /// are in fewer than `k` documents: lexical::fill_short_plan); for a plan with champion
-    /// lists, the items of their heads that can reach the top `window` (lexical::preselect).
+    /// Each source's candidate plan for `budget` and `k` rows; for a plan with champion lists,
+    /// the items of their heads that can reach the top `window` (lexical::preselect).
     fn candidate_plans(
         &self,
         corpus: &Corpus,
@@ -74,10 +76,13 @@ impl LexicalPlans {
             .keys_per_source
             .iter()
             .map(|keys| {
-                let df = |k: &str| self.df.get(k).copied().unwrap_or(0);
-                let mut plan = lexical::candidate_plan(keys, df, self.stats.n_docs, budget)?;
-                lexical::fill_short_plan(&mut plan, df, budget, k);
-                Some(plan)
+                lexical::candidate_plan(
+                    keys,
+                    |key| self.df.get(key).copied().unwrap_or(0),
+                    self.stats.n_docs,
+                    budget,
+                    k,
+                )
             })
             .collect();
         for (idx, plan) in plans.iter_mut().enumerate() {
@@ -104,7 +109,7 @@ impl LexicalPlans {
 /// Analyse the query for every source (pg_corpus' analyser for sources with a language,
 /// PostgreSQL's text search configuration otherwise), look the keys up in the corpus'
 /// statistics, and split them into candidate-finding and scoring-only keys.
-fn lexical_plans(corpus: &Corpus, text: &str) -> Result<LexicalPlans, CoreError> {
+fn lexical_plans(corpus: &Corpus, text: &str, table_rows: &[f64]) -> Result<LexicalPlans, CoreError> {
     let params = Bm25Params::new(gucs::BM25_K1.get(), gucs::BM25_B.get())?;
     let mut keys_per_source = Vec::with_capacity(corpus.sources.len());
     for src in &corpus.sources {
@@ -122,8 +127,7 @@ fn lexical_plans(corpus: &Corpus, text: &str) -> Result<LexicalPlans, CoreError>
     all.dedup();
     let (df, documents, total_length) = spi::lexical_stats(&corpus.name, &all)?;
     let stats = CorpusStats { n_docs: documents.max(0) as u64, total_length: total_length.max(0) as u64 };
-    let table_rows = corpus.sources.iter().map(|src| spi::reltuples(src.item.oid)).collect::<Result<Vec<f64>, _>>()?;
-    let corpus_share = lexical::corpus_share(stats.n_docs, &table_rows);
+    let corpus_share = lexical::corpus_share(stats.n_docs, table_rows);
     Ok(LexicalPlans { keys_per_source, df, stats, params, corpus_share })
 }
 
@@ -237,8 +241,9 @@ pub(crate) fn request(
         ));
     }
     let window = candidates.map_or((4 * k).max(20), |c| c) as usize;
+    let table_rows = corpus.sources.iter().map(|src| spi::reltuples(src.item.oid)).collect::<Result<Vec<f64>, _>>()?;
     let lexical = match (&text, gucs::LEXICAL_SCORER.get()) {
-        (Some(t), LexicalScorer::Bm25) => Some(lexical_plans(&corpus, t)?),
+        (Some(t), LexicalScorer::Bm25) => Some(lexical_plans(&corpus, t, &table_rows)?),
         _ => None,
     };
     // Feedback needs both branches and BM25. Asked for in the call, anything else is an error;
@@ -265,6 +270,7 @@ pub(crate) fn request(
         include_stale,
         lexical,
         feedback,
+        table_rows,
     })
 }
 
@@ -278,14 +284,12 @@ struct SemanticPlan {
 
 fn semantic_plans(req: &Request) -> Result<Vec<SemanticPlan>, CoreError> {
     let exact_max = gucs::EXACT_SEARCH_MAX_ROWS.get() as f64;
-    req.corpus
-        .sources
+    req.table_rows
         .iter()
         .enumerate()
-        .map(|(idx, src)| {
+        .map(|(idx, &total)| {
             let (sql, params) = plan::slice_estimate(&req.corpus, idx, &req.conds);
             let slice = spi::estimated_rows(&sql, &params)?;
-            let total = spi::reltuples(src.item.oid)?;
             let selectivity = if total > 0.0 { (slice / total).clamp(1e-6, 1.0) } else { 1.0 };
             let strategy = if slice <= exact_max { Strategy::Exact } else { Strategy::Approximate };
             Ok(SemanticPlan { strategy, selectivity })

@@ -248,7 +248,7 @@ def test_the_corpus_predicate_is_checked_after_ranking_only_where_it_pays(db):
 def test_rare_keys_in_fewer_than_k_documents_take_the_common_keys_list_heads(db):
     """'omega' is in 3 of corpus a's documents, fewer than the 10 rows asked for: instead of
     widening until 'alpha' fits the budget (every document of the corpus), the plan adds the
-    head of alpha's champion list (lexical::fill_short_plan), and the top 10 is exact."""
+    head of alpha's champion list (lexical::candidate_plan with k), and the top 10 is exact."""
     try:
         db.execute("INSERT INTO docs (id, kind_id, body, emb) VALUES "
                    "(300001, 1, 'omega alpha lorem', '[1,0]'), (300002, 1, 'omega ipsum', '[1,0]'), "

@@ -115,8 +115,8 @@ pub struct CandidatePlan {
     /// GIN index; None when every such key is found through its champion list instead.
     pub tsquery: Option<String>,
     /// Keys whose champion lists' first `champion_prefix` documents are candidates (when every
-    /// key of the query is common, or when the rarer keys are in fewer than k documents:
-    /// [`fill_short_plan`]).
+    /// key of the query is common, or when the rarer keys are in fewer than k documents: see
+    /// [`candidate_plan`]).
     pub champions: Vec<String>,
     pub champion_prefix: u64,
     /// The champion-list items chosen as candidates ([`preselect`] over the lists' heads); the
@@ -146,6 +146,11 @@ fn or_query<'a>(keys: impl Iterator<Item = &'a str>) -> Option<String> {
 ///   (the rarest is always taken when it fits alone); they find candidates through the GIN
 ///   index, and the rest (the common keys) only add to the candidates' scores — Lucene's
 ///   common-terms idea with a bound on the work instead of a frequency cutoff.
+/// - When the keys taken are in fewer than `k` documents in all, they cannot give the `k` rows
+///   asked for (the search would widen its window and budget ×4 until a commoner key fits,
+///   which can end by scoring most of the corpus): the common keys with a champion list (more
+///   than [`CHAMPION_LIST_LEN`] documents) also find candidates through their lists' heads,
+///   sharing what is left of the budget, `(budget − found) / lists` items each.
 /// - When even the rarest key is common, every key finds candidates, but a key above
 ///   [`CHAMPION_LIST_LEN`] documents only through the head of its champion list (its
 ///   documents of highest BM25 term weight): `budget / keys` documents each, at most the
@@ -153,7 +158,13 @@ fn or_query<'a>(keys: impl Iterator<Item = &'a str>) -> Option<String> {
 ///
 /// On a corpus whose documents fit in the budget every key finds candidates and the ranking is
 /// exact BM25. `df` gives a key's document frequency.
-pub fn candidate_plan(keys: &[QueryKey], df: impl Fn(&str) -> u64, n_docs: u64, budget: u64) -> Option<CandidatePlan> {
+pub fn candidate_plan(
+    keys: &[QueryKey],
+    df: impl Fn(&str) -> u64,
+    n_docs: u64,
+    budget: u64,
+    k: usize,
+) -> Option<CandidatePlan> {
     if keys.is_empty() {
         return None;
     }
@@ -177,10 +188,17 @@ pub fn candidate_plan(keys: &[QueryKey], df: impl Fn(&str) -> u64, n_docs: u64, 
     }
     if !finders.is_empty() {
         let pruned = !common.is_empty();
+        let listed: Vec<String> = if taken < k as u64 {
+            common.iter().filter(|key| df(key) > CHAMPION_LIST_LEN).cloned().collect()
+        } else {
+            Vec::new()
+        };
+        let champion_prefix =
+            if listed.is_empty() { 0 } else { ((budget - taken) / listed.len() as u64).clamp(1, CHAMPION_LIST_LEN) };
         return Some(CandidatePlan {
             tsquery: or_query(finders.into_iter()),
-            champions: Vec::new(),
-            champion_prefix: 0,
+            champions: listed,
+            champion_prefix,
             champion_items: Vec::new(),
             common,
             scored,
@@ -202,28 +220,6 @@ pub fn candidate_plan(keys: &[QueryKey], df: impl Fn(&str) -> u64, n_docs: u64, 
         pruned: true,
         found: indexed.iter().map(|(_, f)| *f).sum(),
     })
-}
-
-/// A mixed plan whose candidate-finding keys are in fewer than `k` documents in all cannot
-/// return the `k` rows asked for: the search would widen (×4 window and budget) until a commoner
-/// key fits the budget, which can end by scoring most of the corpus. Instead, the common keys
-/// that have champion lists (more than [`CHAMPION_LIST_LEN`] documents) also find candidates
-/// through their lists' heads, sharing what is left of the budget: `(budget − found) / lists`
-/// items each (1 to [`CHAMPION_LIST_LEN`]). Other plans are left as they are.
-pub fn fill_short_plan(plan: &mut CandidatePlan, df: impl Fn(&str) -> u64, budget: u64, k: usize) {
-    if plan.tsquery.is_none() || !plan.champions.is_empty() {
-        return;
-    }
-    let found = plan.found;
-    if found >= k as u64 {
-        return;
-    }
-    let listed: Vec<String> = plan.common.iter().filter(|k| df(k) > CHAMPION_LIST_LEN).cloned().collect();
-    if listed.is_empty() {
-        return;
-    }
-    plan.champion_prefix = (budget.saturating_sub(found) / listed.len() as u64).clamp(1, CHAMPION_LIST_LEN);
-    plan.champions = listed;
 }
 
 /// The head of one key's champion list: its items, best first, with their BM25 term weights
@@ -316,7 +312,7 @@ pub fn corpus_share(documents: u64, table_rows: &[f64]) -> f64 {
 pub fn scope_check(plan: &CandidatePlan, corpus_share: f64, documents: u64, filtered: bool) -> ScopeCheck {
     // Champion-list candidates are the corpus' own items (at its last statistics refresh), and
     // most of the plan's: its keys found through the index are either all below the budget
-    // (an all-common plan) or in fewer than k documents (fill_short_plan).
+    // (an all-common plan) or in fewer than k documents (see candidate_plan).
     if !plan.champions.is_empty() || (!filtered && corpus_share >= SCOPE_AFTER_RANKING_MIN_SHARE) {
         ScopeCheck::AfterRanking
     } else if !filtered && corpus_share > 0.0 && (plan.found as f64 / corpus_share) < documents as f64 {
@@ -335,8 +331,8 @@ mod tests {
         let keys: Vec<QueryKey> =
             ["rare", "common"].iter().map(|k| QueryKey { key: k.to_string(), weight: 1.0 }).collect();
         let df = |k: &str| if k == "rare" { 10 } else { 50_000 };
-        let mixed = candidate_plan(&keys, df, 100_000, 2000).unwrap();
-        let common = candidate_plan(&keys[1..], df, 100_000, 2000).unwrap();
+        let mixed = candidate_plan(&keys, df, 100_000, 2000, 10).unwrap();
+        let common = candidate_plan(&keys[1..], df, 100_000, 2000, 10).unwrap();
         assert!(mixed.tsquery.is_some() && common.tsquery.is_none());
         assert_eq!(mixed.found, 10);
         assert_eq!(scope_check(&mixed, 0.8, 80_000, false), ScopeCheck::AfterRanking);
@@ -350,24 +346,17 @@ mod tests {
         }
         assert_eq!(corpus_share(800, &[1000.0]), 0.8);
         // a rare key in 10 documents cannot give 20 rows: the common key's list helps
-        let mut short = mixed.clone();
-        fill_short_plan(&mut short, df, 500, 20);
+        let short = candidate_plan(&keys, df, 100_000, 500, 20).unwrap();
         assert_eq!((short.champions.clone(), short.champion_prefix), (vec!["common".to_string()], 490));
-        let mut long = mixed.clone();
-        fill_short_plan(&mut long, df, 2000, 20);
+        let long = candidate_plan(&keys, df, 100_000, 2000, 20).unwrap();
         assert_eq!(long.champion_prefix, CHAMPION_LIST_LEN, "at most a whole list");
         assert_eq!(short.tsquery, mixed.tsquery, "the rare key still finds its documents");
-        let mut enough = mixed.clone();
-        fill_short_plan(&mut enough, df, 2000, 10);
-        assert_eq!(enough, mixed, "10 documents can give 10 rows");
-        let mut all_common = common.clone();
-        fill_short_plan(&mut all_common, df, 2000, 20);
-        assert_eq!(all_common, common);
+        assert!(mixed.champions.is_empty() && mixed.champion_prefix == 0, "10 documents can give 10 rows");
+        assert_eq!(candidate_plan(&keys[1..], df, 100_000, 2000, 20).unwrap(), common);
         for (share, filtered) in [(0.0, false), (0.2, true)] {
             assert_eq!(scope_check(&short, share, 1000, filtered), ScopeCheck::AfterRanking);
         }
-        let mut unlisted = mixed.clone();
-        fill_short_plan(&mut unlisted, |k: &str| if k == "rare" { 10 } else { 900 }, 100, 20);
+        let unlisted = candidate_plan(&keys, |k: &str| if k == "rare" { 10 } else { 900 }, 100_000, 100, 20).unwrap();
         assert!(unlisted.champions.is_empty(), "no list below CHAMPION_LIST_LEN documents");
         assert_eq!(corpus_share(800, &[600.0, 400.0]), 0.8);
         assert_eq!(corpus_share(800, &[500.0]), 1.0, "statistics newer than reltuples");
@@ -416,17 +405,17 @@ mod tests {
     fn common_keys_do_not_find_candidates() {
         let keys = vec![QueryKey { key: "the".into(), weight: 1.0 }, QueryKey { key: "zebra".into(), weight: 1.0 }];
         let df = |k: &str| if k == "the" { 900 } else { 3 };
-        let plan = candidate_plan(&keys, df, 1000, 100).unwrap();
+        let plan = candidate_plan(&keys, df, 1000, 100, 10).unwrap();
         assert_eq!(plan.tsquery.as_deref(), Some("'zebra'"));
         assert_eq!(plan.common, vec!["the"]);
         assert!(plan.champions.is_empty());
         assert!(plan.pruned);
         assert!(plan.scored[0].weight_idf < plan.scored[1].weight_idf);
         // a small corpus fits the budget: every key finds candidates (exact BM25)
-        let small = candidate_plan(&keys, df, 1000, 2000).unwrap();
+        let small = candidate_plan(&keys, df, 1000, 2000, 10).unwrap();
         assert_eq!(small.tsquery.as_deref(), Some("'zebra' | 'the'"));
         assert!(small.common.is_empty() && !small.pruned);
-        assert!(candidate_plan(&[], df, 1000, 100).is_none());
+        assert!(candidate_plan(&[], df, 1000, 100, 10).is_none());
     }
 
     #[test]
@@ -495,24 +484,24 @@ mod tests {
             "c" => 3_000,
             _ => 700,
         };
-        let plan = candidate_plan(&keys, df, 100_000, 400).unwrap();
+        let plan = candidate_plan(&keys, df, 100_000, 400, 10).unwrap();
         assert_eq!(plan.champions, vec!["c", "b", "a"], "rarest first");
         assert_eq!(plan.champion_prefix, 100, "budget / keys");
         assert_eq!(plan.tsquery.as_deref(), Some("'d'"), "no list below the list length: the index");
         assert!(plan.common.is_empty() && plan.pruned);
         assert_eq!(plan.scored.len(), 4);
         // a large budget never reads beyond a list
-        let wide = candidate_plan(&keys[..3], df, 100_000, 2_500).unwrap();
+        let wide = candidate_plan(&keys[..3], df, 100_000, 2_500, 10).unwrap();
         assert_eq!(wide.champion_prefix, 833);
         assert_eq!(wide.tsquery, None);
-        let huge = candidate_plan(&keys[..1], df, 100_000, 20_000).unwrap();
+        let huge = candidate_plan(&keys[..1], df, 100_000, 20_000, 10).unwrap();
         assert_eq!((huge.champion_prefix, huge.champions.len()), (CHAMPION_LIST_LEN, 1));
         // a budget below the list length: keys in between use the index
-        let low = candidate_plan(&keys[3..], df, 100_000, 10).unwrap();
+        let low = candidate_plan(&keys[3..], df, 100_000, 10, 10).unwrap();
         assert_eq!((low.tsquery.as_deref(), low.champions.len(), low.champion_prefix), (Some("'d'"), 0, 0));
         // the candidates found are bounded whatever the frequencies
         for budget in [1, 10, 400, 2000, 5000, 1_000_000] {
-            let p = candidate_plan(&keys, df, 100_000, budget).unwrap();
+            let p = candidate_plan(&keys, df, 100_000, budget, 10).unwrap();
             let via_index: u64 = keys
                 .iter()
                 .filter(|k| p.tsquery.as_deref().is_some_and(|q| q.contains(&quote_lexeme(&k.key))))

@@ -615,8 +615,8 @@ mod tests {
         };
         let plans: Vec<_> = [(2000, 100_000), (4, 100_000)]
             .iter()
-            .map(|&(budget, n)| crate::lexical::candidate_plan(&keys, df, n, budget).unwrap())
-            .chain(crate::lexical::candidate_plan(&keys[2..], df, 100_000, 2000))
+            .map(|&(budget, n)| crate::lexical::candidate_plan(&keys, df, n, budget, 10).unwrap())
+            .chain(crate::lexical::candidate_plan(&keys[2..], df, 100_000, 2000, 10))
             .collect();
         assert!(plans[0].champions.is_empty() && plans[0].tsquery.is_some());
         assert!(!plans[1].champions.is_empty() && plans[1].tsquery.is_some());
@@ -651,6 +651,7 @@ mod tests {
             |_| 90_000,
             100_000,
             2000,
+            10,
         )
         .unwrap();
         let scope = crate::lexical::scope_check(&plan, 0.01, 1000, true);
