@@ -68,6 +68,12 @@ GRANT USAGE ON SCHEMA corpus TO PUBLIC;
 REVOKE ALL ON corpus.corpora, corpus.sources FROM PUBLIC;
 GRANT SELECT ON corpus.corpora, corpus.sources TO PUBLIC;
 
+-- Every backend keeps resolved definitions in a cache (src/spi/catalog.rs; the rules are in
+-- pg_corpus_core::engine::cache). Statement triggers on both tables (corpus._catalog_changed,
+-- created with the function in src/spi/catalog.rs) send an invalidation for any write, by the
+-- definition functions or by hand: other backends drop their cached definitions when the
+-- writing transaction commits, this one at its next command (and again if it aborts).
+
 -- ------------------------------------------------------------------------------------------
 -- The resolved definition the Rust core reads: catalog rows plus the live names and types of
 -- every column of the item and parent tables (so renamed, dropped or retyped columns are seen).

@@ -1,5 +1,5 @@
 //! The evaluation harness: `corpus_evaluate` runs a gold set through the real search path
-//! (`search::request` + `search::search`, the code behind corpus_hybrid_search) and stores the
+//! (`search::run`, the code behind corpus_hybrid_search) and stores the
 //! figures; `corpus_compare_runs` compares two runs query by query. Metrics are in the core.
 
 use std::collections::HashMap;
@@ -7,30 +7,31 @@ use std::collections::HashMap;
 use pg_corpus_core::metrics::{self, QueryMetrics};
 use pg_corpus_core::{CoreError, SqlState};
 use pgrx::prelude::*;
-use pgrx::JsonB;
+
+use pg_corpus_core::engine::{Args, SearchRow};
 
 use crate::error::OrRaise;
-use crate::search;
-use crate::spi::{self, GoldSet};
-use crate::vector::Vector;
+use crate::search::{self, required};
+use crate::spi;
+use crate::spi::eval::GoldSet;
 
 const MODES: [&str; 3] = ["semantic", "lexical", "hybrid"];
 
 /// The ranking keys of a search's rows that judgments are matched against: for item-level
 /// judgments a hit matches "source:item_id" or, failing that, "item_id"; for parent-level ones
 /// its parent id (the first hit of a parent counts, later ones are duplicates of it).
-fn ranking(gold: &GoldSet, judgments: Option<&HashMap<String, i32>>, rows: &[search::SearchRow]) -> Vec<String> {
+fn ranking(gold: &GoldSet, judgments: Option<&HashMap<String, i32>>, rows: &[SearchRow]) -> Vec<String> {
     let mut seen = std::collections::HashSet::new();
     let mut out = Vec::with_capacity(rows.len());
     for r in rows {
         let key = if gold.level == "parent" {
-            r.4.clone()
+            r.parent_id.clone()
         } else {
-            let qualified = format!("{}:{}", r.2, r.3);
+            let qualified = format!("{}:{}", r.source, r.item_id);
             if judgments.is_some_and(|j| j.contains_key(&qualified)) {
                 qualified
             } else {
-                r.3.clone()
+                r.item_id.clone()
             }
         };
         if seen.insert(key.clone()) {
@@ -60,24 +61,22 @@ fn evaluate_mode(
                     "Store a query_vec for every query, or evaluate only the lexical mode.",
                 ));
             }
-            let req = search::request(
-                &gold.corpus,
-                q.vector.clone().map(Vector),
-                q.text.as_deref(),
+            let args = Args {
+                query_vec: q.vector.clone(),
+                query_text: q.text.clone(),
                 k,
-                Some(JsonB(q.filters.clone())),
-                mode,
+                filters: q.filters.clone(),
+                mode: mode.to_string(),
                 max_per_parent,
                 candidates,
                 rrf_k,
-                false,
-                None,
-            )
-            .map_err(|e| {
+                include_stale: false,
+                feedback: None,
+            };
+            let rows = search::run(&gold.corpus, args).map_err(|e| {
                 let msg = format!("gold query \"{}\": {}", q.id, e.message);
                 CoreError { message: msg, ..e }
             })?;
-            let rows = search::search(&req)?;
             let judgments = gold.judgments.get(&q.id);
             let ranked = ranking(gold, judgments, &rows);
             let m = metrics::evaluate(&ranked, judgments.unwrap_or(&empty), k as usize);
@@ -90,13 +89,13 @@ fn evaluate_mode(
 #[allow(clippy::too_many_arguments)]
 #[pg_extern(volatile, parallel_unsafe)]
 fn corpus_evaluate(
-    gold_set: &str,
-    modes: default!(Vec<String>, "ARRAY['semantic', 'lexical', 'hybrid']"),
-    k: default!(i32, 10),
+    gold_set: Option<&str>,
+    modes: default!(Option<Vec<Option<String>>>, "ARRAY['semantic', 'lexical', 'hybrid']"),
+    k: default!(Option<i32>, 10),
     max_per_parent: default!(Option<i32>, "NULL"),
-    rrf_k: default!(i32, 60),
+    rrf_k: default!(Option<i32>, 60),
     candidates: default!(Option<i32>, "NULL"),
-    store: default!(bool, true),
+    store: default!(Option<bool>, true),
 ) -> TableIterator<
     'static,
     (
@@ -109,7 +108,17 @@ fn corpus_evaluate(
         name!(ndcg_at_k, f64),
     ),
 > {
-    spi::pinned_search_path(|| evaluate(gold_set, modes, k, max_per_parent, rrf_k, candidates, store))
+    const F: &str = "corpus_evaluate";
+    spi::pinned_search_path(|| {
+        let gold_set = required(gold_set, F, "gold_set").or_raise();
+        let modes: Vec<String> = required(modes, F, "modes")
+            .and_then(|m| m.into_iter().map(|m| required(m, F, "an element of modes")).collect())
+            .or_raise();
+        let k = required(k, F, "k").or_raise();
+        let rrf_k = required(rrf_k, F, "rrf_k").or_raise();
+        let store = required(store, F, "store").or_raise();
+        evaluate(gold_set, modes, k, max_per_parent, rrf_k, candidates, store)
+    })
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -122,7 +131,7 @@ fn evaluate(
     candidates: Option<i32>,
     store: bool,
 ) -> TableIterator<'static, (Option<i64>, String, i32, f64, f64, f64, f64)> {
-    let gold = spi::load_gold_set(gold_set).or_raise();
+    let gold = spi::eval::load_gold_set(gold_set).or_raise();
     if gold.queries.is_empty() {
         crate::error::raise(CoreError::new(
             SqlState::ObjectNotInPrerequisiteState,
@@ -142,7 +151,7 @@ fn evaluate(
                 "modes are semantic, lexical and hybrid.",
             ));
         }
-        let started = spi::clock_timestamp().or_raise();
+        let started = spi::eval::clock_timestamp().or_raise();
         let per_query = evaluate_mode(&gold, mode, k, max_per_parent, rrf_k, candidates).or_raise();
         let figures: Vec<QueryMetrics> = per_query.iter().map(|(_, m, _)| *m).collect();
         let agg = metrics::mean(&figures);
@@ -150,11 +159,11 @@ fn evaluate(
             // Everything that changes a ranking, so that two runs show what differed.
             let params = serde_json::json!({
                 "k": k, "max_per_parent": max_per_parent, "rrf_k": rrf_k, "candidates": candidates,
-                "settings": spi::ranking_settings().unwrap_or_default(),
-                "corpus_definition": spi::corpus_definition_json(&gold.corpus).unwrap_or_default(),
+                "settings": spi::eval::ranking_settings().unwrap_or_default(),
+                "corpus_definition": spi::eval::corpus_definition_json(&gold.corpus).unwrap_or_default(),
                 "analyzer_version": pg_corpus_core::analysis::ANALYZER_VERSION,
             });
-            Some(spi::store_run(&gold, mode, k, params, &started, &agg, &per_query).or_raise())
+            Some(spi::eval::store_run(&gold, mode, k, params, &started, &agg, &per_query).or_raise())
         } else {
             None
         };
@@ -167,9 +176,9 @@ fn evaluate(
 /// and ties, and the two-sided p-value of a paired randomisation test (fixed seed: repeatable).
 #[pg_extern(stable, parallel_restricted)]
 fn corpus_compare_runs(
-    run_a: i64,
-    run_b: i64,
-    trials: default!(i32, 10000),
+    run_a: Option<i64>,
+    run_b: Option<i64>,
+    trials: default!(Option<i32>, 10000),
 ) -> TableIterator<
     'static,
     (
@@ -184,6 +193,10 @@ fn corpus_compare_runs(
         name!(p_value, f64),
     ),
 > {
+    const F: &str = "corpus_compare_runs";
+    let run_a = required(run_a, F, "run_a").or_raise();
+    let run_b = required(run_b, F, "run_b").or_raise();
+    let trials = required(trials, F, "trials").or_raise();
     if !(100..=1_000_000).contains(&trials) {
         crate::error::raise(CoreError::new(
             SqlState::InvalidParameterValue,
@@ -192,7 +205,8 @@ fn corpus_compare_runs(
         ));
     }
     let (a, b) =
-        spi::pinned_search_path(|| Ok::<_, CoreError>((spi::load_run(run_a)?, spi::load_run(run_b)?))).or_raise();
+        spi::pinned_search_path(|| Ok::<_, CoreError>((spi::eval::load_run(run_a)?, spi::eval::load_run(run_b)?)))
+            .or_raise();
     if a.gold_set != b.gold_set {
         crate::error::raise(CoreError::new(
             SqlState::InvalidParameterValue,

@@ -16,14 +16,14 @@ use serde_json::{json, Value};
 use crate::error::OrRaise;
 use crate::search;
 use crate::spi;
-use crate::vector::Vector;
+use pg_corpus_core::engine::Args;
 
 fn int(v: &Value, key: &str) -> i64 {
     v.get(key).and_then(Value::as_i64).unwrap_or(0)
 }
 
 fn first_row(sql: &str, params: &[pg_corpus_core::sql::Param]) -> Result<Value, CoreError> {
-    Ok(spi::query_json(sql, params)?.into_iter().next().unwrap_or(Value::Null))
+    Ok(spi::health::query_json(sql, params)?.into_iter().next().unwrap_or(Value::Null))
 }
 
 /// Installed extension version vs the loaded library; pgvector's known-vulnerable versions.
@@ -183,7 +183,7 @@ fn isolation_audit(corpus: &Corpus) -> Result<CheckRow, CoreError> {
     } else if let Some(filters) = filters {
         for idx in 0..corpus.sources.len() {
             let Some((sql, params)) = health::foreign_probes_sql(corpus, idx, 3) else { continue };
-            for probe in spi::query_json(&sql, &params)? {
+            for probe in spi::health::query_json(&sql, &params)? {
                 probes += 1;
                 let vector: Option<Vec<f32>> = serde_json::from_value(probe["embedding"].clone()).ok();
                 let words: String =
@@ -193,30 +193,29 @@ fn isolation_audit(corpus: &Corpus) -> Result<CheckRow, CoreError> {
                     if (mode == "lexical" && text.is_none()) || (mode == "semantic" && vector.is_none()) {
                         continue;
                     }
-                    let req = search::request(
-                        &corpus.name,
-                        vector.clone().map(Vector),
-                        text,
-                        20,
-                        Some(JsonB(filters.clone())),
-                        mode,
-                        Some(0),
-                        None,
-                        60,
-                        true,
-                        None,
-                    )?;
+                    let args = Args {
+                        query_vec: vector.clone(),
+                        query_text: text.map(str::to_string),
+                        k: 20,
+                        filters: filters.clone(),
+                        mode: mode.to_string(),
+                        max_per_parent: Some(0),
+                        candidates: None,
+                        rrf_k: 60,
+                        include_stale: true,
+                        feedback: None,
+                    };
                     searches += 1;
-                    let rows = search::search(&req)?;
+                    let rows = search::run(&corpus.name, args)?;
                     let mut by_source: HashMap<String, Vec<String>> = HashMap::new();
                     for r in rows {
-                        by_source.entry(r.2.clone()).or_default().push(r.3.clone());
+                        by_source.entry(r.source).or_default().push(r.item_id);
                     }
                     for (source, ids) in by_source {
                         let Some(src) = corpus.sources.iter().find(|s| s.name == source) else { continue };
                         hits_checked += ids.len();
                         let (sql, params) = health::isolation_values_sql(src, ids);
-                        for hit in spi::query_json(&sql, &params)? {
+                        for hit in spi::health::query_json(&sql, &params)? {
                             let ok = src.isolation.iter().enumerate().all(|(n, c)| {
                                 hit.get(format!("iso_{n}"))
                                     .and_then(Value::as_str)
@@ -262,7 +261,7 @@ fn lexical_statistics(corpus: &Corpus) -> Result<CheckRow, CoreError> {
         .iter()
         .flat_map(|s| std::iter::once(s.item.oid).chain(s.parent.as_ref().map(|p| p.oid)))
         .collect();
-    let state = spi::lexical_state(&corpus.name, &tables)?;
+    let state = spi::stats::lexical_state(&corpus.name, &tables)?;
     let changed = (state.changes_now - state.changes_at_refresh).max(0);
     let refresh = format!("SELECT * FROM corpus.corpus_refresh_lexical_stats('{}');", corpus.name.replace('\'', "''"));
     if !state.refreshed {
@@ -284,7 +283,7 @@ fn lexical_statistics(corpus: &Corpus) -> Result<CheckRow, CoreError> {
 fn source_checks(corpus: &Corpus, idx: usize, out: &mut Vec<CheckRow>) -> Result<(), CoreError> {
     let src = &corpus.sources[idx];
     let name = Some(src.name.as_str());
-    let total = spi::reltuples(src.item.oid)?;
+    let total = spi::search::reltuples(&[src.item.oid])?[0];
     let sample = health::sample_percent(total);
     let how = match sample {
         Some(pct) => {
@@ -367,7 +366,7 @@ fn source_checks(corpus: &Corpus, idx: usize, out: &mut Vec<CheckRow>) -> Result
     // indexes
     let (sql, params) = health::indexes_sql(src.item.oid);
     let indexes: Vec<IndexInfo> =
-        spi::query_json(&sql, &params)?.into_iter().filter_map(|v| serde_json::from_value(v).ok()).collect();
+        spi::health::query_json(&sql, &params)?.into_iter().filter_map(|v| serde_json::from_value(v).ok()).collect();
     out.push(health::judge_indexes(&corpus.name, src, &indexes));
 
     // re-embed queue: counts of this corpus' items; ages and the trigger are per table
@@ -451,11 +450,11 @@ fn corpus_health_check(
 > {
     let rows = spi::pinned_search_path(|| -> Result<Vec<CheckRow>, CoreError> {
         // an unknown corpus is the usual 42704
-        let names = spi::load_corpus_names(corpus)?;
+        let names = spi::catalog::load_corpus_names(corpus)?;
         let mut out = vec![version_check()?, privileges_check()?];
         for name in names {
             let mut drift = CheckRow::new("catalog_drift", Some(&name), None);
-            match spi::load_corpus(&name) {
+            match spi::catalog::load_corpus(&name) {
                 Err(e) => {
                     drift.count = 1;
                     drift.detail = json!({"error": e.message, "sqlstate": e.state.code(), "detail": e.detail});

@@ -44,7 +44,7 @@ fn _bm25_score(
     b: f64,
     fcinfo: pg_sys::FunctionCallInfo,
 ) -> f64 {
-    let Some(doc) = TsVector::parse(&document.0) else { return 0.0 };
+    let Some(doc) = TsVector::parse(document.bytes()) else { return 0.0 };
     let p = Bm25Params { k1, b };
     // SAFETY: fcinfo is this call's, with the three arguments above (strict: none is NULL).
     match unsafe { cached_score_query(fcinfo) } {
@@ -59,12 +59,16 @@ fn _bm25_score(
 }
 
 /// The query side of `_bm25_score` (its keys with their weights), kept for the call site in
-/// `fn_extra` so that the arrays are not converted again for every scored row. It is used only
-/// while the keys' and weights' argument bytes equal the ones it was built from.
+/// `fn_extra` so that the arrays are not converted again for every scored row. When the call
+/// site's keys and weights are constants or bind parameters (`get_fn_expr_arg_stable`: the
+/// search's subplans bind them as $n), it is used as it is; otherwise only while their
+/// argument bytes equal the ones it was built from (pg_jsonschema's call-site cache does the
+/// same).
 #[derive(Clone)]
 struct ScoreQuery {
     keys_raw: Vec<u8>,
     weights_raw: Vec<u8>,
+    stable: bool,
     keys: Vec<ScoredKey>,
 }
 
@@ -77,7 +81,7 @@ impl ScoreQuery {
             .zip(weights.iter())
             .filter_map(|(k, w)| k.map(|k| ScoredKey { key: k.to_string(), weight_idf: w.unwrap_or(0.0) }))
             .collect();
-        ScoreQuery { keys_raw: Vec::new(), weights_raw: Vec::new(), keys }
+        ScoreQuery { keys_raw: Vec::new(), weights_raw: Vec::new(), stable: false, keys }
     }
 }
 
@@ -104,6 +108,9 @@ unsafe fn cached_score_query<'a>(fcinfo: pg_sys::FunctionCallInfo) -> Option<&'a
             return None;
         }
         let cached = &*((*flinfo).fn_extra as *const ScoreQuery);
+        if cached.stable {
+            return Some(cached);
+        }
         let args = (*fcinfo).args.as_slice(3);
         (varlena_bytes(args[1].value) == cached.keys_raw.as_slice()
             && varlena_bytes(args[2].value) == cached.weights_raw.as_slice())
@@ -126,8 +133,11 @@ unsafe fn cache_score_query<'a>(
             return std::borrow::Cow::Owned(query);
         }
         let args = (*fcinfo).args.as_slice(3);
-        query.keys_raw = varlena_bytes(args[1].value).to_vec();
-        query.weights_raw = varlena_bytes(args[2].value).to_vec();
+        query.stable = pg_sys::get_fn_expr_arg_stable(flinfo, 1) && pg_sys::get_fn_expr_arg_stable(flinfo, 2);
+        if !query.stable {
+            query.keys_raw = varlena_bytes(args[1].value).to_vec();
+            query.weights_raw = varlena_bytes(args[2].value).to_vec();
+        }
         let slot = (*flinfo).fn_extra as *mut ScoreQuery;
         if slot.is_null() {
             // dropped with the call site's memory context (fn_mcxt), which outlives fn_extra's uses
@@ -144,7 +154,7 @@ unsafe fn cache_score_query<'a>(
 /// A document's BM25 length: its positions labelled D (surface tokens).
 #[pg_extern(immutable, strict, parallel_safe)]
 fn _bm25_length(document: TsVectorArg) -> i64 {
-    TsVector::parse(&document.0).map_or(0, |d| d.surface_length() as i64)
+    TsVector::parse(document.bytes()).map_or(0, |d| d.surface_length() as i64)
 }
 
 /// Recompute the lexical statistics (document frequencies, document count, total length) of one
@@ -164,20 +174,20 @@ fn corpus_refresh_lexical_stats(
             ));
         }
         let mut out = Vec::new();
-        for name in spi::load_corpus_names(corpus)? {
-            let c = spi::load_corpus(&name)?;
+        for name in spi::catalog::load_corpus_names(corpus)? {
+            let c = spi::catalog::load_corpus(&name)?;
             let tables: Vec<i64> = c
                 .sources
                 .iter()
                 .flat_map(|s| std::iter::once(s.item.oid).chain(s.parent.as_ref().map(|p| p.oid)))
                 .collect();
-            let state = spi::lexical_state(&name, &tables)?;
+            let state = spi::stats::lexical_state(&name, &tables)?;
             if only_stale && !state.is_stale(stale_fraction) {
                 out.push((name, state.documents, state.terms, false));
                 continue;
             }
             if c.sources.is_empty() {
-                spi::clear_lexical_stats(&name)?;
+                spi::stats::clear_lexical_stats(&name)?;
                 out.push((name, 0, 0, true));
                 continue;
             }
@@ -195,7 +205,8 @@ fn corpus_refresh_lexical_stats(
                     (c.sources[idx].name.clone(), sql, params)
                 })
                 .collect();
-            let (documents, terms) = spi::refresh_lexical_stats(&name, &sql, &params, state.changes_now, &champions)?;
+            let (documents, terms) =
+                spi::stats::refresh_lexical_stats(&name, &sql, &params, state.changes_now, &champions)?;
             out.push((name, documents, terms, true));
         }
         Ok(out)

@@ -24,10 +24,19 @@ pgrx::extension_sql_file!("../sql/lexical.sql", name = "lexical", requires = ["c
 pgrx::extension_sql_file!("../sql/eval.sql", name = "eval", requires = ["catalog"]);
 pgrx::extension_sql_file!("../sql/embedding.sql", name = "embedding", requires = ["catalog"]);
 pgrx::extension_sql_file!("../sql/bm25.sql", name = "bm25", requires = ["lexical", lexical::_bm25_document_text]);
+pgrx::extension_sql!(
+    "CREATE TRIGGER definitions_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON corpus.corpora
+         FOR EACH STATEMENT EXECUTE FUNCTION corpus._catalog_changed();
+     CREATE TRIGGER definitions_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON corpus.sources
+         FOR EACH STATEMENT EXECUTE FUNCTION corpus._catalog_changed();",
+    name = "catalog_triggers",
+    requires = ["catalog", spi::catalog::_catalog_changed]
+);
 
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {
     gucs::init();
+    spi::catalog::init();
 }
 
 #[cfg(test)]

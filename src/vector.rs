@@ -33,9 +33,21 @@ unsafe impl<'fcx> ArgAbi<'fcx> for Vector {
 
 impl_sql_translatable!(Vector, arg_only = "vector");
 
-/// PostgreSQL's `tsvector` as a function argument: the detoasted varlena's bytes, read by
-/// `pg_corpus_core::tsvector`.
-pub struct TsVectorArg(pub Vec<u8>);
+/// PostgreSQL's `tsvector` as a function argument: the detoasted varlena, read in place by
+/// `pg_corpus_core::tsvector` (no copy per row: `_bm25_score` runs for every candidate).
+pub struct TsVectorArg {
+    ptr: *const u8,
+    len: usize,
+}
+
+impl TsVectorArg {
+    /// The varlena's bytes. They live in the calling expression's memory context, which
+    /// outlives the function call the argument was unboxed for.
+    pub fn bytes(&self) -> &[u8] {
+        // SAFETY: ptr/len describe the detoasted datum (see from_polymorphic_datum).
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+}
 
 impl FromDatum for TsVectorArg {
     unsafe fn from_polymorphic_datum(datum: pg_sys::Datum, is_null: bool, _typoid: pg_sys::Oid) -> Option<Self> {
@@ -43,9 +55,11 @@ impl FromDatum for TsVectorArg {
             return None;
         }
         unsafe {
+            // a plain datum is returned as it is; a toasted one is detoasted into the current
+            // (per-call or per-tuple) memory context
             let ptr = pg_sys::pg_detoast_datum(datum.cast_mut_ptr());
-            let size = pgrx::varlena::varsize_any(ptr);
-            Some(TsVectorArg(std::slice::from_raw_parts(ptr as *const u8, size).to_vec()))
+            let len = pgrx::varlena::varsize_any(ptr);
+            Some(TsVectorArg { ptr: ptr as *const u8, len })
         }
     }
 }

@@ -8,6 +8,7 @@
 
 pub mod analysis;
 pub mod bm25;
+pub mod engine;
 pub mod error;
 pub mod feedback;
 pub mod filters;

@@ -59,6 +59,8 @@ pub struct Subplan {
     pub strategy: Strategy,
     pub sql: String,
     pub params: Vec<Param>,
+    /// At most this many rows (the round's candidate window).
+    pub limit: i64,
     /// A lexical subplan whose candidates leave out documents matching only common keys.
     pub pruned: bool,
     /// A lexical subplan to be planned without nested loops, so that its index scan comes
@@ -281,6 +283,7 @@ pub fn semantic(
         strategy,
         sql,
         params: params.values,
+        limit,
         pruned: false,
         index_first: false,
     }
@@ -301,27 +304,28 @@ pub fn lexical(corpus: &Corpus, idx: usize, conds: &[Condition], text: &str, lim
         &format!("\nCROSS JOIN (SELECT corpus._or_tsquery({cfg}::int8::oid::regconfig, {t}) AS query) AS q\nWHERE "),
         1,
     );
-    lexical_subplan(src, idx, &format!("ts_rank_cd({tsv}, q.query)::float8"), &fw, &lim, params)
+    lexical_subplan(src, idx, &format!("ts_rank_cd({tsv}, q.query)::float8"), &fw, &lim, limit, params)
 }
 
 /// A lexical subplan's statement around its score expression and FROM/WHERE: best first, item
 /// id breaking ties, at most `lim` rows.
-fn lexical_subplan(src: &Source, idx: usize, score: &str, fw: &str, lim: &str, params: Params) -> Subplan {
+fn lexical_subplan(src: &Source, idx: usize, score: &str, fw: &str, lim: &str, limit: i64, params: Params) -> Subplan {
     let sql = format!(
         "SELECT {id}::text AS item_id, {}::text AS parent_id,\n       {score} AS score\n{fw}\nORDER BY score DESC, {id}\nLIMIT {lim}",
         col(&src.parent_fk),
         id = col(&src.id),
     );
-    text_match(idx, sql, params)
+    text_match(idx, sql, limit, params)
 }
 
-fn text_match(idx: usize, sql: String, params: Params) -> Subplan {
+fn text_match(idx: usize, sql: String, limit: i64, params: Params) -> Subplan {
     Subplan {
         source: idx,
         branch: Branch::Lexical,
         strategy: Strategy::TextMatch,
         sql,
         params: params.values,
+        limit,
         pruned: false,
         index_first: false,
     }
@@ -415,7 +419,7 @@ LIMIT {lim}",
             )
         }
     };
-    let mut p = text_match(idx, sql, params);
+    let mut p = text_match(idx, sql, limit, params);
     p.index_first = scope == ScopeCheck::JoinedAfterIndex;
     p
 }

@@ -21,6 +21,43 @@ pub fn qualified(schema: &str, name: &str) -> String {
     format!("{}.{}", ident(schema), ident(name))
 }
 
+/// `'value'` with `'` doubled and `\` doubled: the quoting of SQL string literals (with the
+/// `E` prefix, see [`literal`]) and of tsvector/tsquery input.
+pub fn quote_escaped(value: &str) -> String {
+    let mut out = String::with_capacity(value.len() + 2);
+    out.push('\'');
+    for ch in value.chars() {
+        match ch {
+            '\'' => out.push_str("''"),
+            '\\' => out.push_str("\\\\"),
+            c => out.push(c),
+        }
+    }
+    out.push('\'');
+    out
+}
+
+/// Quote a string literal the way PostgreSQL's `quote_literal` does: doubled single quotes,
+/// and the `E''` form with doubled backslashes when the text has a backslash (so that the
+/// literal means the same whatever `standard_conforming_strings` is).
+pub fn literal(value: &str) -> String {
+    if value.contains('\\') {
+        format!("E{}", quote_escaped(value))
+    } else {
+        quote_escaped(value)
+    }
+}
+
+/// A configuration value as it appears after `SET name =`: bare when it is a plain word or
+/// number (what pg_corpus sets), else a quoted literal.
+pub fn setting_value(value: &str) -> String {
+    if !value.is_empty() && value.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-')) {
+        value.to_string()
+    } else {
+        literal(value)
+    }
+}
+
 /// A bind parameter of a subplan. The extension turns each into a typed datum.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 #[serde(untagged)]
@@ -55,6 +92,17 @@ mod tests {
         assert_eq!(ident("we\"ird"), "\"we\"\"ird\"");
         assert_eq!(ident("x\"; DROP TABLE t; --"), "\"x\"\"; DROP TABLE t; --\"");
         assert_eq!(qualified("public", "T"), "\"public\".\"T\"");
+    }
+
+    #[test]
+    fn literals_are_quoted() {
+        assert_eq!(literal("abc"), "'abc'");
+        assert_eq!(literal("e', false); DROP TABLE victim; --"), "'e'', false); DROP TABLE victim; --'");
+        assert_eq!(literal(r"a\b'"), r"E'a\\b'''");
+        assert_eq!(setting_value("1.1"), "1.1");
+        assert_eq!(setting_value("relaxed_order"), "relaxed_order");
+        assert_eq!(setting_value("pg_catalog, pg_temp"), "'pg_catalog, pg_temp'");
+        assert_eq!(setting_value("x'; DROP TABLE t; --"), "'x''; DROP TABLE t; --'");
     }
 
     #[test]

@@ -127,17 +127,7 @@ pub fn compare(a: &[u8], b: &[u8]) -> Ordering {
 
 /// Quote a lexeme for tsvector/tsquery input: single quotes, with `'` and `\` doubled/escaped.
 pub fn quote_lexeme(lexeme: &str) -> String {
-    let mut out = String::with_capacity(lexeme.len() + 2);
-    out.push('\'');
-    for ch in lexeme.chars() {
-        match ch {
-            '\'' => out.push_str("''"),
-            '\\' => out.push_str("\\\\"),
-            c => out.push(c),
-        }
-    }
-    out.push('\'');
-    out
+    crate::sql::quote_escaped(lexeme)
 }
 
 #[cfg(test)]

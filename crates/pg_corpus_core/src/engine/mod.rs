@@ -1,0 +1,100 @@
+//! The search engine: everything a search decides, behind a small [`Executor`] trait.
+//!
+//! A search is validated ([`request`]), planned (exact vs HNSW per source from the slice
+//! estimate, BM25 candidate plans from the corpus statistics), run round by round (every
+//! subplan with the settings it needs, the window widened until `k` rows survive the cap or
+//! nothing more can be found, an optional feedback round), fused by RRF and capped, and its
+//! rows fetched under the same corpus predicate. The SQL of every query comes from
+//! [`crate::plan`]; the [`Executor`] only runs it. The extension implements the executor over
+//! SPI; the tests implement it over in-memory tables, so that the policy is tested by plain
+//! `cargo test` (the pattern of VectorChord-bm25's `RelationRead`).
+
+pub mod cache;
+mod request;
+mod run;
+pub mod settings;
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde_json::Value;
+
+use crate::error::Result;
+use crate::fusion::Hit;
+use crate::lexical::QueryKey;
+use crate::plan::Subplan;
+use crate::sql::Param;
+
+pub use request::{Args, Config, Mode, Request, Scorer};
+pub use run::{explain, search, ExplainRow, SearchRow};
+pub use settings::Setting;
+
+/// Document frequencies of some keys in a corpus' lexical statistics, with its totals.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TermStats {
+    pub df: HashMap<String, u64>,
+    /// Searchable documents at the last refresh (0 when never refreshed).
+    pub documents: u64,
+    /// Their total BM25 length.
+    pub total_length: u64,
+}
+
+/// What one champion-list request returns for a key: its first items and their impacts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChampionList {
+    pub term: String,
+    pub items: Vec<String>,
+    pub impacts: Vec<f64>,
+}
+
+/// The heads of some champion lists of one source.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChampionRequest {
+    pub source: String,
+    pub terms: Vec<String>,
+    /// How many items of each list's head.
+    pub prefix: u64,
+}
+
+/// One row of the final fetch ([`crate::plan::fetch`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct FetchedRow {
+    pub item_id: String,
+    pub content: Option<String>,
+    pub locator: Value,
+    pub metadata: Value,
+    /// The item is queued for re-embedding (its embedding is missing or stale).
+    pub stale: bool,
+}
+
+/// An item feedback learns from ([`crate::plan::feedback_fetch`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct FeedbackDoc {
+    pub embedding: Option<Vec<f32>>,
+    /// Its index terms' frequencies.
+    pub tf: BTreeMap<String, f64>,
+}
+
+/// The I/O a search needs. Every SQL text it is given was built by [`crate::plan`]; values
+/// travel as parameters. Errors are the database's (or the executor's own, with a SQLSTATE).
+pub trait Executor {
+    /// Run one branch subplan with `settings` in effect for it (the executor may keep them for
+    /// the next subplan that wants the same values): rows of (item_id, parent_id, raw score).
+    fn branch_hits(&mut self, plan: &Subplan, settings: &[Setting]) -> Result<Vec<Hit>>;
+    /// The planner's row estimate of a query (planned with these values, not run).
+    fn estimate_rows(&mut self, sql: &str, params: &[Param]) -> Result<f64>;
+    /// `pg_class.reltuples` of each table (negative: never analysed).
+    fn table_rows(&mut self, tables: &[i64]) -> Result<Vec<f64>>;
+    /// Document frequencies of `terms` in a corpus' statistics, with its totals: one round trip.
+    fn term_stats(&mut self, corpus: &str, terms: &[String]) -> Result<TermStats>;
+    /// Heads of champion lists of several sources (those the caller may read): one round trip;
+    /// the answer has one list per request, in request order.
+    fn champion_heads(&mut self, corpus: &str, requests: &[ChampionRequest]) -> Result<Vec<Vec<ChampionList>>>;
+    /// PostgreSQL's analysis of a query with a text search configuration: (lexeme, count).
+    fn ts_query_keys(&mut self, ts_config: i64, text: &str) -> Result<Vec<QueryKey>>;
+    /// Run a [`crate::plan::feedback_fetch`] query: item id → what feedback learns from it.
+    fn feedback_docs(&mut self, sql: &str, params: &[Param]) -> Result<HashMap<String, FeedbackDoc>>;
+    /// Run a [`crate::plan::fetch`] query.
+    fn fetch_rows(&mut self, sql: &str, params: &[Param]) -> Result<Vec<FetchedRow>>;
+}

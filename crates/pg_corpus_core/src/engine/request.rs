@@ -1,0 +1,352 @@
+//! Validating a search's arguments into a [`Request`]: every user mistake is a [`CoreError`]
+//! with a SQLSTATE and a hint, found before any subplan runs.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::{Executor, TermStats};
+use crate::bm25::{Bm25Params, CorpusStats};
+use crate::error::{CoreError, Result, SqlState};
+use crate::filters::{self, Condition};
+use crate::lexical::{self, QueryKey};
+use crate::resolve::{Corpus, Distance};
+
+/// Characters of query_text the lexical branch uses (documented in the README): an OR of more
+/// words than that overflows PostgreSQL's tsquery (54000) or its stack (54001) and says
+/// nothing more.
+pub const MAX_QUERY_CHARS: usize = 10_000;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Hybrid,
+    Semantic,
+    Lexical,
+}
+
+impl Mode {
+    pub fn parse(s: &str) -> Result<Mode> {
+        match s {
+            "hybrid" => Ok(Mode::Hybrid),
+            "semantic" => Ok(Mode::Semantic),
+            "lexical" => Ok(Mode::Lexical),
+            other => Err(bad(format!("unknown search mode \"{other}\""), "mode is hybrid, semantic or lexical.")),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Hybrid => "hybrid",
+            Mode::Semantic => "semantic",
+            Mode::Lexical => "lexical",
+        }
+    }
+}
+
+/// The lexical branch's scorer (`pg_corpus.lexical_scorer`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scorer {
+    Bm25,
+    TsRankCd,
+}
+
+/// The settings a search reads, taken once per call (the `pg_corpus.*` GUCs and the session's
+/// `random_page_cost`). [`Config::default`] has the documented defaults.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    pub max_k: i32,
+    pub max_candidates: i32,
+    pub exact_search_max_rows: i32,
+    pub ann_max_scan_tuples: i32,
+    pub scorer: Scorer,
+    pub bm25_k1: f64,
+    pub bm25_b: f64,
+    pub bm25_candidate_budget: i32,
+    pub hybrid_feedback: bool,
+    /// The session's random_page_cost (BM25 subplans plan with at most 1.1).
+    pub random_page_cost: f64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            max_k: 1000,
+            max_candidates: 10_000,
+            exact_search_max_rows: 4_000,
+            ann_max_scan_tuples: 1_000_000,
+            scorer: Scorer::Bm25,
+            bm25_k1: 1.2,
+            bm25_b: 0.75,
+            bm25_candidate_budget: 2000,
+            hybrid_feedback: false,
+            random_page_cost: 4.0,
+        }
+    }
+}
+
+/// A search's arguments as the caller gave them (`corpus_hybrid_search`'s, minus the corpus).
+#[derive(Debug, Clone)]
+pub struct Args {
+    pub query_vec: Option<Vec<f32>>,
+    pub query_text: Option<String>,
+    pub k: i32,
+    pub filters: Value,
+    pub mode: String,
+    pub max_per_parent: Option<i32>,
+    pub candidates: Option<i32>,
+    pub rrf_k: i32,
+    pub include_stale: bool,
+    pub feedback: Option<bool>,
+}
+
+impl Default for Args {
+    fn default() -> Self {
+        Args {
+            query_vec: None,
+            query_text: None,
+            k: 10,
+            filters: Value::Object(Default::default()),
+            mode: "hybrid".into(),
+            max_per_parent: Some(3),
+            candidates: None,
+            rrf_k: 60,
+            include_stale: false,
+            feedback: None,
+        }
+    }
+}
+
+/// The arguments that can be checked without the corpus.
+#[derive(Debug, Clone)]
+pub struct Checked {
+    pub mode: Mode,
+    pub k: usize,
+    pub window: usize,
+    pub max_per_parent: Option<usize>,
+    pub rrf_k: f64,
+}
+
+/// The BM25 side of a request: each source's query keys and the corpus statistics they need;
+/// the candidate plans follow from them and a budget (which grows with the window).
+#[derive(Debug, Clone)]
+pub struct LexicalPlans {
+    pub keys_per_source: Vec<Vec<QueryKey>>,
+    pub stats: TermStats,
+    pub corpus: CorpusStats,
+    pub params: Bm25Params,
+    /// The corpus' share of its source tables' rows (0 when a table was never analysed).
+    pub corpus_share: f64,
+}
+
+impl LexicalPlans {
+    pub fn df(&self, key: &str) -> u64 {
+        self.stats.df.get(key).copied().unwrap_or(0)
+    }
+}
+
+/// A validated search.
+#[derive(Debug, Clone)]
+pub struct Request {
+    pub corpus: Arc<Corpus>,
+    pub conds: Vec<Condition>,
+    pub mode: Mode,
+    pub vector: Option<Vec<f32>>,
+    pub text: Option<String>,
+    pub k: usize,
+    /// The first round's per-branch candidate window.
+    pub window: usize,
+    pub max_per_parent: Option<usize>,
+    pub rrf_k: f64,
+    pub include_stale: bool,
+    /// BM25 plans (None: no lexical branch, or the ts_rank_cd scorer).
+    pub lexical: Option<LexicalPlans>,
+    /// A second, pseudo-relevance feedback round ([`crate::feedback`]).
+    pub feedback: bool,
+    /// `pg_class.reltuples` of each source's item table (negative: never analysed).
+    pub table_rows: Vec<f64>,
+    pub config: Config,
+}
+
+pub(crate) fn bad(msg: String, hint: &str) -> CoreError {
+    CoreError::new(SqlState::InvalidParameterValue, msg, hint)
+}
+
+impl Args {
+    /// Check what needs no corpus (k, mode, candidates, rrf_k, max_per_parent).
+    pub fn check(&self, config: &Config) -> Result<Checked> {
+        let (k, max_k) = (self.k, config.max_k);
+        if k <= 0 || k > max_k {
+            return Err(bad(
+                format!("k must be between 1 and {max_k}, got {k}"),
+                "Ask for fewer rows, or raise pg_corpus.max_k.",
+            ));
+        }
+        let mode = Mode::parse(&self.mode)?;
+        let max_candidates = config.max_candidates;
+        if let Some(c) = self.candidates {
+            if c < 1 || c > max_candidates {
+                return Err(bad(
+                    format!("candidates must be between 1 and {max_candidates}, got {c}"),
+                    "Leave it NULL for max(20, 4*k), or raise pg_corpus.max_candidates.",
+                ));
+            }
+        }
+        if !(0..=100_000).contains(&self.rrf_k) {
+            return Err(bad(
+                format!("rrf_k must be between 0 and 100000, got {}", self.rrf_k),
+                "The usual value is 60.",
+            ));
+        }
+        let max_per_parent = match self.max_per_parent {
+            None | Some(0) => None,
+            Some(n) if n < 0 => {
+                return Err(bad(
+                    format!("max_per_parent must be >= 0, got {n}"),
+                    "Use 0 or NULL for no per-parent cap.",
+                ))
+            }
+            Some(n) => Some(n as usize),
+        };
+        let window = self.candidates.map_or((4 * k).max(20), |c| c) as usize;
+        Ok(Checked { mode, k: k as usize, window, max_per_parent, rrf_k: self.rrf_k as f64 })
+    }
+}
+
+/// The query vector a search uses, checked against the corpus.
+fn check_vector(corpus: &Corpus, v: Vec<f32>) -> Result<Vec<f32>> {
+    let dims = corpus.dimensions().unwrap_or(v.len() as i32);
+    if v.len() as i32 != dims {
+        return Err(CoreError::new(
+            SqlState::DataException,
+            format!("query vector has {} dimensions, corpus \"{}\" has {dims}", v.len(), corpus.name),
+            "Embed the query with the corpus' embedding model.",
+        ));
+    }
+    if v.iter().any(|x| !x.is_finite()) {
+        return Err(CoreError::new(
+            SqlState::DataException,
+            "query vector contains NaN or Infinity",
+            "Check the embedding model's output; every component must be a finite number.",
+        ));
+    }
+    // A zero vector has no direction: its cosine distance to every item is NaN.
+    if corpus.sources.iter().any(|s| s.distance == Distance::Cosine) && v.iter().all(|&x| x == 0.0) {
+        return Err(CoreError::new(
+            SqlState::DataException,
+            "query vector is all zeros, which has no cosine distance",
+            "Check the embedding model's output, or search with mode => 'lexical'.",
+        ));
+    }
+    Ok(v)
+}
+
+impl Request {
+    /// Validate `args` against `corpus` and plan the lexical side (statistics of the query's
+    /// keys, read through `exec`). `checked` is [`Args::check`]'s answer.
+    pub fn new(
+        corpus: Arc<Corpus>,
+        args: Args,
+        checked: Checked,
+        config: Config,
+        exec: &mut dyn Executor,
+    ) -> Result<Request> {
+        let conds = filters::parse(&corpus, &args.filters)?;
+        let Checked { mode, k, window, max_per_parent, rrf_k } = checked;
+        let text = args
+            .query_text
+            .as_deref()
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .map(|t| t.chars().take(MAX_QUERY_CHARS).collect::<String>());
+        let wants_vector = mode == Mode::Semantic || (mode == Mode::Hybrid && args.query_vec.is_some());
+        let vector = match (wants_vector, args.query_vec) {
+            (true, Some(v)) => Some(check_vector(&corpus, v)?),
+            (true, None) => {
+                return Err(CoreError::new(
+                    SqlState::NullValueNotAllowed,
+                    "a semantic search needs a query vector, got NULL",
+                    "Pass query_vec, or use mode => 'lexical'.",
+                ))
+            }
+            (false, _) => None,
+        };
+        let text = match mode {
+            Mode::Semantic => None,
+            Mode::Lexical if text.is_none() => {
+                return Err(bad(
+                    "a lexical search needs non-empty query text".into(),
+                    "Pass query_text, or use mode => 'semantic'.",
+                ))
+            }
+            _ => text,
+        };
+        if vector.is_none() && text.is_none() {
+            return Err(bad(
+                "nothing to search for: no query vector and empty query text".into(),
+                "Pass query_vec, query_text or both.",
+            ));
+        }
+        let tables: Vec<i64> = corpus.sources.iter().map(|s| s.item.oid).collect();
+        let table_rows = if tables.is_empty() { Vec::new() } else { exec.table_rows(&tables)? };
+        let lexical = match (&text, config.scorer) {
+            (Some(t), Scorer::Bm25) => Some(lexical_plans(&corpus, t, &table_rows, &config, exec)?),
+            _ => None,
+        };
+        // Feedback needs both branches and BM25. Asked for in the call, anything else is an
+        // error; by pg_corpus.hybrid_feedback, it applies where it can.
+        let can_feed_back = vector.is_some() && lexical.is_some();
+        let feedback = match args.feedback {
+            Some(true) if !can_feed_back => return Err(bad(
+                "feedback needs a hybrid search with BM25: a query vector, query text and pg_corpus.lexical_scorer = bm25"
+                    .into(),
+                "Pass both query_vec and query_text with mode => 'hybrid', or feedback => false.",
+            )),
+            Some(f) => f,
+            None => config.hybrid_feedback && can_feed_back,
+        };
+        Ok(Request {
+            corpus,
+            conds,
+            mode,
+            vector,
+            text,
+            k,
+            window,
+            max_per_parent,
+            rrf_k,
+            include_stale: args.include_stale,
+            lexical,
+            feedback,
+            table_rows,
+            config,
+        })
+    }
+}
+
+/// Analyse the query for every source (pg_corpus' analyser for sources with a language,
+/// PostgreSQL's text search configuration otherwise) and look all keys up in the corpus'
+/// statistics in one round trip.
+fn lexical_plans(
+    corpus: &Corpus,
+    text: &str,
+    table_rows: &[f64],
+    config: &Config,
+    exec: &mut dyn Executor,
+) -> Result<LexicalPlans> {
+    let params = Bm25Params::new(config.bm25_k1, config.bm25_b)?;
+    let mut keys_per_source = Vec::with_capacity(corpus.sources.len());
+    for src in &corpus.sources {
+        let keys: Vec<QueryKey> = match src.language {
+            Some(lang) => lexical::query_keys(text, lang),
+            None => exec.ts_query_keys(src.ts_config, text)?,
+        };
+        keys_per_source.push(keys);
+    }
+    let mut all: Vec<String> = keys_per_source.iter().flatten().map(|k| k.key.clone()).collect();
+    all.sort();
+    all.dedup();
+    let stats = exec.term_stats(&corpus.name, &all)?;
+    let corpus_stats = CorpusStats { n_docs: stats.documents, total_length: stats.total_length };
+    let corpus_share = lexical::corpus_share(corpus_stats.n_docs, table_rows);
+    Ok(LexicalPlans { keys_per_source, stats, corpus: corpus_stats, params, corpus_share })
+}

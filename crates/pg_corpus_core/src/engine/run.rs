@@ -1,0 +1,404 @@
+//! Running a [`Request`]: planning each source's branches, the rounds (window widening and the
+//! feedback round), fusion, capping and the final fetch.
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+use super::request::LexicalPlans;
+use super::{settings, ChampionRequest, Executor, FeedbackDoc, Request, Setting};
+use crate::error::Result;
+use crate::feedback;
+use crate::fusion::{self, Fused, RankedList, SourceInfo};
+use crate::lexical::{self, CandidatePlan, ChampionHead};
+use crate::plan::{self, Branch, Strategy, Subplan};
+use crate::sql::Param;
+
+/// How the semantic branch of one source runs: exact over a small slice, else the HNSW index
+/// with an iterative scan sized by the slice's selectivity (docs/filtered-ann.md).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SemanticPlan {
+    pub strategy: Strategy,
+    pub selectivity: f64,
+}
+
+/// Each source's semantic plan, from the planner's estimate of its slice.
+pub fn semantic_plans(req: &Request, exec: &mut dyn Executor) -> Result<Vec<SemanticPlan>> {
+    if req.vector.is_none() {
+        return Ok(Vec::new());
+    }
+    let exact_max = f64::from(req.config.exact_search_max_rows);
+    req.table_rows
+        .iter()
+        .enumerate()
+        .map(|(idx, &total)| {
+            let (sql, params) = plan::slice_estimate(&req.corpus, idx, &req.conds);
+            let slice = exec.estimate_rows(&sql, &params)?;
+            let selectivity = if total > 0.0 { (slice / total).clamp(1e-6, 1.0) } else { 1.0 };
+            let strategy = if slice <= exact_max { Strategy::Exact } else { Strategy::Approximate };
+            Ok(SemanticPlan { strategy, selectivity })
+        })
+        .collect()
+}
+
+/// What one round searches for: the request's query, or feedback's moved one.
+#[derive(Clone, Copy)]
+struct RoundQuery<'a> {
+    vector: Option<&'a [f32]>,
+    lexical: Option<&'a LexicalPlans>,
+}
+
+impl Request {
+    fn query(&self) -> RoundQuery<'_> {
+        RoundQuery { vector: self.vector.as_deref(), lexical: self.lexical.as_ref() }
+    }
+
+    /// The BM25 candidate budget for a window: it grows with the window, so that when capping
+    /// or pruning left fewer than k rows, a wider window also lets commoner keys find
+    /// candidates.
+    fn budget(&self, window: usize) -> u64 {
+        (self.config.bm25_candidate_budget.max(1) as u64).saturating_mul((window / self.window.max(1)).max(1) as u64)
+    }
+}
+
+/// Each source's BM25 candidate plan for `budget`; for a plan with champion lists, the items of
+/// their heads that can reach the top `window` ([`lexical::preselect`]), read for all sources
+/// in one round trip.
+fn candidate_plans(
+    req: &Request,
+    lex: &LexicalPlans,
+    budget: u64,
+    window: usize,
+    exec: &mut dyn Executor,
+) -> Result<Vec<Option<CandidatePlan>>> {
+    let mut plans: Vec<Option<CandidatePlan>> = lex
+        .keys_per_source
+        .iter()
+        .map(|keys| lexical::candidate_plan(keys, |key| lex.df(key), lex.corpus.n_docs, budget, req.k))
+        .collect();
+    let wanting: Vec<usize> =
+        (0..plans.len()).filter(|&i| plans[i].as_ref().is_some_and(|p| !p.champions.is_empty())).collect();
+    if wanting.is_empty() {
+        return Ok(plans);
+    }
+    let requests: Vec<ChampionRequest> = wanting
+        .iter()
+        .map(|&i| {
+            let p = plans[i].as_ref().expect("filtered above");
+            ChampionRequest {
+                source: req.corpus.sources[i].name.clone(),
+                terms: p.champions.clone(),
+                prefix: p.champion_prefix,
+            }
+        })
+        .collect();
+    let answers = exec.champion_heads(&req.corpus.name, &requests)?;
+    for (&idx, lists) in wanting.iter().zip(answers) {
+        let Some(p) = plans[idx].as_mut() else { continue };
+        let weight = |key: &str| p.scored.iter().find(|k| k.key == key).map_or(0.0, |k| k.weight_idf);
+        let heads: Vec<ChampionHead> = lists
+            .into_iter()
+            .map(|l| ChampionHead { weight_idf: weight(&l.term), items: l.items, impacts: l.impacts })
+            .collect();
+        // keys found through the index can add at most k1 + 1 times their weight
+        let unlisted: f64 = p
+            .scored
+            .iter()
+            .filter(|k| !p.champions.contains(&k.key))
+            .map(|k| k.weight_idf.max(0.0) * (lex.params.k1 + 1.0))
+            .sum();
+        p.champion_items = lexical::preselect(&heads, unlisted, window, budget as usize);
+    }
+    Ok(plans)
+}
+
+/// Every subplan of one round, in source order (semantic, then lexical, per source).
+fn subplans(
+    req: &Request,
+    q: RoundQuery,
+    sem: &[SemanticPlan],
+    window: usize,
+    exec: &mut dyn Executor,
+) -> Result<Vec<Subplan>> {
+    let plans = match q.lexical {
+        Some(lex) => Some(candidate_plans(req, lex, req.budget(window), window, exec)?),
+        None => None,
+    };
+    let mut out = Vec::new();
+    for idx in 0..req.corpus.sources.len() {
+        if let Some(v) = q.vector {
+            out.push(plan::semantic(
+                &req.corpus,
+                idx,
+                &req.conds,
+                v,
+                window as i64,
+                sem[idx].strategy,
+                req.include_stale,
+            ));
+        }
+        match (&req.text, q.lexical, &plans) {
+            (Some(_), Some(lex), Some(plans)) => {
+                if let Some(cp) = &plans[idx] {
+                    let scope = lexical::scope_check(cp, lex.corpus_share, lex.corpus.n_docs, !req.conds.is_empty());
+                    let mut p = plan::lexical_bm25(
+                        &req.corpus,
+                        idx,
+                        &req.conds,
+                        cp,
+                        lex.corpus.avg_doc_len(),
+                        lex.params,
+                        window as i64,
+                        scope,
+                    );
+                    p.pruned = cp.pruned;
+                    out.push(p);
+                }
+            }
+            (Some(t), _, _) => out.push(plan::lexical(&req.corpus, idx, &req.conds, t, window as i64)),
+            (None, _, _) => {}
+        }
+    }
+    Ok(out)
+}
+
+fn subplan_settings(req: &Request, sem: &[SemanticPlan], p: &Subplan, window: usize) -> Vec<Setting> {
+    let selectivity = sem.get(p.source).map_or(1.0, |s| s.selectivity);
+    settings::for_subplan(p, window, selectivity, req.lexical.is_some(), &req.config)
+}
+
+/// One round: every subplan with `window` rows, each branch's per-source lists merged into a
+/// corpus-wide list. Also says whether another round with a wider window could find more.
+fn run_round(
+    req: &Request,
+    q: RoundQuery,
+    sem: &[SemanticPlan],
+    window: usize,
+    exec: &mut dyn Executor,
+) -> Result<(Vec<RankedList>, bool)> {
+    let mut semantic = Vec::new();
+    let mut lexical = Vec::new();
+    // A pruned lexical subplan that returned fewer rows than the window may have left matching
+    // items out: a wider window (and so a larger candidate budget) can find them.
+    let mut pruned_short = false;
+    for p in subplans(req, q, sem, window, exec)? {
+        let settings = subplan_settings(req, sem, &p, window);
+        let hits = exec.branch_hits(&p, &settings)?;
+        pruned_short |= p.pruned && hits.len() < window;
+        match p.branch {
+            Branch::Semantic => semantic.push(hits),
+            Branch::Lexical => lexical.push(hits),
+        }
+    }
+    let mut lists = Vec::new();
+    let mut saturated = pruned_short;
+    for (branch, per_source) in [(Branch::Semantic, semantic), (Branch::Lexical, lexical)] {
+        if !per_source.is_empty() {
+            let (list, full) = fusion::merge_branch(branch, per_source, window);
+            saturated |= full;
+            lists.push(list);
+        }
+    }
+    Ok((lists, saturated))
+}
+
+/// The item ids of `hits` grouped by source, in hit order, for the sources that have any.
+fn ids_per_source<'a>(
+    hits: impl Iterator<Item = &'a Fused>,
+    n_sources: usize,
+) -> impl Iterator<Item = (usize, Vec<String>)> {
+    let mut ids = vec![Vec::new(); n_sources];
+    for h in hits {
+        ids[h.source].push(h.item_id.clone());
+    }
+    ids.into_iter().enumerate().filter(|(_, ids)| !ids.is_empty())
+}
+
+/// The feedback round: the query vector moved towards the first fusion's best items (vector
+/// PRF) and the lexical query expanded with their relevance model (RM3), both searched with
+/// the same window ([`crate::feedback`]).
+fn feedback_round(
+    req: &Request,
+    sem: &[SemanticPlan],
+    window: usize,
+    first: &[Fused],
+    exec: &mut dyn Executor,
+) -> Result<(Vec<RankedList>, bool)> {
+    let (Some(vector), Some(lex)) = (&req.vector, &req.lexical) else {
+        return Ok((Vec::new(), false));
+    };
+    let top: Vec<&Fused> = first.iter().take(feedback::RM3_DOCS.max(feedback::VECTOR_DOCS)).collect();
+    let mut learned: HashMap<(usize, String), FeedbackDoc> = HashMap::new();
+    for (idx, ids) in ids_per_source(top.iter().copied(), req.corpus.sources.len()) {
+        let (sql, params) = plan::feedback_fetch(&req.corpus, idx, &req.conds, ids);
+        for (id, doc) in exec.feedback_docs(&sql, &params)? {
+            learned.insert((idx, id), doc);
+        }
+    }
+    let docs: Vec<&FeedbackDoc> = top.iter().filter_map(|f| learned.get(&(f.source, f.item_id.clone()))).collect();
+    let vectors: Vec<Vec<f32>> = docs.iter().take(feedback::VECTOR_DOCS).filter_map(|d| d.embedding.clone()).collect();
+    let moved = feedback::vector_prf(vector, &vectors, feedback::VECTOR_BETA).unwrap_or_else(|| vector.clone());
+    let tfs: Vec<_> = docs.iter().take(feedback::RM3_DOCS).map(|d| d.tf.clone()).collect();
+    let mut expanded = lex.clone();
+    expanded.keys_per_source = lex
+        .keys_per_source
+        .iter()
+        .map(|keys| feedback::rm3(keys, &tfs, feedback::RM3_TERMS, feedback::RM3_ALPHA))
+        .collect();
+    let mut new_keys: Vec<String> = expanded
+        .keys_per_source
+        .iter()
+        .flatten()
+        .filter(|k| !lex.stats.df.contains_key(&k.key))
+        .map(|k| k.key.clone())
+        .collect();
+    new_keys.sort();
+    new_keys.dedup();
+    if !new_keys.is_empty() {
+        let more = exec.term_stats(&req.corpus.name, &new_keys)?;
+        expanded.stats.df.extend(more.df);
+    }
+    run_round(req, RoundQuery { vector: Some(&moved), lexical: Some(&expanded) }, sem, window, exec)
+}
+
+/// One hit of a search, with its provenance (`corpus_hybrid_search`'s row).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SearchRow {
+    pub rank: i32,
+    pub source: String,
+    pub item_id: String,
+    pub parent_id: String,
+    pub score: f64,
+    pub semantic_rank: Option<i32>,
+    pub semantic_distance: Option<f64>,
+    pub lexical_rank: Option<i32>,
+    pub lexical_score: Option<f64>,
+    pub content: Option<String>,
+    pub locator: Value,
+    pub metadata: Value,
+    pub embedding_stale: bool,
+}
+
+fn source_infos(req: &Request) -> Vec<SourceInfo> {
+    req.corpus
+        .sources
+        .iter()
+        .map(|s| SourceInfo {
+            parent_scope: s.parent_scope.clone(),
+            semantic_weight: s.semantic_weight,
+            lexical_weight: s.lexical_weight,
+        })
+        .collect()
+}
+
+/// The fused, capped hits of a request (before the final fetch).
+pub fn ranked(req: &Request, exec: &mut dyn Executor) -> Result<Vec<Fused>> {
+    let sem = semantic_plans(req, exec)?;
+    let max_window = (req.config.max_candidates.max(1) as usize).max(req.window);
+    let sources = source_infos(req);
+    let mut window = req.window;
+    loop {
+        let (lists, saturated) = run_round(req, req.query(), &sem, window, exec)?;
+        let (lists, saturated) = if req.feedback {
+            let first = fusion::rrf(&lists, &sources, req.rrf_k);
+            let (more, more_saturated) = feedback_round(req, &sem, window, &first, exec)?;
+            // RRF(feedback vector, first lexical list, feedback lexical list)
+            let mut fused_lists: Vec<RankedList> =
+                more.iter().filter(|l| l.branch == Branch::Semantic).cloned().collect();
+            fused_lists.extend(lists.into_iter().filter(|l| l.branch == Branch::Lexical));
+            fused_lists.extend(more.into_iter().filter(|l| l.branch == Branch::Lexical));
+            (fused_lists, saturated || more_saturated)
+        } else {
+            (lists, saturated)
+        };
+        let fused = fusion::rrf(&lists, &sources, req.rrf_k);
+        let rows = fusion::cap(&fused, req.max_per_parent, req.k);
+        if window >= max_window || !fusion::needs_wider_window(rows.len(), req.k, saturated) {
+            return Ok(rows);
+        }
+        window = window.saturating_mul(4).min(max_window);
+    }
+}
+
+/// Run a search: its hits with content and provenance, fetched per source under the same
+/// predicate and filters.
+pub fn search(req: &Request, exec: &mut dyn Executor) -> Result<Vec<SearchRow>> {
+    let rows = ranked(req, exec)?;
+    let mut fetched = HashMap::new();
+    for (idx, ids) in ids_per_source(rows.iter(), req.corpus.sources.len()) {
+        let (sql, params) = plan::fetch(&req.corpus, idx, &req.conds, ids);
+        for row in exec.fetch_rows(&sql, &params)? {
+            fetched.insert((idx, row.item_id.clone()), row);
+        }
+    }
+    let mut out = Vec::with_capacity(rows.len());
+    for f in rows {
+        // An item the fetch does not return (it cannot, within one snapshot) is left out.
+        let Some(row) = fetched.remove(&(f.source, f.item_id.clone())) else {
+            continue;
+        };
+        out.push(SearchRow {
+            rank: out.len() as i32 + 1,
+            source: req.corpus.sources[f.source].name.clone(),
+            item_id: f.item_id,
+            parent_id: f.parent_id,
+            score: f.score,
+            semantic_rank: f.semantic.map(|(r, _)| r as i32),
+            semantic_distance: f.semantic.map(|(_, d)| d),
+            lexical_rank: f.lexical.map(|(r, _)| r as i32),
+            lexical_score: f.lexical.map(|(_, s)| s),
+            content: row.content,
+            locator: row.locator,
+            metadata: row.metadata,
+            embedding_stale: row.stale,
+        });
+    }
+    Ok(out)
+}
+
+/// One subplan as `corpus_explain` shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExplainRow {
+    pub source: String,
+    pub branch: &'static str,
+    pub strategy: &'static str,
+    /// The subplan's SQL preceded by the `SET LOCAL` statements of its settings.
+    pub sql: String,
+    /// Its parameters (the query vector shown by its dimension).
+    pub params: Value,
+}
+
+/// The exact SQL and parameters of every subplan a search would run first (it may repeat them
+/// with a wider window to fill k rows after capping).
+pub fn explain(req: &Request, exec: &mut dyn Executor) -> Result<Vec<ExplainRow>> {
+    let sem = semantic_plans(req, exec)?;
+    let plans = subplans(req, req.query(), &sem, req.window, exec)?;
+    Ok(plans
+        .into_iter()
+        .map(|p| {
+            let params: Vec<Value> = p
+                .params
+                .iter()
+                .enumerate()
+                .map(|(i, param)| match (i, param, p.branch) {
+                    // The query vector is long; show its dimension instead of every component.
+                    (0, Param::Floats(v), Branch::Semantic) => {
+                        Value::String(format!("<query vector, {} dimensions>", v.len()))
+                    }
+                    _ => serde_json::to_value(param).unwrap_or(Value::Null),
+                })
+                .collect();
+            let set_local = subplan_settings(req, &sem, &p, req.window)
+                .into_iter()
+                .map(|s| format!("SET LOCAL {} = {};\n", s.name, crate::sql::setting_value(&s.value)))
+                .collect::<String>();
+            ExplainRow {
+                source: req.corpus.sources[p.source].name.clone(),
+                branch: p.branch.name(),
+                strategy: p.strategy.name(),
+                sql: format!("{set_local}{}", p.sql),
+                params: Value::Array(params),
+            }
+        })
+        .collect())
+}

@@ -1,0 +1,564 @@
+//! The search policy against a fake executor: in-memory items per source, each with its
+//! distance to the query and its lexical score; every call the engine makes is recorded.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use proptest::prelude::*;
+use serde_json::{json, Value};
+
+use super::*;
+use crate::error::{CoreError, SqlState};
+use crate::fusion::Hit;
+use crate::lexical::QueryKey;
+use crate::plan::{Branch, Strategy, Subplan};
+use crate::resolve::tests::legal;
+use crate::resolve::Corpus;
+use crate::sql::Param;
+
+#[derive(Debug, Clone)]
+struct Item {
+    id: String,
+    parent: String,
+    distance: f64,
+    /// BM25 score (None: no query key in it).
+    lexical: Option<f64>,
+    /// Found by the query's rarer keys (else only by common keys, which a pruned plan misses).
+    rare: bool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Call {
+    Branch { source: usize, branch: Branch, strategy: Strategy, limit: i64, settings: Vec<Setting>, vector0: f32 },
+    Estimate,
+    TableRows,
+    TermStats(Vec<String>),
+    Champions(usize),
+    TsKeys,
+    Feedback(Vec<String>),
+    Fetch(Vec<String>),
+}
+
+struct Fake {
+    items: Vec<Vec<Item>>,
+    slice_rows: Vec<f64>,
+    table_rows: Vec<f64>,
+    df: HashMap<String, u64>,
+    documents: u64,
+    calls: Vec<Call>,
+    /// Fail the n-th call (0-based) with this error.
+    fail_at: Option<(usize, CoreError)>,
+    /// Ids the final fetch does not return (deleted since the branches ran).
+    vanished: Vec<String>,
+}
+
+impl Fake {
+    fn new(items: Vec<Vec<Item>>) -> Fake {
+        let n = items.len();
+        Fake {
+            slice_rows: items.iter().map(|l| l.len() as f64).collect(),
+            table_rows: vec![100_000.0; n],
+            items,
+            df: HashMap::new(),
+            documents: 50_000,
+            calls: Vec::new(),
+            fail_at: None,
+            vanished: Vec::new(),
+        }
+    }
+
+    fn record(&mut self, c: Call) -> Result<()> {
+        if let Some((n, e)) = &self.fail_at {
+            if *n == self.calls.len() {
+                self.calls.push(c);
+                return Err(e.clone());
+            }
+        }
+        self.calls.push(c);
+        Ok(())
+    }
+
+    fn branch_calls(&self) -> Vec<(usize, Branch, i64)> {
+        self.calls
+            .iter()
+            .filter_map(|c| match c {
+                Call::Branch { source, branch, limit, .. } => Some((*source, *branch, *limit)),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+fn ids_param(params: &[Param]) -> Vec<String> {
+    match params.first() {
+        Some(Param::TextArray(v)) => v.clone(),
+        _ => panic!("the first parameter of a fetch is the id array"),
+    }
+}
+
+impl Executor for Fake {
+    fn branch_hits(&mut self, p: &Subplan, settings: &[Setting]) -> Result<Vec<Hit>> {
+        let vector0 = match p.params.first() {
+            Some(Param::Floats(v)) => v[0],
+            _ => f32::NAN,
+        };
+        self.record(Call::Branch {
+            source: p.source,
+            branch: p.branch,
+            strategy: p.strategy,
+            limit: p.limit,
+            settings: settings.to_vec(),
+            vector0,
+        })?;
+        let mut rows: Vec<&Item> = match p.branch {
+            Branch::Semantic => self.items[p.source].iter().collect(),
+            Branch::Lexical => {
+                self.items[p.source].iter().filter(|i| i.lexical.is_some() && (!p.pruned || i.rare)).collect()
+            }
+        };
+        match p.branch {
+            Branch::Semantic => rows.sort_by(|a, b| a.distance.total_cmp(&b.distance)),
+            Branch::Lexical => rows.sort_by(|a, b| b.lexical.unwrap().total_cmp(&a.lexical.unwrap())),
+        }
+        Ok(rows
+            .into_iter()
+            .take(p.limit as usize)
+            .map(|i| Hit {
+                source: p.source,
+                item_id: i.id.clone(),
+                parent_id: i.parent.clone(),
+                raw: match p.branch {
+                    Branch::Semantic => i.distance,
+                    Branch::Lexical => i.lexical.unwrap(),
+                },
+            })
+            .collect())
+    }
+
+    fn estimate_rows(&mut self, sql: &str, _params: &[Param]) -> Result<f64> {
+        self.record(Call::Estimate)?;
+        Ok(if sql.contains("\"halachot\"") { self.slice_rows[1] } else { self.slice_rows[0] })
+    }
+
+    fn table_rows(&mut self, tables: &[i64]) -> Result<Vec<f64>> {
+        self.record(Call::TableRows)?;
+        Ok(self.table_rows[..tables.len()].to_vec())
+    }
+
+    fn term_stats(&mut self, _corpus: &str, terms: &[String]) -> Result<TermStats> {
+        self.record(Call::TermStats(terms.to_vec()))?;
+        Ok(TermStats {
+            df: terms.iter().filter_map(|t| self.df.get(t).map(|d| (t.clone(), *d))).collect(),
+            documents: self.documents,
+            total_length: self.documents * 80,
+        })
+    }
+
+    fn champion_heads(&mut self, _corpus: &str, requests: &[ChampionRequest]) -> Result<Vec<Vec<ChampionList>>> {
+        self.record(Call::Champions(requests.len()))?;
+        Ok(requests
+            .iter()
+            .map(|r| {
+                let src = if r.source == "halachot" { 1 } else { 0 };
+                r.terms
+                    .iter()
+                    .map(|t| ChampionList {
+                        term: t.clone(),
+                        items: self.items[src].iter().take(r.prefix as usize).map(|i| i.id.clone()).collect(),
+                        impacts: self.items[src].iter().take(r.prefix as usize).map(|_| 1.0).collect(),
+                    })
+                    .collect()
+            })
+            .collect())
+    }
+
+    fn ts_query_keys(&mut self, _ts_config: i64, text: &str) -> Result<Vec<QueryKey>> {
+        self.record(Call::TsKeys)?;
+        Ok(text.split_whitespace().map(|w| QueryKey { key: w.to_lowercase(), weight: 1.0 }).collect())
+    }
+
+    fn feedback_docs(&mut self, _sql: &str, params: &[Param]) -> Result<HashMap<String, FeedbackDoc>> {
+        let ids = ids_param(params);
+        self.record(Call::Feedback(ids.clone()))?;
+        Ok(ids
+            .into_iter()
+            .map(|id| {
+                let tf: BTreeMap<String, f64> = [(format!("term{}", id.len()), 2.0)].into_iter().collect();
+                (id, FeedbackDoc { embedding: Some(vec![1.0; 384]), tf })
+            })
+            .collect())
+    }
+
+    fn fetch_rows(&mut self, _sql: &str, params: &[Param]) -> Result<Vec<FetchedRow>> {
+        let ids = ids_param(params);
+        self.record(Call::Fetch(ids.clone()))?;
+        Ok(ids
+            .into_iter()
+            .filter(|id| !self.vanished.contains(id))
+            .map(|id| FetchedRow {
+                content: Some(format!("text of {id}")),
+                locator: json!({"id": id}),
+                metadata: json!({}),
+                stale: false,
+                item_id: id,
+            })
+            .collect())
+    }
+}
+
+/// `n` items of source `src`: item j in parent j / per_parent, distances and scores rising
+/// and falling with j.
+fn items(src: usize, n: usize, per_parent: usize) -> Vec<Item> {
+    (0..n)
+        .map(|j| Item {
+            id: format!("{}", src * 100_000 + j + 1),
+            parent: format!("{}", j / per_parent.max(1)),
+            distance: 0.1 + j as f64 * 0.001 + src as f64 * 0.0005,
+            lexical: Some(100.0 - j as f64 * 0.01),
+            rare: j % 2 == 0,
+        })
+        .collect()
+}
+
+fn corpus() -> Arc<Corpus> {
+    Arc::new(legal())
+}
+
+fn vec384() -> Vec<f32> {
+    (0..384).map(|i| (i as f32 * 0.37).sin()).collect()
+}
+
+fn args(mode: &str) -> Args {
+    Args {
+        query_vec: (mode != "lexical").then(vec384),
+        query_text: (mode != "semantic").then(|| "חוזה שכירות".to_string()),
+        mode: mode.into(),
+        ..Args::default()
+    }
+}
+
+fn run(fake: &mut Fake, a: Args, config: Config) -> Result<Vec<SearchRow>> {
+    let checked = a.check(&config)?;
+    let req = Request::new(corpus(), a, checked, config, fake)?;
+    search(&req, fake)
+}
+
+fn default_fake() -> Fake {
+    let mut f = Fake::new(vec![items(0, 5000, 10), items(1, 5000, 10)]);
+    f.df = [("חוזה".to_string(), 10u64), ("שכירות".to_string(), 40)].into_iter().collect();
+    f
+}
+
+#[test]
+fn hybrid_runs_both_branches_of_every_source_and_fuses_them() {
+    let mut f = default_fake();
+    let rows = run(&mut f, args("hybrid"), Config::default()).unwrap();
+    assert_eq!(rows.len(), 10);
+    let branches = f.branch_calls();
+    assert_eq!(
+        branches,
+        vec![(0, Branch::Semantic, 40), (0, Branch::Lexical, 40), (1, Branch::Semantic, 40), (1, Branch::Lexical, 40)]
+    );
+    // ranks are 1..=k, scores non-increasing, every hit has the provenance of a branch
+    for (i, r) in rows.iter().enumerate() {
+        assert_eq!(r.rank as usize, i + 1);
+        assert!(r.semantic_rank.is_some() || r.lexical_rank.is_some());
+        assert_eq!(r.content.as_deref(), Some(format!("text of {}", r.item_id).as_str()));
+    }
+    assert!(rows.windows(2).all(|w| w[0].score >= w[1].score));
+    // the legal schema's sources share case_law: at most 3 hits per parent over both
+    let mut per_parent: HashMap<&str, usize> = HashMap::new();
+    for r in &rows {
+        *per_parent.entry(r.parent_id.as_str()).or_default() += 1;
+    }
+    assert!(per_parent.values().all(|&n| n <= 3), "{per_parent:?}");
+    // one round trip for the statistics of all keys, one reltuples read, one fetch per source
+    assert_eq!(f.calls.iter().filter(|c| matches!(c, Call::TermStats(_))).count(), 1);
+    assert_eq!(f.calls.iter().filter(|c| matches!(c, Call::TableRows)).count(), 1);
+    assert!(f.calls.iter().filter(|c| matches!(c, Call::Fetch(_))).count() <= 2);
+}
+
+#[test]
+fn a_small_slice_is_searched_exactly_a_large_one_through_hnsw_with_its_scan_budget() {
+    let mut f = default_fake();
+    f.slice_rows = vec![3000.0, 20_000.0];
+    f.table_rows = vec![1_000_000.0, 200_000.0];
+    run(&mut f, args("semantic"), Config::default()).unwrap();
+    let strategies: Vec<(Strategy, Vec<Setting>)> = f
+        .calls
+        .iter()
+        .filter_map(|c| match c {
+            Call::Branch { strategy, settings, .. } => Some((*strategy, settings.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(strategies[0].0, Strategy::Exact);
+    assert!(strategies[0].1.is_empty(), "an exact subplan needs no settings");
+    assert_eq!(strategies[1].0, Strategy::Approximate);
+    let budget = strategies[1].1.iter().find(|s| s.name == "hnsw.max_scan_tuples").unwrap();
+    // 40 rows of a 10% slice, four times over: 1,600, raised to the 20,000 floor
+    assert_eq!(budget.value, "20000");
+    assert!(strategies[1].1.iter().any(|s| s.name == "hnsw.iterative_scan" && s.value == "relaxed_order"));
+}
+
+#[test]
+fn the_window_widens_until_k_rows_survive_the_cap() {
+    // 40 items per parent: the first window of 40 holds one or two parents per source
+    let mut f = Fake::new(vec![items(0, 5000, 40), items(1, 5000, 40)]);
+    let mut a = args("semantic");
+    a.max_per_parent = Some(1);
+    let rows = run(&mut f, a, Config::default()).unwrap();
+    assert_eq!(rows.len(), 10);
+    let limits: Vec<i64> = f.branch_calls().iter().filter(|c| c.0 == 0).map(|c| c.2).collect();
+    assert_eq!(limits, vec![40, 160, 640], "×4 per round until 10 parents are in the window");
+    let parents: std::collections::HashSet<&str> = rows.iter().map(|r| r.parent_id.as_str()).collect();
+    assert_eq!(parents.len(), 10);
+}
+
+#[test]
+fn the_window_stops_widening_when_the_sources_are_exhausted_or_at_max_candidates() {
+    // 30 items in all, 10 parents of 3: a cap of 1 leaves 10 rows per source... in 10 parents
+    let mut f = Fake::new(vec![items(0, 30, 3), items(1, 0, 1)]);
+    let mut a = args("semantic");
+    a.max_per_parent = Some(1);
+    a.k = 20;
+    let rows = run(&mut f, a, Config::default()).unwrap();
+    assert_eq!(rows.len(), 10, "only 10 parents exist");
+    assert_eq!(f.branch_calls().len(), 2, "no source filled its window: one round");
+
+    let mut f = Fake::new(vec![items(0, 100_000, 1000), items(1, 0, 1)]);
+    let mut a = args("semantic");
+    a.max_per_parent = Some(1);
+    let config = Config { max_candidates: 500, ..Config::default() };
+    let rows = run(&mut f, a, config).unwrap();
+    let limits: Vec<i64> = f.branch_calls().iter().filter(|c| c.0 == 0).map(|c| c.2).collect();
+    assert_eq!(limits, vec![40, 160, 500], "the window never exceeds pg_corpus.max_candidates");
+    assert_eq!(rows.len(), 1, "500 items of one parent give one row");
+}
+
+#[test]
+fn a_pruned_lexical_subplan_that_came_back_short_is_replanned_with_a_larger_budget() {
+    // every document holds only the common key: the plan is pruned (champion lists) and the
+    // fake returns only half of the matches for a pruned plan
+    let mut f = Fake::new(vec![items(0, 30, 1), items(1, 0, 1)]);
+    f.df = [("שכירות".to_string(), 3000u64), ("חוזה".to_string(), 2500)].into_iter().collect();
+    let mut a = args("lexical");
+    a.k = 20;
+    let rows = run(&mut f, a, Config::default()).unwrap();
+    let limits: Vec<i64> = f.branch_calls().iter().filter(|c| c.0 == 0).map(|c| c.2).collect();
+    // window 80 (4k), budget 2000: both keys common (champion lists), 15 of 30 found; window
+    // 320, budget 8000: both keys find candidates through the index, all 30 found
+    assert_eq!(limits, vec![80, 320]);
+    assert_eq!(rows.len(), 20);
+    assert!(f.calls.iter().any(|c| matches!(c, Call::Champions(_))), "champion heads were read");
+}
+
+#[test]
+fn feedback_learns_from_the_first_fusions_top_and_moves_the_query() {
+    let mut f = default_fake();
+    let mut a = args("hybrid");
+    a.feedback = Some(true);
+    let rows = run(&mut f, a, Config::default()).unwrap();
+    assert_eq!(rows.len(), 10);
+    let fed: Vec<String> = f
+        .calls
+        .iter()
+        .filter_map(|c| match c {
+            Call::Feedback(ids) => Some(ids.clone()),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    assert_eq!(fed.len(), crate::feedback::RM3_DOCS, "the first fusion's top 10 items");
+    let vectors: Vec<f32> = f
+        .calls
+        .iter()
+        .filter_map(|c| match c {
+            Call::Branch { branch: Branch::Semantic, vector0, .. } => Some(*vector0),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(vectors.len(), 4, "two rounds of two sources");
+    assert_eq!(vectors[0], vec384()[0]);
+    assert_ne!(vectors[2], vectors[0], "the feedback round searches with the moved vector");
+    // the expanded query's new keys are looked up once more
+    assert_eq!(f.calls.iter().filter(|c| matches!(c, Call::TermStats(_))).count(), 2);
+}
+
+#[test]
+fn feedback_by_setting_applies_only_where_it_can() {
+    let mut f = default_fake();
+    let config = Config { hybrid_feedback: true, ..Config::default() };
+    run(&mut f, args("semantic"), config.clone()).unwrap();
+    assert!(!f.calls.iter().any(|c| matches!(c, Call::Feedback(_))));
+    let mut a = args("semantic");
+    a.feedback = Some(true);
+    let e = run(&mut default_fake(), a, config).unwrap_err();
+    assert_eq!(e.state, SqlState::InvalidParameterValue);
+}
+
+#[test]
+fn bad_arguments_fail_before_any_query_runs() {
+    let cases: Vec<(Box<dyn Fn(&mut Args)>, SqlState)> = vec![
+        (Box::new(|a| a.k = 0), SqlState::InvalidParameterValue),
+        (Box::new(|a| a.k = 1001), SqlState::InvalidParameterValue),
+        (Box::new(|a| a.mode = "fuzzy".into()), SqlState::InvalidParameterValue),
+        (Box::new(|a| a.candidates = Some(0)), SqlState::InvalidParameterValue),
+        (Box::new(|a| a.rrf_k = -1), SqlState::InvalidParameterValue),
+        (Box::new(|a| a.max_per_parent = Some(-2)), SqlState::InvalidParameterValue),
+        (Box::new(|a| a.query_vec = Some(vec![0.5; 3])), SqlState::DataException),
+        (Box::new(|a| a.query_vec = Some(vec![f32::NAN; 384])), SqlState::DataException),
+        (Box::new(|a| a.query_vec = Some(vec![0.0; 384])), SqlState::DataException),
+        (Box::new(|a| a.filters = json!({"source_kind": "internal_committee"})), SqlState::InsufficientPrivilege),
+        (Box::new(|a| a.filters = json!({"nope": 1})), SqlState::UndefinedColumn),
+        (
+            Box::new(|a| {
+                a.mode = "semantic".into();
+                a.query_vec = None;
+            }),
+            SqlState::NullValueNotAllowed,
+        ),
+        (
+            Box::new(|a| {
+                a.mode = "lexical".into();
+                a.query_text = Some("   ".into());
+            }),
+            SqlState::InvalidParameterValue,
+        ),
+        (
+            Box::new(|a| {
+                a.query_vec = None;
+                a.query_text = None;
+            }),
+            SqlState::InvalidParameterValue,
+        ),
+    ];
+    for (i, (change, state)) in cases.into_iter().enumerate() {
+        let mut a = args("hybrid");
+        change(&mut a);
+        let mut f = default_fake();
+        let e = run(&mut f, a, Config::default()).unwrap_err();
+        assert_eq!(e.state, state, "case {i}: {e}");
+        assert!(!e.hint.is_empty(), "case {i}: every error has a hint");
+        assert!(f.branch_calls().is_empty(), "case {i}: no subplan ran");
+    }
+}
+
+#[test]
+fn an_executor_error_stops_the_search_with_that_error() {
+    let boom = CoreError::new(SqlState::ObjectNotInPrerequisiteState, "boom", "h");
+    for n in 0..12 {
+        let mut f = default_fake();
+        f.fail_at = Some((n, boom.clone()));
+        let r = run(&mut f, args("hybrid"), Config::default());
+        if n < f.calls.len() {
+            assert_eq!(r.unwrap_err(), boom, "failing call {n} is the search's error");
+            assert_eq!(f.calls.len(), n + 1, "nothing runs after a failed call");
+        }
+    }
+}
+
+#[test]
+fn an_item_the_fetch_no_longer_returns_is_left_out_and_ranks_stay_dense() {
+    let mut f = default_fake();
+    let first = run(&mut default_fake(), args("hybrid"), Config::default()).unwrap();
+    f.vanished = vec![first[0].item_id.clone()];
+    let rows = run(&mut f, args("hybrid"), Config::default()).unwrap();
+    assert_eq!(rows.len(), 9);
+    assert!(rows.iter().all(|r| r.item_id != first[0].item_id));
+    assert_eq!(rows.iter().map(|r| r.rank).collect::<Vec<_>>(), (1..=9).collect::<Vec<_>>());
+}
+
+#[test]
+fn the_ts_rank_cd_scorer_reads_no_statistics() {
+    let mut f = default_fake();
+    let config = Config { scorer: Scorer::TsRankCd, ..Config::default() };
+    let rows = run(&mut f, args("lexical"), config).unwrap();
+    assert_eq!(rows.len(), 10);
+    assert!(!f.calls.iter().any(|c| matches!(c, Call::TermStats(_))));
+    let settings: Vec<&Vec<Setting>> = f
+        .calls
+        .iter()
+        .filter_map(|c| match c {
+            Call::Branch { settings, .. } => Some(settings),
+            _ => None,
+        })
+        .collect();
+    assert!(settings.iter().all(|s| s.is_empty()), "ts_rank_cd subplans run with the session's settings");
+}
+
+#[test]
+fn explain_shows_the_first_rounds_subplans_with_their_settings() {
+    let mut f = default_fake();
+    f.slice_rows = vec![50_000.0, 50_000.0];
+    let a = args("hybrid");
+    let config = Config::default();
+    let checked = a.check(&config).unwrap();
+    let req = Request::new(corpus(), a, checked, config, &mut f).unwrap();
+    let rows = explain(&req, &mut f).unwrap();
+    assert_eq!(rows.len(), 4);
+    assert!(f.branch_calls().is_empty(), "explain runs no subplan");
+    let sem = &rows[0];
+    assert_eq!((sem.branch, sem.strategy), ("semantic", "hnsw_iterative"));
+    assert!(sem.sql.starts_with("SET LOCAL hnsw.ef_search = 40;\nSET LOCAL hnsw.iterative_scan = relaxed_order;\n"));
+    assert_eq!(sem.params[0], Value::String("<query vector, 384 dimensions>".into()));
+    let lex = &rows[1];
+    assert_eq!(lex.branch, "lexical");
+    assert!(lex.sql.starts_with("SET LOCAL random_page_cost = 1.1;\n"), "{}", lex.sql);
+    // a session below 1.1 keeps its own
+    let a = args("lexical");
+    let config = Config { random_page_cost: 0.5, ..Config::default() };
+    let checked = a.check(&config).unwrap();
+    let req = Request::new(corpus(), a, checked, config, &mut f).unwrap();
+    assert!(explain(&req, &mut f).unwrap()[0].sql.starts_with("SET LOCAL random_page_cost = 0.5;\n"));
+}
+
+/// The rows one can get from all eligible items: fused over the full lists, capped.
+fn achievable(all: &[Vec<Item>], max_per_parent: Option<usize>) -> usize {
+    let mut per_parent: HashMap<&str, usize> = HashMap::new();
+    let mut n = 0;
+    for list in all {
+        for i in list {
+            let c = per_parent.entry(i.parent.as_str()).or_default();
+            if max_per_parent.is_none_or(|m| *c < m) {
+                *c += 1;
+                n += 1;
+            }
+        }
+    }
+    n
+}
+
+proptest! {
+    /// Whatever the items and their parents, a search returns min(k, what the cap allows) rows
+    /// when the window may grow to every item, at most max_per_parent per parent, ranked
+    /// 1..n by non-increasing score.
+    #[test]
+    fn a_search_fills_k_rows_whenever_they_exist(
+        sizes in (0usize..300, 0usize..300),
+        per_parent in (1usize..60, 1usize..60),
+        k in 1i32..60,
+        cap in prop::option::of(1i32..5),
+        mode in prop::sample::select(vec!["hybrid", "semantic", "lexical"]),
+    ) {
+        let all = vec![items(0, sizes.0, per_parent.0), items(1, sizes.1, per_parent.1)];
+        let mut f = Fake::new(all.clone());
+        f.df = [("חוזה".to_string(), 10u64), ("שכירות".to_string(), 40)].into_iter().collect();
+        let mut a = args(mode);
+        a.k = k;
+        a.max_per_parent = cap;
+        let rows = run(&mut f, a, Config::default()).unwrap();
+        let want = (k as usize).min(achievable(&all, cap.map(|c| c as usize)));
+        prop_assert_eq!(rows.len(), want);
+        let mut per_parent_count: HashMap<&str, usize> = HashMap::new();
+        for (i, r) in rows.iter().enumerate() {
+            prop_assert_eq!(r.rank as usize, i + 1);
+            let c = per_parent_count.entry(r.parent_id.as_str()).or_default();
+            *c += 1;
+            if let Some(m) = cap {
+                prop_assert!(*c <= m as usize);
+            }
+        }
+        prop_assert!(rows.windows(2).all(|w| w[0].score >= w[1].score));
+    }
+}

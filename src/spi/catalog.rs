@@ -1,0 +1,274 @@
+//! Corpus definitions: read from the catalog, resolved by the core, and kept per backend in
+//! `pg_corpus_core::engine::cache` until PostgreSQL's invalidation messages say a catalog row
+//! or a registered table changed (the rules are in that module).
+
+use std::cell::{Cell, RefCell};
+use std::sync::Arc;
+
+use pg_corpus_core::engine::cache::Cache;
+use pg_corpus_core::resolve::{self, Corpus};
+use pg_corpus_core::{CoreError, SqlState};
+use pgrx::datum::DatumWithOid;
+use pgrx::prelude::*;
+use pgrx::{pg_sys, JsonB};
+
+use super::spi_failure;
+
+thread_local! {
+    static DEFINITIONS: RefCell<Cache<Corpus>> = RefCell::new(Cache::new());
+    /// An invalidation arrived while the cache was borrowed: clear it at the next access.
+    static MISSED: Cell<bool> = const { Cell::new(false) };
+}
+
+fn with_cache<T>(f: impl FnOnce(&mut Cache<Corpus>) -> T) -> T {
+    DEFINITIONS.with(|c| {
+        let mut c = c.borrow_mut();
+        if MISSED.with(|m| m.replace(false)) {
+            c.invalidate_all();
+        }
+        f(&mut c)
+    })
+}
+
+fn invalidate(relid: Option<pg_sys::Oid>) {
+    let done = DEFINITIONS.with(|c| match c.try_borrow_mut() {
+        Ok(mut c) => {
+            match relid {
+                Some(oid) => c.invalidate_relation(i64::from(oid.to_u32())),
+                None => c.invalidate_all(),
+            }
+            true
+        }
+        Err(_) => false,
+    });
+    if !done {
+        MISSED.with(|m| m.set(true));
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn relcache_callback(_arg: pg_sys::Datum, relid: pg_sys::Oid) {
+    // InvalidOid: the whole relcache was reset
+    invalidate(Some(relid));
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn syscache_callback(_arg: pg_sys::Datum, cacheid: std::ffi::c_int, hash: u32) {
+    // a type or schema changed: column type names and qualified table names may differ
+    let done = DEFINITIONS.with(|c| match c.try_borrow_mut() {
+        Ok(mut c) => {
+            c.invalidate_syscache(cacheid, hash);
+            true
+        }
+        Err(_) => false,
+    });
+    if !done {
+        MISSED.with(|m| m.set(true));
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn xact_callback(event: pg_sys::XactEvent::Type, _arg: *mut std::ffi::c_void) {
+    if matches!(
+        event,
+        pg_sys::XactEvent::XACT_EVENT_COMMIT
+            | pg_sys::XactEvent::XACT_EVENT_ABORT
+            | pg_sys::XactEvent::XACT_EVENT_PARALLEL_COMMIT
+            | pg_sys::XactEvent::XACT_EVENT_PARALLEL_ABORT
+            | pg_sys::XactEvent::XACT_EVENT_PREPARE
+    ) {
+        DEFINITIONS.with(|c| match c.try_borrow_mut() {
+            Ok(mut c) => c.end_of_transaction(),
+            Err(_) => MISSED.with(|m| m.set(true)),
+        });
+    }
+}
+
+/// Register the invalidation callbacks (from `_PG_init`, once per backend).
+pub fn init() {
+    // SAFETY: callbacks with the signatures PostgreSQL expects; they touch only the cache.
+    unsafe {
+        pg_sys::CacheRegisterRelcacheCallback(Some(relcache_callback), pg_sys::Datum::from(0));
+        for cache in [pg_sys::SysCacheIdentifier::TYPEOID, pg_sys::SysCacheIdentifier::NAMESPACEOID] {
+            pg_sys::CacheRegisterSyscacheCallback(cache as i32, Some(syscache_callback), pg_sys::Datum::from(0));
+        }
+        pg_sys::RegisterXactCallback(Some(xact_callback), std::ptr::null_mut());
+    }
+}
+
+/// The catalog tables' statement trigger (src/lib.rs creates it on corpus.corpora and
+/// corpus.sources): an invalidation of the table, so every backend's cached definitions are
+/// dropped when this transaction commits, this backend's at its next command. A trigger
+/// function cannot be called directly, so no role can send invalidations at will.
+#[pg_trigger]
+pub(crate) fn _catalog_changed<'a>(
+    trigger: &'a pgrx::PgTrigger<'a>,
+) -> Result<Option<PgHeapTuple<'a, pgrx::AllocatedByPostgres>>, pgrx::PgTriggerError> {
+    let relid = trigger.relid()?;
+    // SAFETY: registers an invalidation message for the trigger's own (existing) relation.
+    unsafe { pg_sys::CacheInvalidateRelcacheByRelid(relid) };
+    Ok(None)
+}
+
+/// The caller may read the catalog tables (a cached definition must not serve a role a DBA
+/// revoked them from; the uncached read then fails with PostgreSQL's own 42501). A table that
+/// no longer exists reads as no.
+fn may_read(tables: &[i64]) -> bool {
+    // SAFETY: ACL checks by OID; `is_missing` makes a dropped relation an answer, not an error.
+    unsafe {
+        let user = pg_sys::GetUserId();
+        !tables.is_empty()
+            && tables.iter().all(|&t| {
+                let mut missing = false;
+                let ok = pg_sys::pg_class_aclcheck_ext(
+                    pg_sys::Oid::from(t as u32),
+                    user,
+                    pg_sys::ACL_SELECT as pg_sys::AclMode,
+                    &mut missing,
+                ) == pg_sys::AclResult::ACLCHECK_OK;
+                ok && !missing
+            })
+    }
+}
+
+/// A corpus' definition, resolved against the live tables: from the backend's cache when no
+/// invalidation since says it may have changed.
+pub fn load_corpus(name: &str) -> Result<Arc<Corpus>, CoreError> {
+    // Messages committed before this call are processed now (the cache is never older than
+    // what the caller's previous statements could see).
+    unsafe { pg_sys::AcceptInvalidationMessages() };
+    let cached = with_cache(|c| c.get(name).map(|v| (v, c.catalog_tables().to_vec())));
+    if let Some((corpus, catalog)) = cached {
+        if may_read(&catalog) {
+            return Ok(corpus);
+        }
+    }
+    let (corpus, catalog) = read_corpus(name)?;
+    let corpus = Arc::new(corpus);
+    let relids: Vec<i64> = corpus
+        .sources
+        .iter()
+        .flat_map(|s| std::iter::once(s.item.oid).chain(s.parent.as_ref().map(|p| p.oid)))
+        .collect();
+    let syscache = syscache_dependencies(&relids)?;
+    with_cache(|c| c.offer(name, corpus.clone(), relids, syscache, &catalog));
+    Ok(corpus)
+}
+
+/// A fact memoised with a cached corpus (reltuples, slice estimates).
+pub fn cached_fact(corpus: &str, key: &str) -> Option<f64> {
+    with_cache(|c| c.fact(corpus, key))
+}
+
+/// Memoise a fact with a cached corpus (kept only under the cache's rules).
+pub fn remember_fact(corpus: &str, key: String, value: f64) {
+    with_cache(|c| c.remember(corpus, key, value));
+}
+
+/// The syscache rows a definition over these tables depends on besides the tables: the types
+/// of their columns and pgvector's `vector` (TYPEOID), their schemas and pgvector's
+/// (NAMESPACEOID), as (cache id, hash value) pairs the syscache callback is given.
+fn syscache_dependencies(relids: &[i64]) -> Result<Vec<(i32, u32)>, CoreError> {
+    let (types, schemas) = Spi::connect(|client| {
+        client
+            .select(
+                "SELECT (SELECT pg_catalog.array_agg(DISTINCT t) FROM (
+                             SELECT a.atttypid::int8 FROM pg_catalog.pg_attribute a
+                              WHERE a.attrelid = ANY($1::int8[]::oid[]) AND a.attnum > 0
+                             UNION ALL
+                             SELECT t.oid::int8 FROM pg_catalog.pg_type t
+                               JOIN pg_catalog.pg_extension e ON e.extnamespace = t.typnamespace
+                              WHERE e.extname = 'vector' AND t.typname = 'vector') AS x(t)),
+                        (SELECT pg_catalog.array_agg(DISTINCT n) FROM (
+                             SELECT c.relnamespace::int8 FROM pg_catalog.pg_class c WHERE c.oid = ANY($1::int8[]::oid[])
+                             UNION ALL
+                             SELECT e.extnamespace::int8 FROM pg_catalog.pg_extension e WHERE e.extname = 'vector')
+                             AS y(n))",
+                None,
+                &[DatumWithOid::from(relids.to_vec())],
+            )?
+            .first()
+            .get_two::<Vec<i64>, Vec<i64>>()
+    })
+    .map_err(spi_failure)?;
+    let hash = |cache: pg_sys::SysCacheIdentifier::Type, oid: i64| {
+        let key = pg_sys::Datum::from(pg_sys::Oid::from(oid as u32));
+        let zero = pg_sys::Datum::from(0);
+        // SAFETY: the hash of a one-key syscache lookup; no catalog access.
+        (cache as i32, unsafe { pg_sys::GetSysCacheHashValue(cache as i32, key, zero, zero, zero) })
+    };
+    let mut out: Vec<(i32, u32)> =
+        types.unwrap_or_default().into_iter().map(|t| hash(pg_sys::SysCacheIdentifier::TYPEOID, t)).collect();
+    out.extend(schemas.unwrap_or_default().into_iter().map(|n| hash(pg_sys::SysCacheIdentifier::NAMESPACEOID, n)));
+    Ok(out)
+}
+
+/// Read and resolve a definition from the catalog (uncached), with the catalog tables' OIDs.
+fn read_corpus(name: &str) -> Result<(Corpus, Vec<i64>), CoreError> {
+    let (json, corpora, sources) = Spi::connect(|client| {
+        client
+            .select(
+                "SELECT corpus._corpus_definition($1), 'corpus.corpora'::pg_catalog.regclass::pg_catalog.oid::int8,
+                        'corpus.sources'::pg_catalog.regclass::pg_catalog.oid::int8",
+                None,
+                &[DatumWithOid::from(name)],
+            )?
+            .first()
+            .get_three::<JsonB, i64, i64>()
+    })
+    .map_err(spi_failure)?;
+    let Some(JsonB(value)) = json else {
+        return Err(CoreError::new(
+            SqlState::UndefinedObject,
+            format!("corpus \"{name}\" does not exist"),
+            "See corpus.corpus_list() for the defined corpora.",
+        ));
+    };
+    let def: resolve::CorpusDef = serde_json::from_value(value).map_err(|e| {
+        CoreError::new(
+            SqlState::ObjectNotInPrerequisiteState,
+            format!("the definition of corpus \"{name}\" could not be read: {e}"),
+            "The pg_corpus catalog and library versions may differ; run ALTER EXTENSION pg_corpus UPDATE.",
+        )
+    })?;
+    let catalog = [corpora, sources].into_iter().flatten().collect();
+    Ok((resolve::resolve(&def)?, catalog))
+}
+
+/// Validate a definition against the live tables, bypassing the cache (the catalog functions).
+pub fn validate_corpus(name: &str) -> Result<(), CoreError> {
+    read_corpus(name).map(|_| ())
+}
+
+/// How often this backend's searches found their corpus in the cache: (hits, misses, entries).
+#[pg_extern(volatile, parallel_restricted)]
+fn _definition_cache_stats() -> TableIterator<'static, (name!(hits, i64), name!(misses, i64), name!(entries, i64))> {
+    let row = with_cache(|c| (c.hits as i64, c.misses as i64, c.len() as i64));
+    TableIterator::once(row)
+}
+
+/// Names of all corpora, or of the one named (42704 when it does not exist).
+pub fn load_corpus_names(only: Option<&str>) -> Result<Vec<String>, CoreError> {
+    let names: Vec<String> = Spi::connect(|client| {
+        let mut names = Vec::new();
+        for row in client.select(
+            "SELECT name FROM corpus.corpora WHERE $1::text IS NULL OR name = $1 ORDER BY name",
+            None,
+            &[DatumWithOid::from(only)],
+        )? {
+            if let Some(n) = row.get::<String>(1)? {
+                names.push(n);
+            }
+        }
+        Ok(names)
+    })
+    .map_err(spi_failure)?;
+    match only {
+        Some(name) if names.is_empty() => Err(CoreError::new(
+            SqlState::UndefinedObject,
+            format!("corpus \"{name}\" does not exist"),
+            "See corpus.corpus_list() for the defined corpora, or call corpus_health_check() without an argument.",
+        )),
+        _ => Ok(names),
+    }
+}

@@ -1,0 +1,236 @@
+//! Evaluation storage: gold sets, runs and their per-query results.
+
+use std::collections::HashMap;
+
+use pg_corpus_core::{CoreError, SqlState};
+use pgrx::datum::DatumWithOid;
+use pgrx::prelude::*;
+use pgrx::JsonB;
+
+use super::spi_failure;
+
+pub struct GoldQuery {
+    pub id: String,
+    pub text: Option<String>,
+    pub vector: Option<Vec<f32>>,
+    pub filters: serde_json::Value,
+}
+
+pub struct GoldSet {
+    pub name: String,
+    pub corpus: String,
+    pub level: String,
+    pub queries: Vec<GoldQuery>,
+    /// query id → target → grade
+    pub judgments: HashMap<String, HashMap<String, i32>>,
+}
+
+pub fn load_gold_set(name: &str) -> Result<GoldSet, CoreError> {
+    let found = Spi::connect(|client| {
+        let head = client
+            .select(
+                // one row even when the set does not exist
+                "SELECT (SELECT corpus FROM corpus.gold_sets WHERE name = $1), \
+                        (SELECT level FROM corpus.gold_sets WHERE name = $1)",
+                None,
+                &[DatumWithOid::from(name)],
+            )?
+            .first()
+            .get_two::<String, String>()?;
+        let (Some(corpus), Some(level)) = head else {
+            return Ok(None);
+        };
+        let mut queries = Vec::new();
+        for row in client.select(
+            "SELECT query_id, query_text, query_vec::real[], filters FROM corpus.gold_queries \
+             WHERE gold_set = $1 ORDER BY query_id",
+            None,
+            &[DatumWithOid::from(name)],
+        )? {
+            queries.push(GoldQuery {
+                id: row.get::<String>(1)?.unwrap_or_default(),
+                text: row.get::<String>(2)?,
+                vector: row.get::<Vec<f32>>(3)?,
+                filters: row.get::<JsonB>(4)?.map_or(serde_json::json!({}), |j| j.0),
+            });
+        }
+        let mut judgments: HashMap<String, HashMap<String, i32>> = HashMap::new();
+        for row in client.select(
+            "SELECT query_id, target, grade FROM corpus.gold_judgments WHERE gold_set = $1",
+            None,
+            &[DatumWithOid::from(name)],
+        )? {
+            if let (Some(q), Some(t), Some(g)) = (row.get::<String>(1)?, row.get::<String>(2)?, row.get::<i32>(3)?) {
+                judgments.entry(q).or_default().insert(t, g);
+            }
+        }
+        Ok(Some(GoldSet { name: name.to_string(), corpus, level, queries, judgments }))
+    })
+    .map_err(spi_failure)?;
+    found.ok_or_else(|| {
+        CoreError::new(
+            SqlState::UndefinedObject,
+            format!("gold set \"{name}\" does not exist"),
+            "Create it with corpus.corpus_gold_set_create, or see SELECT name FROM corpus.gold_sets.",
+        )
+    })
+}
+
+/// The current time as text (kept as text: it only goes back into a timestamptz column).
+pub fn clock_timestamp() -> Result<String, CoreError> {
+    Spi::connect(|client| client.select("SELECT clock_timestamp()::text", None, &[])?.first().get_one::<String>())
+        .map(Option::unwrap_or_default)
+        .map_err(spi_failure)
+}
+
+pub fn store_run(
+    gold: &GoldSet,
+    mode: &str,
+    k: i32,
+    params: serde_json::Value,
+    started: &str,
+    agg: &pg_corpus_core::metrics::QueryMetrics,
+    per_query: &[(String, pg_corpus_core::metrics::QueryMetrics, Vec<String>)],
+) -> Result<i64, CoreError> {
+    let rows: Vec<serde_json::Value> = per_query
+        .iter()
+        .map(|(q, m, ranking)| {
+            serde_json::json!({
+                "query_id": q, "hits": m.hits, "relevant": m.relevant, "precision_at_k": m.precision,
+                "recall_at_k": m.recall, "mrr": m.mrr, "ndcg_at_k": m.ndcg, "ranking": ranking,
+            })
+        })
+        .collect();
+    let version = format!("{} (library {})", extension_version()?, env!("CARGO_PKG_VERSION"));
+    Spi::connect_mut(|client| {
+        let id = client
+            .update(
+                "INSERT INTO corpus.eval_runs (gold_set, corpus, mode, k, params, extension_version, started_at, \
+                 queries, precision_at_k, recall_at_k, mrr, ndcg_at_k) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7::timestamptz, $8, $9, $10, $11, $12) RETURNING id",
+                None,
+                &[
+                    DatumWithOid::from(gold.name.as_str()),
+                    DatumWithOid::from(gold.corpus.as_str()),
+                    DatumWithOid::from(mode),
+                    DatumWithOid::from(k),
+                    DatumWithOid::from(JsonB(params)),
+                    DatumWithOid::from(version.as_str()),
+                    DatumWithOid::from(started),
+                    DatumWithOid::from(per_query.len() as i32),
+                    DatumWithOid::from(agg.precision),
+                    DatumWithOid::from(agg.recall),
+                    DatumWithOid::from(agg.mrr),
+                    DatumWithOid::from(agg.ndcg),
+                ],
+            )?
+            .first()
+            .get_one::<i64>()?
+            .unwrap_or_default();
+        client.update(
+            "INSERT INTO corpus.eval_query_results (run_id, query_id, hits, relevant, precision_at_k, \
+             recall_at_k, mrr, ndcg_at_k, ranking) \
+             SELECT $1, r.query_id, r.hits, r.relevant, r.precision_at_k, r.recall_at_k, r.mrr, r.ndcg_at_k, r.ranking \
+               FROM jsonb_to_recordset($2) AS r(query_id text, hits int, relevant int, precision_at_k float8, \
+                    recall_at_k float8, mrr float8, ndcg_at_k float8, ranking text[])",
+            None,
+            &[DatumWithOid::from(id), DatumWithOid::from(JsonB(serde_json::Value::Array(rows)))],
+        )?;
+        Ok(id)
+    })
+    .map_err(spi_failure)
+}
+
+fn extension_version() -> Result<String, CoreError> {
+    Spi::connect(|client| {
+        client
+            .select("SELECT extversion::text FROM pg_catalog.pg_extension WHERE extname = 'pg_corpus'", None, &[])?
+            .first()
+            .get_one::<String>()
+    })
+    .map(Option::unwrap_or_default)
+    .map_err(spi_failure)
+}
+
+pub struct Run {
+    pub gold_set: String,
+    pub per_query: HashMap<String, pg_corpus_core::metrics::QueryMetrics>,
+}
+
+pub fn load_run(id: i64) -> Result<Run, CoreError> {
+    let found = Spi::connect(|client| {
+        let gold_set = client
+            .select("SELECT (SELECT gold_set FROM corpus.eval_runs WHERE id = $1)", None, &[DatumWithOid::from(id)])?
+            .first()
+            .get_one::<String>()?;
+        let Some(gold_set) = gold_set else {
+            return Ok(None);
+        };
+        let mut per_query = HashMap::new();
+        for row in client.select(
+            "SELECT query_id, hits, relevant, precision_at_k, recall_at_k, mrr, ndcg_at_k \
+             FROM corpus.eval_query_results WHERE run_id = $1",
+            None,
+            &[DatumWithOid::from(id)],
+        )? {
+            let q = row.get::<String>(1)?.unwrap_or_default();
+            per_query.insert(
+                q,
+                pg_corpus_core::metrics::QueryMetrics {
+                    hits: row.get::<i32>(2)?.unwrap_or(0) as usize,
+                    relevant: row.get::<i32>(3)?.unwrap_or(0) as usize,
+                    precision: row.get::<f64>(4)?.unwrap_or(0.0),
+                    recall: row.get::<f64>(5)?.unwrap_or(0.0),
+                    mrr: row.get::<f64>(6)?.unwrap_or(0.0),
+                    ndcg: row.get::<f64>(7)?.unwrap_or(0.0),
+                },
+            );
+        }
+        Ok(Some(Run { gold_set, per_query }))
+    })
+    .map_err(spi_failure)?;
+    found.ok_or_else(|| {
+        CoreError::new(
+            SqlState::UndefinedObject,
+            format!("evaluation run {id} does not exist"),
+            "See SELECT id, gold_set, mode, ndcg_at_k FROM corpus.eval_runs ORDER BY id.",
+        )
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Generic reads (health checks)
+// ---------------------------------------------------------------------------------------------
+
+/// The settings that change rankings, as the session has them now.
+pub fn ranking_settings() -> Result<serde_json::Value, CoreError> {
+    Spi::connect(|client| {
+        client
+            .select(
+                "SELECT jsonb_object_agg(name, setting) FROM pg_catalog.pg_settings
+                  WHERE name LIKE 'pg\\_corpus.%' OR name IN ('hnsw.ef_search', 'hnsw.iterative_scan')",
+                None,
+                &[],
+            )?
+            .first()
+            .get_one::<JsonB>()
+    })
+    .map(|v| v.map_or(serde_json::Value::Null, |j| j.0))
+    .map_err(spi_failure)
+}
+
+/// The catalog's definition of a corpus, as stored (for evaluation runs).
+pub fn corpus_definition_json(corpus: &str) -> Result<serde_json::Value, CoreError> {
+    Spi::connect(|client| {
+        client
+            .select(
+                "SELECT to_jsonb(l) FROM corpus.corpus_list() l WHERE l.name = $1",
+                None,
+                &[DatumWithOid::from(corpus)],
+            )?
+            .first()
+            .get_one::<JsonB>()
+    })
+    .map(|v| v.map_or(serde_json::Value::Null, |j| j.0))
+    .map_err(spi_failure)
+}

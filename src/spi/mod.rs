@@ -1,0 +1,95 @@
+//! The only module that talks to SPI, split by domain: [`catalog`] (corpus definitions and
+//! their per-backend cache), [`search`] (the search engine's executor), [`stats`] (lexical
+//! statistics), [`eval`] (gold sets and runs) and [`health`] (the health check's reads). Every
+//! query it runs was planned by the core (`pg_corpus_core::plan`, `::health`) or is a fixed
+//! catalog query; values always travel as parameters.
+
+pub mod catalog;
+pub mod eval;
+pub mod health;
+pub mod search;
+pub mod stats;
+
+use std::ffi::CString;
+
+use pg_corpus_core::sql::Param;
+use pg_corpus_core::{CoreError, SqlState};
+use pgrx::datum::DatumWithOid;
+use pgrx::pg_sys;
+
+pub(crate) fn datums(params: &[Param]) -> Vec<DatumWithOid<'static>> {
+    params
+        .iter()
+        .map(|p| match p {
+            Param::Text(s) => DatumWithOid::from(s.clone()),
+            Param::TextArray(v) => DatumWithOid::from(v.clone()),
+            Param::Floats(v) => DatumWithOid::from(v.clone()),
+            Param::Int(n) => DatumWithOid::from(*n),
+            Param::Float(x) => DatumWithOid::from(*x),
+        })
+        .collect()
+}
+
+/// SPI failures that are not PostgreSQL errors (those propagate as themselves) are bugs of
+/// ours; report them with a SQLSTATE that says so instead of a panic.
+pub(crate) fn spi_failure(e: pgrx::spi::SpiError) -> CoreError {
+    CoreError::new(
+        SqlState::ObjectNotInPrerequisiteState,
+        format!("pg_corpus internal query failed: {e}"),
+        "This is a bug in pg_corpus; please report it with the statement that caused it.",
+    )
+}
+
+/// Run `f` with `search_path = pg_catalog, pg_temp`: the SQL pg_corpus generates names its own
+/// and pgvector's objects schema-qualified and relies on built-in operators (`=`, `@@`, casts),
+/// which a caller's search_path must not be able to replace (a hostile `public.=` could
+/// otherwise widen the corpus predicate). Every SQL-visible entry point runs under it. Settings
+/// `f` changes with [`set_option`] are restored with it.
+pub fn pinned_search_path<T>(f: impl FnOnce() -> T) -> T {
+    with_settings(&[("search_path", "pg_catalog, pg_temp".to_string())], f)
+}
+
+/// Change a setting for the rest of the innermost [`with_settings`] (it restores it).
+pub(crate) fn set_option(name: &str, value: &str) {
+    let (Ok(name), Ok(value)) = (CString::new(name), CString::new(value)) else {
+        return;
+    };
+    // SAFETY: valid C strings; GUC_ACTION_SAVE records the old value in the current nest level.
+    unsafe {
+        pg_sys::set_config_option(
+            name.as_ptr(),
+            value.as_ptr(),
+            pg_sys::GucContext::PGC_USERSET,
+            pg_sys::GucSource::PGC_S_SESSION,
+            pg_sys::GucAction::GUC_ACTION_SAVE,
+            true,
+            0,
+            false,
+        );
+    }
+}
+
+/// A setting's current value (None when no such setting exists yet).
+pub(crate) fn get_option(name: &str) -> Option<String> {
+    let name = CString::new(name).ok()?;
+    // SAFETY: valid C string; missing_ok returns NULL for an unknown name.
+    unsafe {
+        let v = pg_sys::GetConfigOption(name.as_ptr(), true, false);
+        (!v.is_null()).then(|| std::ffi::CStr::from_ptr(v).to_string_lossy().into_owned())
+    }
+}
+
+/// Run `f` with configuration settings changed, and restore them afterwards — the mechanism
+/// PostgreSQL itself uses for a function's `SET` clause, so nothing leaks into the caller's
+/// session or transaction (an error rolls the nest level back with the transaction).
+pub fn with_settings<T>(settings: &[(&str, String)], f: impl FnOnce() -> T) -> T {
+    // SAFETY: paired with AtEOXact_GUC below; an error unwinds through the transaction's abort,
+    // which pops every nest level.
+    let nest = unsafe { pg_sys::NewGUCNestLevel() };
+    for (name, value) in settings {
+        set_option(name, value);
+    }
+    let out = f();
+    unsafe { pg_sys::AtEOXact_GUC(true, nest) };
+    out
+}

@@ -1,0 +1,224 @@
+//! The search engine's executor over SPI (`pg_corpus_core::engine::Executor`).
+//!
+//! Settings: the engine says which settings each subplan needs; [`SpiExecutor`] changes only
+//! what differs from what the previous subplan left (`engine::settings::Applied`), inside the
+//! nest level the entry point opened ([`super::pinned_search_path`]), which restores them all
+//! when the search ends. Planning facts that only change with ANALYZE or DDL (reltuples, slice
+//! estimates) are memoised with the cached corpus definition ([`super::catalog::corpus_fact`]).
+
+use std::collections::HashMap;
+use std::ffi::CString;
+
+use pg_corpus_core::engine::settings::Applied;
+use pg_corpus_core::engine::{ChampionList, ChampionRequest, Executor, FeedbackDoc, FetchedRow, Setting, TermStats};
+use pg_corpus_core::fusion::Hit;
+use pg_corpus_core::lexical::QueryKey;
+use pg_corpus_core::plan::Subplan;
+use pg_corpus_core::sql::Param;
+use pg_corpus_core::{CoreError, SqlState};
+use pgrx::datum::DatumWithOid;
+use pgrx::prelude::*;
+use pgrx::{pg_sys, JsonB};
+
+use super::{catalog, datums, get_option, set_option, spi_failure};
+
+/// Runs one search's queries; created per call, inside [`super::pinned_search_path`].
+pub struct SpiExecutor {
+    corpus: String,
+    applied: Applied,
+}
+
+impl SpiExecutor {
+    pub fn new(corpus: &str) -> SpiExecutor {
+        SpiExecutor { corpus: corpus.to_string(), applied: Applied::default() }
+    }
+
+    /// Make `wanted` hold (and put back what the previous subplan changed and this one does
+    /// not want).
+    fn settle(&mut self, wanted: &[Setting]) {
+        for s in self.applied.transition(wanted, get_option) {
+            set_option(s.name, &s.value);
+        }
+    }
+}
+
+impl Executor for SpiExecutor {
+    fn branch_hits(&mut self, plan: &Subplan, settings: &[Setting]) -> Result<Vec<Hit>, CoreError> {
+        self.settle(settings);
+        let source = plan.source;
+        Spi::connect(|client| {
+            let table = client.select(plan.sql.as_str(), None, &datums(&plan.params))?;
+            let mut hits = Vec::with_capacity(table.len());
+            for row in table {
+                let item_id: Option<String> = row.get(1)?;
+                let parent_id: Option<String> = row.get(2)?;
+                let raw: Option<f64> = row.get(3)?;
+                if let (Some(item_id), Some(raw)) = (item_id, raw) {
+                    hits.push(Hit { source, item_id, parent_id: parent_id.unwrap_or_default(), raw });
+                }
+            }
+            Ok(hits)
+        })
+        .map_err(spi_failure)
+    }
+
+    fn estimate_rows(&mut self, sql: &str, params: &[Param]) -> Result<f64, CoreError> {
+        self.settle(&[]);
+        let key = format!("estimate:{sql}\u{0}{}", serde_json::to_string(params).unwrap_or_default());
+        if let Some(v) = catalog::cached_fact(&self.corpus, &key) {
+            return Ok(v);
+        }
+        let v = estimated_rows(sql, params)?;
+        catalog::remember_fact(&self.corpus, key, v);
+        Ok(v)
+    }
+
+    fn table_rows(&mut self, tables: &[i64]) -> Result<Vec<f64>, CoreError> {
+        let key = |t: i64| format!("reltuples:{t}");
+        let cached: Option<Vec<f64>> = tables.iter().map(|&t| catalog::cached_fact(&self.corpus, &key(t))).collect();
+        if let Some(rows) = cached {
+            return Ok(rows);
+        }
+        self.settle(&[]);
+        let rows = reltuples(tables)?;
+        for (&t, &n) in tables.iter().zip(&rows) {
+            catalog::remember_fact(&self.corpus, key(t), n);
+        }
+        Ok(rows)
+    }
+
+    fn term_stats(&mut self, corpus: &str, terms: &[String]) -> Result<TermStats, CoreError> {
+        self.settle(&[]);
+        super::stats::term_stats(corpus, terms)
+    }
+
+    fn champion_heads(
+        &mut self,
+        corpus: &str,
+        requests: &[ChampionRequest],
+    ) -> Result<Vec<Vec<ChampionList>>, CoreError> {
+        self.settle(&[]);
+        super::stats::champion_heads(corpus, requests)
+    }
+
+    fn ts_query_keys(&mut self, ts_config: i64, text: &str) -> Result<Vec<QueryKey>, CoreError> {
+        self.settle(&[]);
+        Spi::connect(|client| {
+            let mut out = Vec::new();
+            for row in client.select(
+                "SELECT t.lexeme, coalesce(array_length(t.positions, 1), 1)::float8
+                   FROM unnest(to_tsvector($1::int8::oid::regconfig, $2)) AS t",
+                None,
+                &[DatumWithOid::from(ts_config), DatumWithOid::from(text)],
+            )? {
+                if let (Some(key), Some(weight)) = (row.get::<String>(1)?, row.get::<f64>(2)?) {
+                    out.push(QueryKey { key, weight });
+                }
+            }
+            Ok(out)
+        })
+        .map_err(spi_failure)
+    }
+
+    fn feedback_docs(&mut self, sql: &str, params: &[Param]) -> Result<HashMap<String, FeedbackDoc>, CoreError> {
+        self.settle(&[]);
+        Spi::connect(|client| {
+            let mut out = HashMap::new();
+            for row in client.select(sql, None, &datums(params))? {
+                let Some(id) = row.get::<String>(1)? else { continue };
+                let embedding = row.get::<Vec<f32>>(2)?;
+                let tf = row
+                    .get::<JsonB>(3)?
+                    .and_then(|j| j.0.as_object().cloned())
+                    .map(|m| m.into_iter().map(|(k, v)| (k, v.as_f64().unwrap_or(0.0))).collect())
+                    .unwrap_or_default();
+                out.insert(id, FeedbackDoc { embedding, tf });
+            }
+            Ok(out)
+        })
+        .map_err(spi_failure)
+    }
+
+    fn fetch_rows(&mut self, sql: &str, params: &[Param]) -> Result<Vec<FetchedRow>, CoreError> {
+        self.settle(&[]);
+        Spi::connect(|client| {
+            let table = client.select(sql, None, &datums(params))?;
+            let mut rows = Vec::with_capacity(table.len());
+            for row in table {
+                let Some(item_id) = row.get::<String>(1)? else {
+                    continue;
+                };
+                rows.push(FetchedRow {
+                    item_id,
+                    content: row.get::<String>(2)?,
+                    locator: row.get::<JsonB>(3)?.map_or(serde_json::Value::Null, |j| j.0),
+                    metadata: row.get::<JsonB>(4)?.map_or(serde_json::Value::Null, |j| j.0),
+                    stale: row.get::<bool>(5)?.unwrap_or(false),
+                });
+            }
+            Ok(rows)
+        })
+        .map_err(spi_failure)
+    }
+}
+
+/// `pg_class.reltuples` of tables, in order (negative when never analysed): one round trip.
+pub fn reltuples(tables: &[i64]) -> Result<Vec<f64>, CoreError> {
+    let found: HashMap<i64, f64> = Spi::connect(|client| {
+        let mut out = HashMap::new();
+        for row in client.select(
+            "SELECT c.oid::int8, c.reltuples::float8 FROM pg_catalog.pg_class c WHERE c.oid = ANY($1::int8[]::oid[])",
+            None,
+            &[DatumWithOid::from(tables.to_vec())],
+        )? {
+            if let (Some(oid), Some(n)) = (row.get::<i64>(1)?, row.get::<f64>(2)?) {
+                out.insert(oid, n);
+            }
+        }
+        Ok(out)
+    })
+    .map_err(spi_failure)?;
+    Ok(tables.iter().map(|t| found.get(t).copied().unwrap_or(-1.0)).collect())
+}
+
+/// The planner's row estimate of a query, planned with its parameter values (a custom plan)
+/// but not executed. This is what EXPLAIN does; EXPLAIN itself is refused inside a STABLE
+/// function, so we call the parser and planner directly.
+pub fn estimated_rows(sql: &str, params: &[Param]) -> Result<f64, CoreError> {
+    let csql = CString::new(sql).map_err(|_| {
+        CoreError::new(
+            SqlState::ObjectNotInPrerequisiteState,
+            "pg_corpus planned a query containing a NUL byte",
+            "This is a bug in pg_corpus; please report it.",
+        )
+    })?;
+    let datums = datums(params);
+    let types: Vec<pg_sys::Oid> = datums.iter().map(|d| d.oid()).collect();
+    // SAFETY: the parser, analyser and planner on a query pg_corpus built; errors are
+    // PostgreSQL errors and unwind through pg_guard.
+    unsafe {
+        let raw_list = pg_sys::pg_parse_query(csql.as_ptr());
+        let raw = pg_sys::list_nth(raw_list, 0).cast::<pg_sys::RawStmt>();
+        let queries = pg_sys::pg_analyze_and_rewrite_fixedparams(
+            raw,
+            csql.as_ptr(),
+            types.as_ptr(),
+            types.len() as i32,
+            std::ptr::null_mut(),
+        );
+        let query = pg_sys::list_nth(queries, 0).cast::<pg_sys::Query>();
+        let bound = pg_sys::makeParamList(datums.len() as i32);
+        let slots = (*bound).params.as_mut_slice(datums.len());
+        for (slot, d) in slots.iter_mut().zip(&datums) {
+            let value = d.datum().map(|v| v.sans_lifetime());
+            *slot = pg_sys::ParamExternData {
+                value: value.unwrap_or(pg_sys::Datum::from(0)),
+                isnull: value.is_none(),
+                pflags: pg_sys::PARAM_FLAG_CONST as u16,
+                ptype: d.oid(),
+            };
+        }
+        let stmt = pg_sys::pg_plan_query(query, csql.as_ptr(), 0, bound);
+        Ok((*(*stmt).planTree).plan_rows)
+    }
+}
