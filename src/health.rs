@@ -156,8 +156,8 @@ fn isolation_audit(corpus: &Corpus) -> Result<CheckRow, CoreError> {
     let dims = corpus.dimensions().unwrap_or(1) as usize;
     for (idx, src) in corpus.sources.iter().enumerate() {
         let plans = [
-            plan::semantic(corpus, idx, &[], &vec![0.0; dims], 10, Strategy::Exact, false),
-            plan::semantic(corpus, idx, &[], &vec![0.0; dims], 10, Strategy::Approximate, true),
+            plan::semantic(corpus, idx, &[], &vec![0.0; dims], 10, Strategy::Exact),
+            plan::semantic(corpus, idx, &[], &vec![0.0; dims], 10, Strategy::Approximate),
             plan::lexical(corpus, idx, &[], "probe", 10),
         ];
         for p in plans {

@@ -10,12 +10,16 @@ pub mod health;
 pub mod search;
 pub mod stats;
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::ffi::CString;
+use std::rc::Rc;
 
 use pg_corpus_core::sql::Param;
 use pg_corpus_core::{CoreError, SqlState};
 use pgrx::datum::DatumWithOid;
-use pgrx::pg_sys;
+use pgrx::pg_sys::{self, PgOid};
+use pgrx::spi::{OwnedPreparedStatement, Spi};
 
 pub(crate) fn datums(params: &[Param]) -> Vec<DatumWithOid<'static>> {
     params
@@ -38,6 +42,49 @@ pub(crate) fn spi_failure(e: pgrx::spi::SpiError) -> CoreError {
         format!("pg_corpus internal query failed: {e}"),
         "This is a bug in pg_corpus; please report it with the statement that caused it.",
     )
+}
+
+/// Saved plans most recently used are kept at most; beyond it all are freed (the search's
+/// statements are a few shapes per corpus and strategy).
+const MAX_SAVED_PLANS: usize = 512;
+
+thread_local! {
+    static PLANS: RefCell<HashMap<(String, Vec<u32>), Rc<OwnedPreparedStatement>>> = RefCell::new(HashMap::new());
+}
+
+/// Run a read-only statement pg_corpus built, through a saved plan kept per backend for its SQL
+/// text and parameter types (what PL/pgSQL does for each of its statements): parse analysis is
+/// done once, and PostgreSQL's plan cache chooses custom or generic plans and re-plans after
+/// DDL, ANALYZE or a change of role or row-level security. Nearly all the time of a search of
+/// an empty corpus was parsing, analysing and planning its subplans (docs/search-engine.md).
+pub(crate) fn select_saved<R>(
+    sql: &str,
+    args: &[DatumWithOid<'_>],
+    read: impl FnOnce(pgrx::spi::SpiTupleTable<'_>) -> pgrx::spi::SpiResult<R>,
+) -> Result<R, CoreError> {
+    let types: Vec<u32> = args.iter().map(|a| a.oid().to_u32()).collect();
+    let key = (sql.to_string(), types);
+    Spi::connect(|client| {
+        let cached = PLANS.with(|p| p.borrow().get(&key).cloned());
+        let plan = match cached {
+            Some(plan) => plan,
+            None => {
+                let oids: Vec<PgOid> = args.iter().map(|a| PgOid::from_untagged(a.oid())).collect();
+                let plan = Rc::new(client.prepare(sql, &oids)?.keep());
+                PLANS.with(|p| {
+                    let mut p = p.borrow_mut();
+                    if p.len() >= MAX_SAVED_PLANS {
+                        p.clear();
+                    }
+                    p.insert(key, plan.clone());
+                });
+                plan
+            }
+        };
+        let table = client.select(&*plan, None, args)?;
+        read(table)
+    })
+    .map_err(spi_failure)
 }
 
 /// Run `f` with `search_path = pg_catalog, pg_temp`: the SQL pg_corpus generates names its own

@@ -17,10 +17,9 @@ use pg_corpus_core::plan::Subplan;
 use pg_corpus_core::sql::Param;
 use pg_corpus_core::{CoreError, SqlState};
 use pgrx::datum::DatumWithOid;
-use pgrx::prelude::*;
 use pgrx::{pg_sys, JsonB};
 
-use super::{catalog, datums, get_option, set_option, spi_failure};
+use super::{catalog, datums, get_option, select_saved, set_option};
 
 /// Runs one search's queries; created per call, inside [`super::pinned_search_path`].
 pub struct SpiExecutor {
@@ -46,8 +45,7 @@ impl Executor for SpiExecutor {
     fn branch_hits(&mut self, plan: &Subplan, settings: &[Setting]) -> Result<Vec<Hit>, CoreError> {
         self.settle(settings);
         let source = plan.source;
-        Spi::connect(|client| {
-            let table = client.select(plan.sql.as_str(), None, &datums(&plan.params))?;
+        select_saved(&plan.sql, &datums(&plan.params), |table| {
             let mut hits = Vec::with_capacity(table.len());
             for row in table {
                 let item_id: Option<String> = row.get(1)?;
@@ -59,7 +57,6 @@ impl Executor for SpiExecutor {
             }
             Ok(hits)
         })
-        .map_err(spi_failure)
     }
 
     fn estimate_rows(&mut self, sql: &str, params: &[Param]) -> Result<f64, CoreError> {
@@ -103,28 +100,27 @@ impl Executor for SpiExecutor {
 
     fn ts_query_keys(&mut self, ts_config: i64, text: &str) -> Result<Vec<QueryKey>, CoreError> {
         self.settle(&[]);
-        Spi::connect(|client| {
-            let mut out = Vec::new();
-            for row in client.select(
-                "SELECT t.lexeme, coalesce(array_length(t.positions, 1), 1)::float8
-                   FROM unnest(to_tsvector($1::int8::oid::regconfig, $2)) AS t",
-                None,
-                &[DatumWithOid::from(ts_config), DatumWithOid::from(text)],
-            )? {
-                if let (Some(key), Some(weight)) = (row.get::<String>(1)?, row.get::<f64>(2)?) {
-                    out.push(QueryKey { key, weight });
+        select_saved(
+            "SELECT t.lexeme, coalesce(array_length(t.positions, 1), 1)::float8
+               FROM unnest(to_tsvector($1::int8::oid::regconfig, $2)) AS t",
+            &[DatumWithOid::from(ts_config), DatumWithOid::from(text)],
+            |table| {
+                let mut out = Vec::new();
+                for row in table {
+                    if let (Some(key), Some(weight)) = (row.get::<String>(1)?, row.get::<f64>(2)?) {
+                        out.push(QueryKey { key, weight });
+                    }
                 }
-            }
-            Ok(out)
-        })
-        .map_err(spi_failure)
+                Ok(out)
+            },
+        )
     }
 
     fn feedback_docs(&mut self, sql: &str, params: &[Param]) -> Result<HashMap<String, FeedbackDoc>, CoreError> {
         self.settle(&[]);
-        Spi::connect(|client| {
+        select_saved(sql, &datums(params), |table| {
             let mut out = HashMap::new();
-            for row in client.select(sql, None, &datums(params))? {
+            for row in table {
                 let Some(id) = row.get::<String>(1)? else { continue };
                 let embedding = row.get::<Vec<f32>>(2)?;
                 let tf = row
@@ -136,13 +132,11 @@ impl Executor for SpiExecutor {
             }
             Ok(out)
         })
-        .map_err(spi_failure)
     }
 
     fn fetch_rows(&mut self, sql: &str, params: &[Param]) -> Result<Vec<FetchedRow>, CoreError> {
         self.settle(&[]);
-        Spi::connect(|client| {
-            let table = client.select(sql, None, &datums(params))?;
+        select_saved(sql, &datums(params), |table| {
             let mut rows = Vec::with_capacity(table.len());
             for row in table {
                 let Some(item_id) = row.get::<String>(1)? else {
@@ -153,31 +147,41 @@ impl Executor for SpiExecutor {
                     content: row.get::<String>(2)?,
                     locator: row.get::<JsonB>(3)?.map_or(serde_json::Value::Null, |j| j.0),
                     metadata: row.get::<JsonB>(4)?.map_or(serde_json::Value::Null, |j| j.0),
-                    stale: row.get::<bool>(5)?.unwrap_or(false),
                 });
             }
             Ok(rows)
         })
-        .map_err(spi_failure)
+    }
+
+    fn queued_items(&mut self, sql: &str, params: &[Param]) -> Result<Vec<(usize, String)>, CoreError> {
+        self.settle(&[]);
+        select_saved(sql, &datums(params), |table| {
+            let mut out = Vec::new();
+            for row in table {
+                if let (Some(source), Some(id)) = (row.get::<i32>(1)?, row.get::<String>(2)?) {
+                    out.push((source.max(0) as usize, id));
+                }
+            }
+            Ok(out)
+        })
     }
 }
 
 /// `pg_class.reltuples` of tables, in order (negative when never analysed): one round trip.
 pub fn reltuples(tables: &[i64]) -> Result<Vec<f64>, CoreError> {
-    let found: HashMap<i64, f64> = Spi::connect(|client| {
-        let mut out = HashMap::new();
-        for row in client.select(
-            "SELECT c.oid::int8, c.reltuples::float8 FROM pg_catalog.pg_class c WHERE c.oid = ANY($1::int8[]::oid[])",
-            None,
-            &[DatumWithOid::from(tables.to_vec())],
-        )? {
-            if let (Some(oid), Some(n)) = (row.get::<i64>(1)?, row.get::<f64>(2)?) {
-                out.insert(oid, n);
+    let found: HashMap<i64, f64> = select_saved(
+        "SELECT c.oid::int8, c.reltuples::float8 FROM pg_catalog.pg_class c WHERE c.oid = ANY($1::int8[]::oid[])",
+        &[DatumWithOid::from(tables.to_vec())],
+        |table| {
+            let mut out = HashMap::new();
+            for row in table {
+                if let (Some(oid), Some(n)) = (row.get::<i64>(1)?, row.get::<f64>(2)?) {
+                    out.insert(oid, n);
+                }
             }
-        }
-        Ok(out)
-    })
-    .map_err(spi_failure)?;
+            Ok(out)
+        },
+    )?;
     Ok(tables.iter().map(|t| found.get(t).copied().unwrap_or(-1.0)).collect())
 }
 

@@ -12,29 +12,28 @@ use super::{datums, spi_failure};
 
 /// Document frequencies of `terms` in a corpus' statistics, with its totals: one round trip.
 pub fn term_stats(corpus: &str, terms: &[String]) -> Result<TermStats, CoreError> {
-    Spi::connect(|client| {
-        let mut out = TermStats::default();
-        for row in client.select(
-            "SELECT s.term, s.df FROM corpus.lexical_stats s WHERE s.corpus = $1 AND s.term = ANY($2::text[])
-             UNION ALL
-             SELECT NULL, t.documents FROM corpus.lexical_totals t WHERE t.corpus = $1
-             UNION ALL
-             SELECT '', t.total_length FROM corpus.lexical_totals t WHERE t.corpus = $1",
-            None,
-            &[DatumWithOid::from(corpus), DatumWithOid::from(terms.to_vec())],
-        )? {
-            let n = row.get::<i64>(2)?.unwrap_or(0).max(0) as u64;
-            match row.get::<String>(1)? {
-                None => out.documents = n,
-                Some(t) if t.is_empty() => out.total_length = n,
-                Some(t) => {
-                    out.df.insert(t, n);
+    super::select_saved(
+        "SELECT s.term, s.df FROM corpus.lexical_stats s WHERE s.corpus = $1 AND s.term = ANY($2::text[])
+         UNION ALL
+         SELECT NULL, t.documents FROM corpus.lexical_totals t WHERE t.corpus = $1
+         UNION ALL
+         SELECT '', t.total_length FROM corpus.lexical_totals t WHERE t.corpus = $1",
+        &[DatumWithOid::from(corpus), DatumWithOid::from(terms.to_vec())],
+        |table| {
+            let mut out = TermStats::default();
+            for row in table {
+                let n = row.get::<i64>(2)?.unwrap_or(0).max(0) as u64;
+                match row.get::<String>(1)? {
+                    None => out.documents = n,
+                    Some(t) if t.is_empty() => out.total_length = n,
+                    Some(t) => {
+                        out.df.insert(t, n);
+                    }
                 }
             }
-        }
-        Ok(out)
-    })
-    .map_err(spi_failure)
+            Ok(out)
+        },
+    )
 }
 
 /// The heads of champion lists of several sources (those the caller may read: row-level
@@ -50,37 +49,36 @@ pub fn champion_heads(corpus: &str, requests: &[ChampionRequest]) -> Result<Vec<
         }
     }
     let mut out: Vec<Vec<ChampionList>> = vec![Vec::new(); requests.len()];
-    Spi::connect(|client| {
-        for row in client.select(
-            "SELECT r.req, c.term, c.items[1:r.n], c.impacts[1:r.n]
-               FROM unnest($2::text[], $3::text[], $4::int4[], $5::int4[]) AS r(source, term, n, req)
-               JOIN corpus.lexical_champions c ON c.corpus = $1 AND c.source = r.source AND c.term = r.term
-              ORDER BY r.req, c.term",
-            None,
-            &[
-                DatumWithOid::from(corpus),
-                DatumWithOid::from(sources),
-                DatumWithOid::from(terms),
-                DatumWithOid::from(prefixes),
-                DatumWithOid::from(owners),
-            ],
-        )? {
-            let req = row.get::<i32>(1)?.unwrap_or(-1);
-            let Some(slot) = usize::try_from(req).ok().and_then(|r| out.get_mut(r)) else { continue };
-            slot.push(ChampionList {
-                term: row.get::<String>(2)?.unwrap_or_default(),
-                items: row.get::<Vec<Option<String>>>(3)?.unwrap_or_default().into_iter().flatten().collect(),
-                impacts: row
-                    .get::<Vec<Option<f64>>>(4)?
-                    .unwrap_or_default()
-                    .into_iter()
-                    .map(|x| x.unwrap_or(0.0))
-                    .collect(),
-            });
-        }
-        Ok::<_, pgrx::spi::SpiError>(())
-    })
-    .map_err(spi_failure)?;
+    super::select_saved(
+        "SELECT r.req, c.term, c.items[1:r.n], c.impacts[1:r.n]
+           FROM unnest($2::text[], $3::text[], $4::int4[], $5::int4[]) AS r(source, term, n, req)
+           JOIN corpus.lexical_champions c ON c.corpus = $1 AND c.source = r.source AND c.term = r.term
+          ORDER BY r.req, c.term",
+        &[
+            DatumWithOid::from(corpus),
+            DatumWithOid::from(sources),
+            DatumWithOid::from(terms),
+            DatumWithOid::from(prefixes),
+            DatumWithOid::from(owners),
+        ],
+        |table| {
+            for row in table {
+                let req = row.get::<i32>(1)?.unwrap_or(-1);
+                let Some(slot) = usize::try_from(req).ok().and_then(|r| out.get_mut(r)) else { continue };
+                slot.push(ChampionList {
+                    term: row.get::<String>(2)?.unwrap_or_default(),
+                    items: row.get::<Vec<Option<String>>>(3)?.unwrap_or_default().into_iter().flatten().collect(),
+                    impacts: row
+                        .get::<Vec<Option<f64>>>(4)?
+                        .unwrap_or_default()
+                        .into_iter()
+                        .map(|x| x.unwrap_or(0.0))
+                        .collect(),
+                });
+            }
+            Ok(())
+        },
+    )?;
     Ok(out)
 }
 

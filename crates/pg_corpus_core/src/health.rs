@@ -365,8 +365,8 @@ mod tests {
         for idx in 0..2 {
             let src = &c.sources[idx];
             for p in [
-                semantic(&c, idx, &[], &[0.0; 384], 10, Strategy::Exact, false),
-                semantic(&c, idx, &[], &[0.0; 384], 10, Strategy::Approximate, true),
+                semantic(&c, idx, &[], &[0.0; 384], 10, Strategy::Exact),
+                semantic(&c, idx, &[], &[0.0; 384], 10, Strategy::Approximate),
                 lexical(&c, idx, &[], "x", 10),
             ] {
                 assert!(carries_isolation(src, &p.sql, &p.params), "{}", p.sql);

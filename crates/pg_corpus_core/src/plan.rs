@@ -244,7 +244,10 @@ pub(crate) fn queued_in_state(src: &Source, params: &mut Params, state: Option<&
 }
 
 /// The semantic subplan: `item_id, parent_id, distance`, nearest first, at most `limit` rows.
-/// Stale embeddings (queued for re-embedding) are skipped unless `include_stale`.
+/// It reads only the source's own tables (and its parent's): the search drops stale embeddings
+/// (queued for re-embedding) from its rows with one [`queued_items`] lookup per round, so that
+/// no subplan joins the extension's queue (a local table, which Citus cannot join to
+/// distributed ones, and a third relation for the planner of every subplan).
 pub fn semantic(
     corpus: &Corpus,
     idx: usize,
@@ -252,7 +255,6 @@ pub fn semantic(
     query: &[f32],
     limit: i64,
     strategy: Strategy,
-    include_stale: bool,
 ) -> Subplan {
     let src = &corpus.sources[idx];
     let mut params = Params::default();
@@ -265,11 +267,7 @@ pub fn semantic(
         col(&src.id),
         col(&src.parent_fk)
     );
-    let mut extra = Vec::new();
-    if !include_stale {
-        extra.push(format!("NOT {}", queued(src, &mut params)));
-    }
-    let fw = from_where(src, conds, true, &extra, &mut params);
+    let fw = from_where(src, conds, true, &[], &mut params);
     let sql = match strategy {
         // ORDER BY the bare operator expression: the shape pgvector's index scan serves.
         Strategy::Approximate => format!("{select}\n{fw}\nORDER BY {dist}\nLIMIT {lim}"),
@@ -544,15 +542,38 @@ pub fn fetch(corpus: &Corpus, idx: usize, conds: &[Condition], ids: Vec<String>)
     let extra = [format!("{} = ANY({p}::text[]::{}[])", col(&src.id), src.id.sql_type)];
     let locator = json_object(&src.locator, &mut params);
     let metadata = json_object(&src.metadata, &mut params);
-    let stale = queued(src, &mut params);
     let fw = from_where(src, conds, false, &extra, &mut params);
     let sql = format!(
-        "SELECT {}::text AS item_id, {}::text AS content, {locator} AS locator, {metadata} AS metadata, \
-         {stale} AS stale\n{fw}",
+        "SELECT {}::text AS item_id, {}::text AS content, {locator} AS locator, {metadata} AS metadata\n{fw}",
         col(&src.id),
         col(&src.text),
     );
     (sql, params.values)
+}
+
+/// Which of these items of these sources are queued for re-embedding (their embedding is
+/// missing or stale), in one statement over the extension's queue only: `source` (the index
+/// into `corpus.sources`), `item_id`. The queue (sql/embedding.sql) is keyed by item table,
+/// embedding column and `id::text`.
+pub fn queued_items(corpus: &Corpus, items: &[(usize, Vec<String>)]) -> (String, Vec<Param>) {
+    let (mut sources, mut tables, mut columns, mut ids) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for (idx, list) in items {
+        let src = &corpus.sources[*idx];
+        for id in list {
+            sources.push(idx.to_string());
+            tables.push(src.item.oid.to_string());
+            columns.push(src.embedding.column.clone());
+            ids.push(id.clone());
+        }
+    }
+    let sql = "SELECT x.source::int4 AS source, x.item_id
+  FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS x(source, item_table, embedding_column, item_id)
+ WHERE EXISTS (SELECT 1 FROM corpus.embedding_queue AS eq
+                WHERE eq.item_table = x.item_table::int8::oid
+                  AND eq.embedding_column = x.embedding_column::name
+                  AND eq.item_id = x.item_id)"
+        .to_string();
+    (sql, vec![Param::TextArray(sources), Param::TextArray(tables), Param::TextArray(columns), Param::TextArray(ids)])
 }
 
 /// What feedback learns from the first fusion's best items of one source, under the same
@@ -587,7 +608,7 @@ mod tests {
         let mut out = Vec::new();
         for idx in 0..c.sources.len() {
             for s in [Strategy::Exact, Strategy::Approximate] {
-                let p = semantic(&c, idx, &conds, &[0.5; 384], 40, s, false);
+                let p = semantic(&c, idx, &conds, &[0.5; 384], 40, s);
                 out.push((p.sql, p.params));
             }
             let p = lexical(&c, idx, &conds, "חוזה שכירות", 40);
@@ -704,7 +725,7 @@ mod tests {
     fn halachot_carry_the_review_rule_on_every_path() {
         let c = legal();
         for s in [Strategy::Exact, Strategy::Approximate] {
-            let p = semantic(&c, 1, &[], &[0.0; 384], 10, s, false);
+            let p = semantic(&c, 1, &[], &[0.0; 384], 10, s);
             assert!(p.sql.contains("i.\"review_status\" = $"));
             assert!(p.params.contains(&Param::Text("approved".into())));
         }
@@ -730,13 +751,26 @@ mod tests {
     #[test]
     fn approximate_orders_by_the_bare_operator() {
         let c = legal();
-        let p = semantic(&c, 0, &[], &[0.0; 384], 10, Strategy::Approximate, true);
-        assert!(!p.sql.contains("embedding_queue"));
+        let p = semantic(&c, 0, &[], &[0.0; 384], 10, Strategy::Approximate);
+        assert!(!p.sql.contains("embedding_queue"), "no subplan joins the queue");
         assert!(p.sql.contains(
             "ORDER BY i.\"embedding\" OPERATOR(\"public\".<=>) CAST($1::real[] AS \"public\".vector)\nLIMIT $2"
         ));
-        let p = semantic(&c, 0, &[], &[0.0; 384], 10, Strategy::Exact, false);
+        let p = semantic(&c, 0, &[], &[0.0; 384], 10, Strategy::Exact);
         assert!(p.sql.contains("OFFSET 0) AS slice"));
-        assert!(p.sql.contains("AND NOT EXISTS (SELECT 1 FROM corpus.embedding_queue"), "stale skipped by default");
+        assert!(!p.sql.contains("embedding_queue"));
+        let (sql, _) = fetch(&c, 0, &[], vec!["1".into()]);
+        assert!(!sql.contains("embedding_queue"), "nor the final fetch");
+    }
+
+    #[test]
+    fn the_queue_lookup_names_each_items_table_and_column() {
+        let c = legal();
+        let (sql, params) = queued_items(&c, &[(0, vec!["1".into(), "2".into()]), (1, vec!["7".into()])]);
+        assert_placeholders_match(&sql, &params);
+        assert_eq!(params[0], Param::TextArray(vec!["0".into(), "0".into(), "1".into()]));
+        assert_eq!(params[1], Param::TextArray(vec!["101".into(), "101".into(), "102".into()]));
+        assert_eq!(params[2], Param::TextArray(vec!["embedding".into(); 3]));
+        assert_eq!(params[3], Param::TextArray(vec!["1".into(), "2".into(), "7".into()]));
     }
 }

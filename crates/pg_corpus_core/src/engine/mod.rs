@@ -64,8 +64,6 @@ pub struct FetchedRow {
     pub content: Option<String>,
     pub locator: Value,
     pub metadata: Value,
-    /// The item is queued for re-embedding (its embedding is missing or stale).
-    pub stale: bool,
 }
 
 /// An item feedback learns from ([`crate::plan::feedback_fetch`]).
@@ -97,4 +95,6 @@ pub trait Executor {
     fn feedback_docs(&mut self, sql: &str, params: &[Param]) -> Result<HashMap<String, FeedbackDoc>>;
     /// Run a [`crate::plan::fetch`] query.
     fn fetch_rows(&mut self, sql: &str, params: &[Param]) -> Result<Vec<FetchedRow>>;
+    /// Run a [`crate::plan::queued_items`] query: (source index, item id) of the queued items.
+    fn queued_items(&mut self, sql: &str, params: &[Param]) -> Result<Vec<(usize, String)>>;
 }

@@ -1,7 +1,7 @@
 //! Running a [`Request`]: planning each source's branches, the rounds (window widening and the
 //! feedback round), fusion, capping and the final fetch.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use serde_json::Value;
 
@@ -127,15 +127,7 @@ fn subplans(
     let mut out = Vec::new();
     for idx in 0..req.corpus.sources.len() {
         if let Some(v) = q.vector {
-            out.push(plan::semantic(
-                &req.corpus,
-                idx,
-                &req.conds,
-                v,
-                window as i64,
-                sem[idx].strategy,
-                req.include_stale,
-            ));
+            out.push(plan::semantic(&req.corpus, idx, &req.conds, v, window as i64, sem[idx].strategy));
         }
         match (&req.text, q.lexical, &plans) {
             (Some(_), Some(lex), Some(plans)) => {
@@ -178,28 +170,55 @@ fn run_round(
 ) -> Result<(Vec<RankedList>, bool)> {
     let mut semantic = Vec::new();
     let mut lexical = Vec::new();
-    // A pruned lexical subplan that returned fewer rows than the window may have left matching
-    // items out: a wider window (and so a larger candidate budget) can find them.
-    let mut pruned_short = false;
+    // A source that filled its window may hold more eligible items beyond it; so may a pruned
+    // lexical subplan that returned fewer rows than the window (a wider window, and so a larger
+    // candidate budget, can find them). Counted before stale embeddings are dropped.
+    let mut saturated = false;
     for p in subplans(req, q, sem, window, exec)? {
         let settings = subplan_settings(req, sem, &p, window);
         let hits = exec.branch_hits(&p, &settings)?;
-        pruned_short |= p.pruned && hits.len() < window;
+        saturated |= hits.len() >= window || (p.pruned && hits.len() < window);
         match p.branch {
             Branch::Semantic => semantic.push(hits),
             Branch::Lexical => lexical.push(hits),
         }
     }
+    if !req.include_stale {
+        // stale embeddings are not used by the semantic branch (PRODUCT.md invariant 5)
+        let stale = queued(req, semantic.iter().flatten().map(|h| (h.source, h.item_id.as_str())), exec)?;
+        if !stale.is_empty() {
+            for hits in &mut semantic {
+                hits.retain(|h| !stale.contains(&(h.source, h.item_id.clone())));
+            }
+        }
+    }
     let mut lists = Vec::new();
-    let mut saturated = pruned_short;
     for (branch, per_source) in [(Branch::Semantic, semantic), (Branch::Lexical, lexical)] {
         if !per_source.is_empty() {
-            let (list, full) = fusion::merge_branch(branch, per_source, window);
-            saturated |= full;
+            let (list, _) = fusion::merge_branch(branch, per_source, window);
             lists.push(list);
         }
     }
     Ok((lists, saturated))
+}
+
+/// Which of these (source, item id) are queued for re-embedding: one lookup of the queue.
+fn queued<'a>(
+    req: &Request,
+    items: impl Iterator<Item = (usize, &'a str)>,
+    exec: &mut dyn Executor,
+) -> Result<HashSet<(usize, String)>> {
+    let mut per_source: Vec<Vec<String>> = vec![Vec::new(); req.corpus.sources.len()];
+    for (source, id) in items {
+        per_source[source].push(id.to_string());
+    }
+    let lookups: Vec<(usize, Vec<String>)> =
+        per_source.into_iter().enumerate().filter(|(_, ids)| !ids.is_empty()).collect();
+    if lookups.is_empty() {
+        return Ok(HashSet::new());
+    }
+    let (sql, params) = plan::queued_items(&req.corpus, &lookups);
+    Ok(exec.queued_items(&sql, &params)?.into_iter().collect())
 }
 
 /// The item ids of `hits` grouped by source, in hit order, for the sources that have any.
@@ -324,6 +343,7 @@ pub fn ranked(req: &Request, exec: &mut dyn Executor) -> Result<Vec<Fused>> {
 /// predicate and filters.
 pub fn search(req: &Request, exec: &mut dyn Executor) -> Result<Vec<SearchRow>> {
     let rows = ranked(req, exec)?;
+    let stale = queued(req, rows.iter().map(|f| (f.source, f.item_id.as_str())), exec)?;
     let mut fetched = HashMap::new();
     for (idx, ids) in ids_per_source(rows.iter(), req.corpus.sources.len()) {
         let (sql, params) = plan::fetch(&req.corpus, idx, &req.conds, ids);
@@ -333,6 +353,7 @@ pub fn search(req: &Request, exec: &mut dyn Executor) -> Result<Vec<SearchRow>> 
     }
     let mut out = Vec::with_capacity(rows.len());
     for f in rows {
+        let embedding_stale = stale.contains(&(f.source, f.item_id.clone()));
         // An item the fetch does not return (it cannot, within one snapshot) is left out.
         let Some(row) = fetched.remove(&(f.source, f.item_id.clone())) else {
             continue;
@@ -350,7 +371,7 @@ pub fn search(req: &Request, exec: &mut dyn Executor) -> Result<Vec<SearchRow>> 
             content: row.content,
             locator: row.locator,
             metadata: row.metadata,
-            embedding_stale: row.stale,
+            embedding_stale,
         });
     }
     Ok(out)

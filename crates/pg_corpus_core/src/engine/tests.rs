@@ -37,6 +37,7 @@ enum Call {
     TsKeys,
     Feedback(Vec<String>),
     Fetch(Vec<String>),
+    Queued(usize),
 }
 
 struct Fake {
@@ -50,6 +51,8 @@ struct Fake {
     fail_at: Option<(usize, CoreError)>,
     /// Ids the final fetch does not return (deleted since the branches ran).
     vanished: Vec<String>,
+    /// Ids queued for re-embedding (stale embeddings).
+    stale: Vec<String>,
 }
 
 impl Fake {
@@ -64,6 +67,7 @@ impl Fake {
             calls: Vec::new(),
             fail_at: None,
             vanished: Vec::new(),
+            stale: Vec::new(),
         }
     }
 
@@ -199,9 +203,21 @@ impl Executor for Fake {
                 content: Some(format!("text of {id}")),
                 locator: json!({"id": id}),
                 metadata: json!({}),
-                stale: false,
                 item_id: id,
             })
+            .collect())
+    }
+
+    fn queued_items(&mut self, _sql: &str, params: &[Param]) -> Result<Vec<(usize, String)>> {
+        let (Param::TextArray(sources), Param::TextArray(ids)) = (&params[0], &params[3]) else {
+            panic!("queued_items takes source and id arrays")
+        };
+        self.record(Call::Queued(ids.len()))?;
+        Ok(sources
+            .iter()
+            .zip(ids)
+            .filter(|(_, id)| self.stale.contains(id))
+            .map(|(s, id)| (s.parse().unwrap(), id.clone()))
             .collect())
     }
 }
@@ -467,6 +483,43 @@ fn an_item_the_fetch_no_longer_returns_is_left_out_and_ranks_stay_dense() {
     assert_eq!(rows.len(), 9);
     assert!(rows.iter().all(|r| r.item_id != first[0].item_id));
     assert_eq!(rows.iter().map(|r| r.rank).collect::<Vec<_>>(), (1..=9).collect::<Vec<_>>());
+}
+
+#[test]
+fn stale_embeddings_are_dropped_from_the_semantic_branch_only_and_flagged() {
+    let mut f = default_fake();
+    let nearest: Vec<String> = f.items[0].iter().take(5).map(|i| i.id.clone()).collect();
+    f.stale = nearest.clone();
+    let mut a = args("hybrid");
+    a.max_per_parent = Some(0);
+    let rows = run(&mut f, a.clone(), Config::default()).unwrap();
+    for r in &rows {
+        let stale = nearest.contains(&r.item_id);
+        assert_eq!(r.embedding_stale, stale, "{r:?}");
+        if stale {
+            assert!(r.semantic_rank.is_none() && r.lexical_rank.is_some(), "found by its text only");
+        }
+    }
+    // one lookup per round and one for the final rows
+    assert_eq!(f.calls.iter().filter(|c| matches!(c, Call::Queued(_))).count(), 2);
+    a.include_stale = true;
+    let mut f2 = default_fake();
+    f2.stale = nearest.clone();
+    let rows = run(&mut f2, a, Config::default()).unwrap();
+    assert!(rows.iter().any(|r| nearest.contains(&r.item_id) && r.semantic_rank == Some(1) && r.embedding_stale));
+    assert_eq!(f2.calls.iter().filter(|c| matches!(c, Call::Queued(_))).count(), 1, "only the final rows");
+}
+
+#[test]
+fn dropping_stale_embeddings_still_fills_k_rows() {
+    // 45 items of one source, the 40 nearest stale: the first window's semantic list keeps none
+    let mut f = Fake::new(vec![items(0, 45, 1), items(1, 0, 1)]);
+    f.stale = f.items[0].iter().take(40).map(|i| i.id.clone()).collect();
+    let rows = run(&mut f, args("semantic"), Config::default()).unwrap();
+    assert_eq!(rows.len(), 5, "the 5 fresh items, found by widening");
+    assert!(rows.iter().all(|r| !r.embedding_stale));
+    let limits: Vec<i64> = f.branch_calls().iter().filter(|c| c.0 == 0).map(|c| c.2).collect();
+    assert_eq!(limits, vec![40, 160]);
 }
 
 #[test]
