@@ -22,18 +22,12 @@ fn int(v: &Value, key: &str) -> i64 {
     v.get(key).and_then(Value::as_i64).unwrap_or(0)
 }
 
-fn first_row(sql: &str, params: &[pg_corpus_core::sql::Param]) -> Result<Value, CoreError> {
-    Ok(spi::health::query_json(sql, params)?.into_iter().next().unwrap_or(Value::Null))
-}
+use crate::spi::health::first_row;
 
 /// Installed extension version vs the loaded library; pgvector's known-vulnerable versions.
 fn version_check() -> Result<CheckRow, CoreError> {
     let mut row = CheckRow::new("version", None, None);
-    let v = first_row(
-        "SELECT (SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'pg_corpus') AS installed,
-                (SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'vector') AS pgvector",
-        &[],
-    )?;
+    let v = first_row(&health::version_query())?;
     let installed = v.get("installed").and_then(Value::as_str).unwrap_or("").to_string();
     let pgvector = v.get("pgvector").and_then(Value::as_str).unwrap_or("").to_string();
     let library = env!("CARGO_PKG_VERSION");
@@ -63,35 +57,7 @@ fn privileges_check() -> Result<CheckRow, CoreError> {
     // Table- and column-level write grants (relacl and attacl) on the extension's tables, to
     // PUBLIC (anywhere: the queue and statistics decide what is served) or to other
     // non-superuser roles (on the definitions: corpora, sources, embedding_slots).
-    let v = first_row(
-        "WITH grants AS (
-             SELECT c.relname::text AS tbl, NULL::text AS col, c.relowner, a.grantee, a.privilege_type
-               FROM pg_catalog.pg_class c
-               JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-              CROSS JOIN LATERAL pg_catalog.aclexplode(c.relacl) a
-              WHERE n.nspname = 'corpus' AND c.relkind = 'r'
-             UNION ALL
-             SELECT c.relname::text, att.attname::text, c.relowner, a.grantee, a.privilege_type
-               FROM pg_catalog.pg_attribute att
-               JOIN pg_catalog.pg_class c ON c.oid = att.attrelid
-               JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-              CROSS JOIN LATERAL pg_catalog.aclexplode(att.attacl) a
-              WHERE n.nspname = 'corpus' AND c.relkind = 'r' AND att.attacl IS NOT NULL)
-         SELECT pg_catalog.has_schema_privilege('public', 'corpus', 'CREATE') AS public_create,
-                (SELECT coalesce(jsonb_agg(DISTINCT jsonb_build_object(
-                            'table', g.tbl, 'column', g.col,
-                            'grantee', CASE WHEN g.grantee = 0 THEN 'PUBLIC' ELSE g.grantee::regrole::text END,
-                            'privilege', g.privilege_type)), '[]')
-                   FROM grants g
-                  WHERE g.privilege_type IN ('INSERT', 'UPDATE', 'DELETE', 'TRUNCATE')
-                    AND g.grantee <> g.relowner
-                    AND NOT coalesce((SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.oid = g.grantee), false)
-                    -- the queue, statistics and evaluation tables are written by workers and
-                    -- evaluators by design; PUBLIC must not write any of them
-                    AND (g.grantee = 0 OR g.tbl IN ('corpora', 'sources', 'embedding_slots'))
-                ) AS writers",
-        &[],
-    )?;
+    let v = first_row(&health::privileges_query())?;
     let public_create = v.get("public_create").and_then(Value::as_bool).unwrap_or(false);
     let writers = v.get("writers").cloned().unwrap_or(json!([]));
     let public_writes = writers.as_array().map_or(0, |w| w.iter().filter(|x| x["grantee"] == "PUBLIC").count());
@@ -123,15 +89,8 @@ fn required_filter_values(corpus: &Corpus) -> Result<Option<Value>, CoreError> {
     for field in &corpus.required_filters {
         let mut found = None;
         for src in &corpus.sources {
-            let mut params = pg_corpus_core::sql::Params::default();
-            let fw = plan::from_where(src, &[], false, &[], &mut params);
-            let column = &src.filter_columns[field];
-            let sql = format!(
-                "SELECT to_jsonb({}.{}) AS v {fw} LIMIT 1",
-                column.side.alias(),
-                pg_corpus_core::sql::ident(&column.column)
-            );
-            if let Some(v) = first_row(&sql, &params.values)?.get("v").filter(|v| !v.is_null()) {
+            let Some(q) = health::required_value_query(src, field) else { continue };
+            if let Some(v) = first_row(&q)?.get("v").filter(|v| !v.is_null()) {
                 found = Some(v.clone());
                 break;
             }
@@ -182,8 +141,8 @@ fn isolation_audit(corpus: &Corpus) -> Result<CheckRow, CoreError> {
         row.detail = json!({"isolation": "none: the corpus owns its tables"});
     } else if let Some(filters) = filters {
         for idx in 0..corpus.sources.len() {
-            let Some((sql, params)) = health::foreign_probes_sql(corpus, idx, 3) else { continue };
-            for probe in spi::health::query_json(&sql, &params)? {
+            let Some(q) = health::foreign_probes_sql(corpus, idx, 3) else { continue };
+            for probe in spi::health::rows(&q)? {
                 probes += 1;
                 let vector: Option<Vec<f32>> = serde_json::from_value(probe["embedding"].clone()).ok();
                 let words: String =
@@ -214,8 +173,7 @@ fn isolation_audit(corpus: &Corpus) -> Result<CheckRow, CoreError> {
                     for (source, ids) in by_source {
                         let Some(src) = corpus.sources.iter().find(|s| s.name == source) else { continue };
                         hits_checked += ids.len();
-                        let (sql, params) = health::isolation_values_sql(src, ids);
-                        for hit in spi::health::query_json(&sql, &params)? {
+                        for hit in spi::health::rows(&health::isolation_values_sql(src, ids))? {
                             let ok = src.isolation.iter().enumerate().all(|(n, c)| {
                                 hit.get(format!("iso_{n}"))
                                     .and_then(Value::as_str)
@@ -263,7 +221,8 @@ fn lexical_statistics(corpus: &Corpus) -> Result<CheckRow, CoreError> {
         .collect();
     let state = spi::stats::lexical_state(&corpus.name, &tables)?;
     let changed = (state.changes_now - state.changes_at_refresh).max(0);
-    let refresh = format!("SELECT * FROM corpus.corpus_refresh_lexical_stats('{}');", corpus.name.replace('\'', "''"));
+    let refresh =
+        format!("SELECT * FROM corpus.corpus_refresh_lexical_stats({});", pg_corpus_core::sql::literal(&corpus.name));
     if !state.refreshed {
         row.count = 1;
         row.flag(Status::Warn, format!("BM25 statistics were never computed: {refresh}"));
@@ -294,8 +253,7 @@ fn source_checks(corpus: &Corpus, idx: usize, out: &mut Vec<CheckRow>) -> Result
     let scale = sample.map_or(1.0, |pct| 100.0 / pct);
     let est = |v: &Value, key: &str| (int(v, key) as f64 * scale).round() as i64;
 
-    let (sql, params) = health::contract_sql(corpus, idx, sample);
-    let c = first_row(&sql, &params)?;
+    let c = first_row(&health::contract_sql(corpus, idx, sample))?;
 
     // embeddings
     let mut e = CheckRow::new("embeddings", Some(&corpus.name), name);
@@ -327,7 +285,7 @@ fn source_checks(corpus: &Corpus, idx: usize, out: &mut Vec<CheckRow>) -> Result
     // searchable contract
     let mut s = CheckRow::new("searchable_contract", Some(&corpus.name), name);
     let orphans = match health::orphans_sql(src, sample) {
-        Some(sql) => est(&first_row(&sql, &[])?, "orphans"),
+        Some(q) => est(&first_row(&q)?, "orphans"),
         None => 0,
     };
     let (incomplete_items, short, unresolved) =
@@ -364,32 +322,38 @@ fn source_checks(corpus: &Corpus, idx: usize, out: &mut Vec<CheckRow>) -> Result
     out.push(s);
 
     // indexes
-    let (sql, params) = health::indexes_sql(src.item.oid);
-    let indexes: Vec<IndexInfo> =
-        spi::health::query_json(&sql, &params)?.into_iter().filter_map(|v| serde_json::from_value(v).ok()).collect();
-    out.push(health::judge_indexes(&corpus.name, src, &indexes));
+    let indexes: Vec<IndexInfo> = spi::health::rows(&health::indexes_sql(src.item.oid))?
+        .into_iter()
+        .filter_map(|v| serde_json::from_value(v).ok())
+        .collect();
+    let mut ix = health::judge_indexes(&corpus.name, src, &indexes);
+    let searchable = est(&c, "searchable");
+    let small_slice = health::partial_index_advice(src, searchable, total, false).is_some();
+    // does a partial HNSW index already serve the corpus? ask the planner (as the search does)
+    let served = small_slice && {
+        let dims = src.dimensions.max(1) as usize;
+        let probe = vec![(1.0 / dims as f64).sqrt() as f32; dims];
+        let p = plan::semantic(corpus, idx, &[], &probe, 40, Strategy::Approximate);
+        let settings: Vec<(&str, String)> =
+            pg_corpus_core::engine::settings::ann(40, searchable as f64 / total.max(1.0), i32::MAX)
+                .into_iter()
+                .map(|s| (s.name, s.value))
+                .collect();
+        spi::with_settings(&settings, || spi::search::uses_partial_hnsw(&p.sql, &p.params))?
+    };
+    if let Some(hint) = health::partial_index_advice(src, searchable, total, served) {
+        ix.count += 1;
+        ix.flag(Status::Warn, hint);
+    }
+    if let Value::Object(m) = &mut ix.detail {
+        m.insert("small_slice".into(), json!(small_slice));
+        m.insert("served_by_partial_hnsw".into(), json!(served));
+    }
+    out.push(ix);
 
     // re-embed queue: counts of this corpus' items; ages and the trigger are per table
     let mut q = CheckRow::new("reembed_queue", Some(&corpus.name), name);
-    let v = first_row(
-        "SELECT coalesce(extract(epoch FROM now() - min(enqueued_at) FILTER (WHERE state <> 'dead')), 0)::bigint
-                    AS table_oldest_seconds,
-                count(*) FILTER (WHERE state = 'claimed' AND lease_until < now()) AS table_expired_leases,
-                (SELECT count(*) FROM corpus.embedding_slots s
-                  WHERE s.item_table = $1::int8::oid AND s.embedding_column = $2::name) AS slots,
-                (SELECT count(*) FROM corpus.embedding_slots s
-                   JOIN pg_catalog.pg_trigger t ON t.tgrelid = s.item_table AND t.tgname = s.trigger_name
-                  WHERE s.item_table = $1::int8::oid AND s.embedding_column = $2::name
-                    AND t.tgenabled IN ('O', 'A')) AS enabled_triggers,
-                (SELECT s.trigger_name FROM corpus.embedding_slots s
-                  WHERE s.item_table = $1::int8::oid AND s.embedding_column = $2::name) AS trigger_name
-           FROM corpus.embedding_queue
-          WHERE item_table = $1::int8::oid AND embedding_column = $2::name",
-        &[
-            pg_corpus_core::sql::Param::Int(src.item.oid),
-            pg_corpus_core::sql::Param::Text(src.embedding.column.clone()),
-        ],
-    )?;
+    let v = first_row(&health::queue_query(src))?;
     let (queued, dead) = (est(&c, "queued"), est(&c, "dead_letters"));
     q.count = queued;
     if int(&v, "slots") == 0 || int(&v, "enabled_triggers") == 0 {
@@ -475,7 +439,7 @@ fn corpus_health_check(
                         drift.count = retyped.len() as i64;
                         drift.flag(
                             Status::Fail,
-                            format!("Registered columns changed type since the corpus was defined (locators and filters change with them): restore the types, or accept them with SELECT corpus.corpus_alter('{}');", name.replace('\'', "''")),
+                            format!("Registered columns changed type since the corpus was defined (locators and filters change with them): restore the types, or accept them with SELECT corpus.corpus_alter({});", pg_corpus_core::sql::literal(&name)),
                         );
                     }
                     drift.detail = json!({"sources": c.sources.iter().map(|s| &s.name).collect::<Vec<_>>(), "retyped": retyped});

@@ -1,19 +1,20 @@
-//! The health check's reads: queries planned by `pg_corpus_core::health` (and its fixed
-//! catalog queries) returned as JSON rows for the judging rules.
+//! The health check's reads: queries built by `pg_corpus_core::health` (a `Query` has no public
+//! constructor, so no health SQL is written in this crate), returned as JSON objects (column
+//! name → value) for the judging rules.
 
-use pg_corpus_core::sql::Param;
+use pg_corpus_core::health::Query;
 use pg_corpus_core::CoreError;
 use pgrx::prelude::*;
 use pgrx::JsonB;
 
 use super::{datums, spi_failure};
 
-/// Run a read-only query and return its rows as JSON objects (column name → value).
-pub fn query_json(sql: &str, params: &[Param]) -> Result<Vec<serde_json::Value>, CoreError> {
+/// Run a health query and return its rows as JSON objects.
+pub fn rows(query: &Query) -> Result<Vec<serde_json::Value>, CoreError> {
     Spi::connect(|client| {
-        let wrapped = format!("SELECT to_jsonb(q) FROM ({sql}) AS q");
+        let wrapped = format!("SELECT to_jsonb(q) FROM ({}) AS q", query.sql());
         let mut rows = Vec::new();
-        for row in client.select(&wrapped, None, &datums(params))? {
+        for row in client.select(&wrapped, None, &datums(query.params()))? {
             if let Some(JsonB(v)) = row.get::<JsonB>(1)? {
                 rows.push(v);
             }
@@ -21,4 +22,9 @@ pub fn query_json(sql: &str, params: &[Param]) -> Result<Vec<serde_json::Value>,
         Ok(rows)
     })
     .map_err(spi_failure)
+}
+
+/// The first row of a health query (JSON null when it has none).
+pub fn first_row(query: &Query) -> Result<serde_json::Value, CoreError> {
+    Ok(rows(query)?.into_iter().next().unwrap_or(serde_json::Value::Null))
 }

@@ -70,6 +70,17 @@ impl Executor for SpiExecutor {
         Ok(v)
     }
 
+    fn served_by_partial_index(&mut self, plan: &Subplan, settings: &[Setting]) -> Result<bool, CoreError> {
+        let key = format!("partial:{}\u{0}{}", plan.sql, serde_json::to_string(&plan.params).unwrap_or_default());
+        if let Some(v) = catalog::cached_fact(&self.corpus, &key) {
+            return Ok(v > 0.0);
+        }
+        self.settle(settings);
+        let v = uses_partial_hnsw(&plan.sql, &plan.params)?;
+        catalog::remember_fact(&self.corpus, key, if v { 1.0 } else { 0.0 });
+        Ok(v)
+    }
+
     fn table_rows(&mut self, tables: &[i64]) -> Result<Vec<f64>, CoreError> {
         let key = |t: i64| format!("reltuples:{t}");
         let cached: Option<Vec<f64>> = tables.iter().map(|&t| catalog::cached_fact(&self.corpus, &key(t))).collect();
@@ -185,10 +196,10 @@ pub fn reltuples(tables: &[i64]) -> Result<Vec<f64>, CoreError> {
     Ok(tables.iter().map(|t| found.get(t).copied().unwrap_or(-1.0)).collect())
 }
 
-/// The planner's row estimate of a query, planned with its parameter values (a custom plan)
-/// but not executed. This is what EXPLAIN does; EXPLAIN itself is refused inside a STABLE
+/// The planner's plan of a query pg_corpus built, planned with its parameter values (a custom
+/// plan) but not executed. This is what EXPLAIN does; EXPLAIN itself is refused inside a STABLE
 /// function, so we call the parser and planner directly.
-pub fn estimated_rows(sql: &str, params: &[Param]) -> Result<f64, CoreError> {
+fn plan_query(sql: &str, params: &[Param]) -> Result<*mut pg_sys::PlannedStmt, CoreError> {
     let csql = CString::new(sql).map_err(|_| {
         CoreError::new(
             SqlState::ObjectNotInPrerequisiteState,
@@ -199,7 +210,8 @@ pub fn estimated_rows(sql: &str, params: &[Param]) -> Result<f64, CoreError> {
     let datums = datums(params);
     let types: Vec<pg_sys::Oid> = datums.iter().map(|d| d.oid()).collect();
     // SAFETY: the parser, analyser and planner on a query pg_corpus built; errors are
-    // PostgreSQL errors and unwind through pg_guard.
+    // PostgreSQL errors and unwind through pg_guard. The plan lives in the current memory
+    // context, which outlives the caller's use of it.
     unsafe {
         let raw_list = pg_sys::pg_parse_query(csql.as_ptr());
         let raw = pg_sys::list_nth(raw_list, 0).cast::<pg_sys::RawStmt>();
@@ -222,7 +234,55 @@ pub fn estimated_rows(sql: &str, params: &[Param]) -> Result<f64, CoreError> {
                 ptype: d.oid(),
             };
         }
-        let stmt = pg_sys::pg_plan_query(query, csql.as_ptr(), 0, bound);
-        Ok((*(*stmt).planTree).plan_rows)
+        Ok(pg_sys::pg_plan_query(query, csql.as_ptr(), 0, bound))
     }
+}
+
+/// The planner's row estimate of a query (planned, not run).
+pub fn estimated_rows(sql: &str, params: &[Param]) -> Result<f64, CoreError> {
+    let stmt = plan_query(sql, params)?;
+    // SAFETY: a plan the planner just returned.
+    Ok(unsafe { (*(*stmt).planTree).plan_rows })
+}
+
+/// The indexes a plan scans (index and index-only scans, through subquery scans).
+///
+/// # Safety
+/// `plan` must be null or a plan tree the planner returned.
+unsafe fn scanned_indexes(plan: *mut pg_sys::Plan, out: &mut Vec<i64>) {
+    if plan.is_null() {
+        return;
+    }
+    unsafe {
+        match (*plan).type_ {
+            pg_sys::NodeTag::T_IndexScan => out.push(i64::from((*plan.cast::<pg_sys::IndexScan>()).indexid.to_u32())),
+            pg_sys::NodeTag::T_IndexOnlyScan => {
+                out.push(i64::from((*plan.cast::<pg_sys::IndexOnlyScan>()).indexid.to_u32()))
+            }
+            pg_sys::NodeTag::T_SubqueryScan => scanned_indexes((*plan.cast::<pg_sys::SubqueryScan>()).subplan, out),
+            _ => {}
+        }
+        scanned_indexes((*plan).lefttree, out);
+        scanned_indexes((*plan).righttree, out);
+    }
+}
+
+/// Whether the planner serves a subplan with a partial HNSW index (planned under its settings).
+pub fn uses_partial_hnsw(sql: &str, params: &[Param]) -> Result<bool, CoreError> {
+    let stmt = plan_query(sql, params)?;
+    let mut indexes = Vec::new();
+    // SAFETY: a plan the planner just returned.
+    unsafe { scanned_indexes((*stmt).planTree, &mut indexes) };
+    if indexes.is_empty() {
+        return Ok(false);
+    }
+    select_saved(
+        "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_index x
+                          JOIN pg_catalog.pg_class c ON c.oid = x.indexrelid
+                          JOIN pg_catalog.pg_am a ON a.oid = c.relam
+                         WHERE x.indexrelid = ANY($1::int8[]::oid[]) AND x.indpred IS NOT NULL
+                           AND a.amname = 'hnsw')",
+        &[DatumWithOid::from(indexes)],
+        |table| Ok(table.first().get_one::<bool>()?.unwrap_or(false)),
+    )
 }

@@ -80,11 +80,113 @@ fn coalesce_false(cond: String) -> String {
     format!("COALESCE({cond}, false)")
 }
 
+/// A read-only query of the health check, built here and only here: the extension runs it and
+/// reads its rows as JSON objects (column name → value), so no health SQL is written outside
+/// the core (the type has no public constructor).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Query {
+    sql: String,
+    params: Vec<Param>,
+}
+
+impl Query {
+    fn new(sql: String, params: Vec<Param>) -> Query {
+        Query { sql, params }
+    }
+
+    pub fn sql(&self) -> &str {
+        &self.sql
+    }
+
+    pub fn params(&self) -> &[Param] {
+        &self.params
+    }
+}
+
+/// The installed pg_corpus and pgvector versions. Columns: installed, pgvector.
+pub fn version_query() -> Query {
+    Query::new(
+        "SELECT (SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'pg_corpus') AS installed,
+                (SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'vector') AS pgvector"
+            .to_string(),
+        Vec::new(),
+    )
+}
+
+/// Whether PUBLIC may create in schema corpus, and the write grants on the extension's tables
+/// that matter: to PUBLIC anywhere (the queue and statistics decide what is served), to other
+/// non-superuser roles on the definitions (corpora, sources, embedding_slots).
+/// Columns: public_create, writers (jsonb array of {table, column, grantee, privilege}).
+pub fn privileges_query() -> Query {
+    Query::new(
+        "WITH grants AS (
+             SELECT c.relname::text AS tbl, NULL::text AS col, c.relowner, a.grantee, a.privilege_type
+               FROM pg_catalog.pg_class c
+               JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+              CROSS JOIN LATERAL pg_catalog.aclexplode(c.relacl) a
+              WHERE n.nspname = 'corpus' AND c.relkind = 'r'
+             UNION ALL
+             SELECT c.relname::text, att.attname::text, c.relowner, a.grantee, a.privilege_type
+               FROM pg_catalog.pg_attribute att
+               JOIN pg_catalog.pg_class c ON c.oid = att.attrelid
+               JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+              CROSS JOIN LATERAL pg_catalog.aclexplode(att.attacl) a
+              WHERE n.nspname = 'corpus' AND c.relkind = 'r' AND att.attacl IS NOT NULL)
+         SELECT pg_catalog.has_schema_privilege('public', 'corpus', 'CREATE') AS public_create,
+                (SELECT coalesce(jsonb_agg(DISTINCT jsonb_build_object(
+                            'table', g.tbl, 'column', g.col,
+                            'grantee', CASE WHEN g.grantee = 0 THEN 'PUBLIC' ELSE g.grantee::regrole::text END,
+                            'privilege', g.privilege_type)), '[]')
+                   FROM grants g
+                  WHERE g.privilege_type IN ('INSERT', 'UPDATE', 'DELETE', 'TRUNCATE')
+                    AND g.grantee <> g.relowner
+                    AND NOT coalesce((SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.oid = g.grantee), false)
+                    -- the queue, statistics and evaluation tables are written by workers and
+                    -- evaluators by design; PUBLIC must not write any of them
+                    AND (g.grantee = 0 OR g.tbl IN ('corpora', 'sources', 'embedding_slots'))
+                ) AS writers"
+            .to_string(),
+        Vec::new(),
+    )
+}
+
+/// One value of a required filter field from the corpus' own searchable items of `src` (so
+/// that probe searches of corpora with required scope filters can run). Columns: v (jsonb).
+pub fn required_value_query(src: &Source, field: &str) -> Option<Query> {
+    let column = src.filter_columns.get(field)?;
+    let mut params = Params::default();
+    let fw = plan::from_where(src, &[], false, &[], &mut params);
+    Some(Query::new(format!("SELECT to_jsonb({}) AS v {fw} LIMIT 1", plan::col(column)), params.values))
+}
+
+/// The re-embed queue of one source's table and embedding column: its oldest entry's age, the
+/// expired leases, the registered slots and their enabled triggers. Columns:
+/// table_oldest_seconds, table_expired_leases, slots, enabled_triggers, trigger_name.
+pub fn queue_query(src: &Source) -> Query {
+    Query::new(
+        "SELECT coalesce(extract(epoch FROM now() - min(enqueued_at) FILTER (WHERE state <> 'dead')), 0)::bigint
+                    AS table_oldest_seconds,
+                count(*) FILTER (WHERE state = 'claimed' AND lease_until < now()) AS table_expired_leases,
+                (SELECT count(*) FROM corpus.embedding_slots s
+                  WHERE s.item_table = $1::int8::oid AND s.embedding_column = $2::name) AS slots,
+                (SELECT count(*) FROM corpus.embedding_slots s
+                   JOIN pg_catalog.pg_trigger t ON t.tgrelid = s.item_table AND t.tgname = s.trigger_name
+                  WHERE s.item_table = $1::int8::oid AND s.embedding_column = $2::name
+                    AND t.tgenabled IN ('O', 'A')) AS enabled_triggers,
+                (SELECT s.trigger_name FROM corpus.embedding_slots s
+                  WHERE s.item_table = $1::int8::oid AND s.embedding_column = $2::name) AS trigger_name
+           FROM corpus.embedding_queue
+          WHERE item_table = $1::int8::oid AND embedding_column = $2::name"
+            .to_string(),
+        vec![Param::Int(src.item.oid), Param::Text(src.embedding.column.clone())],
+    )
+}
+
 /// Figures of the searchable contract and the embeddings of one source's corpus slice.
 /// Columns: slice_items, short_text, incomplete_parent_items (items only the parent hides),
 /// incomplete_parents, rule_excluded, searchable, missing_embedding, stale_embedding, queued,
 /// dead_letters, zero_vectors, non_finite, unresolved_locators.
-pub fn contract_sql(corpus: &Corpus, idx: usize, sample: Option<f64>) -> (String, Vec<Param>) {
+pub fn contract_sql(corpus: &Corpus, idx: usize, sample: Option<f64>) -> Query {
     let src = &corpus.sources[idx];
     let mut params = Params::default();
     let parts = plan::scope_parts(src, &mut params);
@@ -119,29 +221,30 @@ WHERE {isolation}",
         from = plan::from_clause_sampled(src, sample),
         isolation = all(&parts.isolation),
     );
-    (sql, params.values)
+    Query::new(sql, params.values)
 }
 
 /// Items whose parent row is gone (only for sources with a parent table).
-pub fn orphans_sql(src: &Source, sample: Option<f64>) -> Option<String> {
+pub fn orphans_sql(src: &Source, sample: Option<f64>) -> Option<Query> {
     let (parent, key) = (src.parent.as_ref()?, src.parent_key.as_ref()?);
     let mut from = format!("FROM {} AS i", qualified(&src.item.schema, &src.item.name));
     if let Some(pct) = sample {
         from.push_str(&format!(" TABLESAMPLE SYSTEM ({pct})"));
     }
-    Some(format!(
+    let sql = format!(
         "SELECT count(*) AS orphans {from} WHERE {fk} IS NOT NULL AND NOT EXISTS \
          (SELECT 1 FROM {parent} AS p WHERE {key} = {fk})",
         fk = plan::col(&src.parent_fk),
         parent = qualified(&parent.schema, &parent.name),
         key = plan::col(key),
-    ))
+    );
+    Some(Query::new(sql, Vec::new()))
 }
 
 /// A sample of items of the same tables that are NOT in the corpus (failing its isolation
 /// predicate), with an embedding: the likeliest leaks, used as probe queries.
 /// Columns: item_id, embedding (real[]), content.
-pub fn foreign_probes_sql(corpus: &Corpus, idx: usize, limit: i64) -> Option<(String, Vec<Param>)> {
+pub fn foreign_probes_sql(corpus: &Corpus, idx: usize, limit: i64) -> Option<Query> {
     let src = &corpus.sources[idx];
     if src.isolation.is_empty() {
         return None;
@@ -160,13 +263,13 @@ LIMIT {lim}",
         from = plan::from_clause_sampled(src, None),
         isolation = coalesce_false(all(&parts.isolation)),
     );
-    Some((sql, params.values))
+    Some(Query::new(sql, params.values))
 }
 
 /// The isolation columns' values of the parents of the given items, as text, read without the
 /// planner's predicate: an independent check of what the searches returned.
 /// Columns: item_id, then one column per isolation condition (in `src.isolation` order).
-pub fn isolation_values_sql(src: &Source, ids: Vec<String>) -> (String, Vec<Param>) {
+pub fn isolation_values_sql(src: &Source, ids: Vec<String>) -> Query {
     let mut params = Params::default();
     let p = params.push(Param::TextArray(ids));
     let cols: Vec<String> =
@@ -179,13 +282,13 @@ pub fn isolation_values_sql(src: &Source, ids: Vec<String>) -> (String, Vec<Para
         plan::from_clause_sampled(src, None),
         plan::col(&src.id)
     );
-    (sql, params.values)
+    Query::new(sql, params.values)
 }
 
 /// Every index of the item table with its access method, validity, key columns and operator
 /// classes. Columns: name, am, valid, columns (text[]), opclasses (text[]).
-pub fn indexes_sql(oid: i64) -> (String, Vec<Param>) {
-    (
+pub fn indexes_sql(oid: i64) -> Query {
+    Query::new(
         "SELECT ci.relname::text AS name, am.amname::text AS am, x.indisvalid AS valid,
        array(SELECT a.attname::text FROM unnest(x.indkey) WITH ORDINALITY k(attnum, n)
                JOIN pg_catalog.pg_attribute a ON a.attrelid = x.indrelid AND a.attnum = k.attnum
@@ -272,7 +375,7 @@ pub fn judge_indexes(corpus: &str, src: &Source, indexes: &[IndexInfo]) -> Check
         } else {
             format!(
                 "The ANN index {} uses {} but the source searches with {}: DROP INDEX CONCURRENTLY {}; SET max_parallel_maintenance_workers = 0; CREATE INDEX CONCURRENTLY ON {table} USING hnsw ({} {});",
-                ann[0].name,
+                ident(&ann[0].name),
                 ann[0].opclasses.first().map_or("?", String::as_str),
                 src.distance.opclass(),
                 if ann[0].qualified.is_empty() { ident(&ann[0].name) } else { ann[0].qualified.clone() },
@@ -313,6 +416,70 @@ pub fn judge_indexes(corpus: &str, src: &Source, indexes: &[IndexInfo]) -> Check
     row
 }
 
+/// A corpus at most this share of its item table's rows (and at least
+/// [`PARTIAL_INDEX_MIN_ITEMS`] items) is a small slice: its semantic branch either searches
+/// every item exactly or filters an HNSW scan of the whole table, and a partial HNSW index over
+/// the corpus makes it about as fast as an unfiltered search (docs/filtered-ann.md).
+pub const PARTIAL_INDEX_MAX_SHARE: f64 = 0.1;
+/// Below this many searchable items exact search is cheap enough (about 1 ms at 1024-d).
+pub const PARTIAL_INDEX_MIN_ITEMS: i64 = 1000;
+
+/// The advice for a small slice without a partial HNSW index serving it: the SQL that builds
+/// one (with the isolation column copied into the item table when it lives on the parent; the
+/// search then filters on both copies). None when the corpus is no small slice, has no
+/// isolation predicate, or a partial index already serves it. Every identifier and value is
+/// quoted.
+pub fn partial_index_advice(src: &Source, searchable: i64, table_rows: f64, served_by_partial: bool) -> Option<String> {
+    if served_by_partial
+        || src.isolation.is_empty()
+        || searchable < PARTIAL_INDEX_MIN_ITEMS
+        || table_rows <= 0.0
+        || searchable as f64 / table_rows > PARTIAL_INDEX_MAX_SHARE
+    {
+        return None;
+    }
+    let table = qualified(&src.item.schema, &src.item.name);
+    let mut steps = Vec::new();
+    let mut preds = Vec::new();
+    for c in &src.isolation {
+        let column = ident(&c.col.column);
+        let copied = src.isolation.iter().any(|o| o.col.side == Side::Item && o.col.column == c.col.column);
+        if c.col.side == Side::Parent && !copied {
+            if let (Some(parent), Some(key)) = (&src.parent, &src.parent_key) {
+                steps.push(format!(
+                    "ALTER TABLE {table} ADD COLUMN {column} {}; UPDATE {table} AS i SET {column} = p.{column} FROM {} AS p WHERE p.{} = i.{};",
+                    c.col.sql_type,
+                    qualified(&parent.schema, &parent.name),
+                    ident(&key.column),
+                    ident(&src.parent_fk.column),
+                ));
+            }
+        }
+        if c.col.side == Side::Parent && copied {
+            continue; // its item-side copy carries the condition
+        }
+        let values: Vec<String> = c.values.iter().map(|v| crate::sql::literal(v)).collect();
+        preds.push(if values.len() == 1 {
+            format!("{column} = {}", values[0])
+        } else {
+            format!("{column} IN ({})", values.join(", "))
+        });
+    }
+    let copy_note = if steps.is_empty() {
+        String::new()
+    } else {
+        " (keep the copy equal to the parent's, e.g. with a trigger; pg_corpus then filters on both copies)".to_string()
+    };
+    Some(format!(
+        "The corpus is {:.1}% of {table} ({searchable} searchable items): a partial HNSW index over it makes its semantic branch about as fast as an unfiltered search{copy_note}: {}SET max_parallel_maintenance_workers = 0; CREATE INDEX CONCURRENTLY ON {table} USING hnsw ({} {}) WHERE {};",
+        100.0 * searchable as f64 / table_rows,
+        steps.iter().map(|s| format!("{s} ")).collect::<String>(),
+        ident(&src.embedding.column),
+        src.distance.opclass(),
+        preds.join(" AND "),
+    ))
+}
+
 /// True when `sql` carries every isolation condition of `src` with its values among `params`:
 /// the static half of the isolation audit, run over every subplan the search would generate.
 pub fn carries_isolation(src: &Source, sql: &str, params: &[Param]) -> bool {
@@ -326,6 +493,41 @@ pub fn carries_isolation(src: &Source, sql: &str, params: &[Param]) -> bool {
         };
         in_sql && bound && (c.col.side == Side::Item || sql.contains(" AS p ON "))
     })
+}
+
+#[cfg(test)]
+mod partial_index_tests {
+    use super::*;
+    use crate::resolve::tests::legal;
+
+    #[test]
+    fn a_small_slice_gets_the_sql_of_its_partial_index_quoted() {
+        let c = legal();
+        let src = &c.sources[0];
+        assert!(partial_index_advice(src, 500, 100_000.0, false).is_none(), "few items: exact is cheap");
+        assert!(partial_index_advice(src, 50_000, 100_000.0, false).is_none(), "half the table");
+        assert!(partial_index_advice(src, 5_000, 100_000.0, true).is_none(), "already served");
+        let hint = partial_index_advice(src, 5_000, 100_000.0, false).unwrap();
+        assert!(hint.contains("5.0% of \"public\".\"precedent_chunks\""), "{hint}");
+        assert!(
+            hint.contains("ALTER TABLE \"public\".\"precedent_chunks\" ADD COLUMN \"source_kind\" text;"),
+            "{hint}"
+        );
+        assert!(hint.contains("p.\"id\" = i.\"case_law_id\""), "{hint}");
+        assert!(
+            hint.contains("USING hnsw (\"embedding\" vector_cosine_ops) WHERE \"source_kind\" = 'external_upload';"),
+            "{hint}"
+        );
+    }
+
+    #[test]
+    fn isolation_values_in_the_advice_are_literals() {
+        let mut c = legal();
+        let src = &mut c.sources[0];
+        src.isolation[0].values = vec!["e', false); DROP TABLE victim; --".into(), "b".into()];
+        let hint = partial_index_advice(src, 5_000, 100_000.0, false).unwrap();
+        assert!(hint.contains("IN ('e'', false); DROP TABLE victim; --', 'b')"), "{hint}");
+    }
 }
 
 #[cfg(test)]
@@ -344,19 +546,18 @@ mod tests {
     #[test]
     fn contract_sql_counts_inside_the_isolation_only() {
         let c = legal();
-        let (sql, params) = contract_sql(&c, 1, None);
-        assert!(sql.contains("WHERE (p.\"source_kind\" = $"), "{sql}");
-        assert!(params.contains(&Param::Text("external_upload".into())));
-        assert!(sql.contains("i.\"review_status\" = $"));
-        let (sql, _) = contract_sql(&c, 0, Some(5.0));
-        assert!(sql.contains("TABLESAMPLE SYSTEM (5)"));
+        let q = contract_sql(&c, 1, None);
+        assert!(q.sql().contains("WHERE (p.\"source_kind\" = $"), "{}", q.sql());
+        assert!(q.params().contains(&Param::Text("external_upload".into())));
+        assert!(q.sql().contains("i.\"review_status\" = $"));
+        assert!(contract_sql(&c, 0, Some(5.0)).sql().contains("TABLESAMPLE SYSTEM (5)"));
     }
 
     #[test]
     fn probes_come_from_outside_the_corpus() {
         let c = legal();
-        let (sql, _) = foreign_probes_sql(&c, 0, 5).unwrap();
-        assert!(sql.contains("WHERE NOT COALESCE((p.\"source_kind\" = $"), "{sql}");
+        let q = foreign_probes_sql(&c, 0, 5).unwrap();
+        assert!(q.sql().contains("WHERE NOT COALESCE((p.\"source_kind\" = $"), "{}", q.sql());
     }
 
     #[test]

@@ -82,6 +82,9 @@ pub trait Executor {
     fn branch_hits(&mut self, plan: &Subplan, settings: &[Setting]) -> Result<Vec<Hit>>;
     /// The planner's row estimate of a query (planned with these values, not run).
     fn estimate_rows(&mut self, sql: &str, params: &[Param]) -> Result<f64>;
+    /// Whether the planner serves this approximate subplan (under `settings`) with a partial
+    /// HNSW index, i.e. one whose predicate the corpus predicate implies.
+    fn served_by_partial_index(&mut self, plan: &Subplan, settings: &[Setting]) -> Result<bool>;
     /// `pg_class.reltuples` of each table (negative: never analysed).
     fn table_rows(&mut self, tables: &[i64]) -> Result<Vec<f64>>;
     /// Document frequencies of `terms` in a corpus' statistics, with its totals: one round trip.

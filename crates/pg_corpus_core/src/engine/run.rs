@@ -22,7 +22,11 @@ pub struct SemanticPlan {
     pub selectivity: f64,
 }
 
-/// Each source's semantic plan, from the planner's estimate of its slice.
+/// Each source's semantic plan, from the planner's estimate of its slice: a slice of at most
+/// `pg_corpus.exact_search_max_rows` items is searched exactly, unless a partial HNSW index
+/// covers the corpus (its predicate implied by the corpus predicate: the planner uses it for
+/// the approximate subplan), which is then faster still (1% slice of 100k × 1024-d: 0.9× an
+/// unfiltered search against 3.0× exact, docs/filtered-ann.md).
 pub fn semantic_plans(req: &Request, exec: &mut dyn Executor) -> Result<Vec<SemanticPlan>> {
     if req.vector.is_none() {
         return Ok(Vec::new());
@@ -35,10 +39,25 @@ pub fn semantic_plans(req: &Request, exec: &mut dyn Executor) -> Result<Vec<Sema
             let (sql, params) = plan::slice_estimate(&req.corpus, idx, &req.conds);
             let slice = exec.estimate_rows(&sql, &params)?;
             let selectivity = if total > 0.0 { (slice / total).clamp(1e-6, 1.0) } else { 1.0 };
-            let strategy = if slice <= exact_max { Strategy::Exact } else { Strategy::Approximate };
+            let strategy = if slice > exact_max || covered_by_partial_index(req, idx, selectivity, exec)? {
+                Strategy::Approximate
+            } else {
+                Strategy::Exact
+            };
             Ok(SemanticPlan { strategy, selectivity })
         })
         .collect()
+}
+
+/// Whether the planner serves source `idx`'s approximate subplan with a partial HNSW index.
+/// Asked with a fixed probe vector (the index choice does not depend on it), so that the
+/// executor can memoise the answer per corpus and filters.
+fn covered_by_partial_index(req: &Request, idx: usize, selectivity: f64, exec: &mut dyn Executor) -> Result<bool> {
+    let dims = req.corpus.sources[idx].dimensions.max(1) as usize;
+    let probe = vec![(1.0 / dims as f64).sqrt() as f32; dims];
+    let p = plan::semantic(&req.corpus, idx, &req.conds, &probe, req.window as i64, Strategy::Approximate);
+    let settings = settings::ann(req.window, selectivity, req.config.ann_max_scan_tuples);
+    exec.served_by_partial_index(&p, &settings)
 }
 
 /// What one round searches for: the request's query, or feedback's moved one.

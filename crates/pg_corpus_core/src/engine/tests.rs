@@ -32,6 +32,7 @@ enum Call {
     Branch { source: usize, branch: Branch, strategy: Strategy, limit: i64, settings: Vec<Setting>, vector0: f32 },
     Estimate,
     TableRows,
+    Partial(usize),
     TermStats(Vec<String>),
     Champions(usize),
     TsKeys,
@@ -53,6 +54,8 @@ struct Fake {
     vanished: Vec<String>,
     /// Ids queued for re-embedding (stale embeddings).
     stale: Vec<String>,
+    /// Sources whose approximate subplan a partial HNSW index serves.
+    partial_index: Vec<usize>,
 }
 
 impl Fake {
@@ -68,6 +71,7 @@ impl Fake {
             fail_at: None,
             vanished: Vec::new(),
             stale: Vec::new(),
+            partial_index: Vec::new(),
         }
     }
 
@@ -142,6 +146,13 @@ impl Executor for Fake {
     fn estimate_rows(&mut self, sql: &str, _params: &[Param]) -> Result<f64> {
         self.record(Call::Estimate)?;
         Ok(if sql.contains("\"halachot\"") { self.slice_rows[1] } else { self.slice_rows[0] })
+    }
+
+    fn served_by_partial_index(&mut self, p: &Subplan, settings: &[Setting]) -> Result<bool> {
+        assert_eq!(p.strategy, Strategy::Approximate);
+        assert!(settings.iter().any(|s| s.name == "hnsw.iterative_scan"), "asked under the ANN settings");
+        self.record(Call::Partial(p.source))?;
+        Ok(self.partial_index.contains(&p.source))
     }
 
     fn table_rows(&mut self, tables: &[i64]) -> Result<Vec<f64>> {
@@ -315,6 +326,28 @@ fn a_small_slice_is_searched_exactly_a_large_one_through_hnsw_with_its_scan_budg
     // 40 rows of a 10% slice, four times over: 1,600, raised to the 20,000 floor
     assert_eq!(budget.value, "20000");
     assert!(strategies[1].1.iter().any(|s| s.name == "hnsw.iterative_scan" && s.value == "relaxed_order"));
+}
+
+#[test]
+fn a_small_slice_covered_by_a_partial_hnsw_index_uses_it() {
+    let mut f = default_fake();
+    f.slice_rows = vec![3000.0, 3000.0];
+    f.partial_index = vec![1];
+    run(&mut f, args("semantic"), Config::default()).unwrap();
+    let strategies: Vec<(usize, Strategy)> = f
+        .calls
+        .iter()
+        .filter_map(|c| match c {
+            Call::Branch { source, strategy, .. } => Some((*source, *strategy)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(strategies, vec![(0, Strategy::Exact), (1, Strategy::Approximate)]);
+    // a large slice is approximate anyway: the planner is not asked
+    let mut f = default_fake();
+    f.slice_rows = vec![50_000.0, 50_000.0];
+    run(&mut f, args("semantic"), Config::default()).unwrap();
+    assert!(!f.calls.iter().any(|c| matches!(c, Call::Partial(_))));
 }
 
 #[test]
