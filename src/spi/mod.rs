@@ -54,8 +54,9 @@ thread_local! {
 
 /// Run a read-only statement pg_corpus built, through a saved plan kept per backend for its SQL
 /// text and parameter types (what PL/pgSQL does for each of its statements): parse analysis is
-/// done once, and PostgreSQL's plan cache chooses custom or generic plans and re-plans after
-/// DDL, ANALYZE or a change of role or row-level security. Nearly all the time of a search of
+/// done once, and PostgreSQL's plan cache re-plans after DDL, ANALYZE or a change of role or
+/// row-level security. It chooses custom or generic plans by `plan_cache_mode`; the search's
+/// executor forces custom plans for subplans and fetches, whose plans follow their values. Nearly all the time of a search of
 /// an empty corpus was parsing, analysing and planning its subplans (docs/search-engine.md).
 pub(crate) fn select_saved<R>(
     sql: &str,

@@ -151,7 +151,13 @@ fn subplans(
         match (&req.text, q.lexical, &plans) {
             (Some(_), Some(lex), Some(plans)) => {
                 if let Some(cp) = &plans[idx] {
-                    let scope = lexical::scope_check(cp, lex.corpus_share, lex.corpus.n_docs, !req.conds.is_empty());
+                    let scope = lexical::scope_check_costed(
+                        cp,
+                        lex.corpus_share,
+                        lex.corpus.n_docs,
+                        !req.conds.is_empty(),
+                        lex.corpus_parents.get(idx).copied().flatten(),
+                    );
                     let mut p = plan::lexical_bm25(
                         &req.corpus,
                         idx,
@@ -362,7 +368,10 @@ pub fn ranked(req: &Request, exec: &mut dyn Executor) -> Result<Vec<Fused>> {
 /// predicate and filters.
 pub fn search(req: &Request, exec: &mut dyn Executor) -> Result<Vec<SearchRow>> {
     let rows = ranked(req, exec)?;
-    let stale = queued(req, rows.iter().map(|f| (f.source, f.item_id.as_str())), exec)?;
+    // hits the semantic branch kept are known fresh (it dropped the stale ones); the others
+    // are looked up
+    let unknown = rows.iter().filter(|f| req.include_stale || f.semantic.is_none());
+    let stale = queued(req, unknown.map(|f| (f.source, f.item_id.as_str())), exec)?;
     let mut fetched = HashMap::new();
     for (idx, ids) in ids_per_source(rows.iter(), req.corpus.sources.len()) {
         let (sql, params) = plan::fetch(&req.corpus, idx, &req.conds, ids);

@@ -29,7 +29,15 @@ struct Item {
 
 #[derive(Debug, Clone, PartialEq)]
 enum Call {
-    Branch { source: usize, branch: Branch, strategy: Strategy, limit: i64, settings: Vec<Setting>, vector0: f32 },
+    Branch {
+        source: usize,
+        branch: Branch,
+        strategy: Strategy,
+        limit: i64,
+        settings: Vec<Setting>,
+        vector0: f32,
+        sql: String,
+    },
     Estimate,
     TableRows,
     Partial(usize),
@@ -117,6 +125,7 @@ impl Executor for Fake {
             limit: p.limit,
             settings: settings.to_vec(),
             vector0,
+            sql: p.sql.clone(),
         })?;
         let mut rows: Vec<&Item> = match p.branch {
             Branch::Semantic => self.items[p.source].iter().collect(),
@@ -525,7 +534,9 @@ fn stale_embeddings_are_dropped_from_the_semantic_branch_only_and_flagged() {
     f.stale = nearest.clone();
     let mut a = args("hybrid");
     a.max_per_parent = Some(0);
+    a.k = 200;
     let rows = run(&mut f, a.clone(), Config::default()).unwrap();
+    assert!(rows.iter().any(|r| r.embedding_stale), "the stale items are found by their text");
     for r in &rows {
         let stale = nearest.contains(&r.item_id);
         assert_eq!(r.embedding_stale, stale, "{r:?}");
@@ -533,8 +544,17 @@ fn stale_embeddings_are_dropped_from_the_semantic_branch_only_and_flagged() {
             assert!(r.semantic_rank.is_none() && r.lexical_rank.is_some(), "found by its text only");
         }
     }
-    // one lookup per round and one for the final rows
-    assert_eq!(f.calls.iter().filter(|c| matches!(c, Call::Queued(_))).count(), 2);
+    // one lookup per round and one for the final rows the semantic branch did not vouch for
+    let lookups: Vec<usize> = f
+        .calls
+        .iter()
+        .filter_map(|c| match c {
+            Call::Queued(n) => Some(*n),
+            _ => None,
+        })
+        .collect();
+    let lexical_only = rows.iter().filter(|r| r.semantic_rank.is_none()).count();
+    assert_eq!(lookups, vec![1600, lexical_only], "the round's 2 x 800 semantic hits, then the lexical-only rows");
     a.include_stale = true;
     let mut f2 = default_fake();
     f2.stale = nearest.clone();
@@ -553,6 +573,29 @@ fn dropping_stale_embeddings_still_fills_k_rows() {
     assert!(rows.iter().all(|r| !r.embedding_stale));
     let limits: Vec<i64> = f.branch_calls().iter().filter(|c| c.0 == 0).map(|c| c.2).collect();
     assert_eq!(limits, vec![40, 160]);
+}
+
+#[test]
+fn a_corpus_with_many_parents_checks_its_predicate_after_ranking() {
+    // 47.5% of a table: 47,500 parents (the estimate) make joining them dearer than scoring
+    // the other corpus' matches; 4,750 do not
+    for (parents, after_ranking) in [(47_500.0, true), (4_750.0, false)] {
+        let mut f = default_fake();
+        f.df = [("חוזה".to_string(), 1500u64), ("שכירות".to_string(), 400_000)].into_iter().collect();
+        f.documents = 475_000;
+        f.table_rows = vec![1_000_000.0, 1_000_000.0];
+        f.slice_rows = vec![parents, parents];
+        run(&mut f, args("lexical"), Config::default()).unwrap();
+        let sql = f
+            .calls
+            .iter()
+            .find_map(|c| match c {
+                Call::Branch { branch: Branch::Lexical, sql, .. } => Some(sql.clone()),
+                _ => None,
+            })
+            .unwrap();
+        assert_eq!(sql.contains("WHERE EXISTS (SELECT 1"), after_ranking, "{parents} parents: {sql}");
+    }
 }
 
 #[test]
