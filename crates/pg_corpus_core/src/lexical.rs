@@ -322,6 +322,40 @@ pub fn scope_check(plan: &CandidatePlan, corpus_share: f64, documents: u64, filt
     }
 }
 
+/// About what scoring one GIN match costs (detoasting its tsvector and `_bm25_score`), and what
+/// joining one parent of the corpus costs when the candidates are joined before scoring (the
+/// hash of the corpus' parents: 3–4 ms at 8,000), in µs (docs/lexical-speed.md).
+pub const SCORE_US_PER_MATCH: f64 = 2.0;
+pub const JOIN_US_PER_PARENT: f64 = 0.45;
+
+/// [`scope_check`], with the corpus' parents counted (`corpus_parents`, the planner's estimate;
+/// None without a parent table): a form that joins before scoring reads every parent of the
+/// corpus, so when that costs more than scoring the other corpora's matches too, the predicate
+/// is checked after ranking instead. At 100k chunks a corpus of 47.5% of the parents (4,750)
+/// is joined; at 1M its 47,500 parents would cost about 21 ms, against about 4.4 ms for
+/// scoring the other corpus' share of a 2,000-candidate budget.
+pub fn scope_check_costed(
+    plan: &CandidatePlan,
+    corpus_share: f64,
+    documents: u64,
+    filtered: bool,
+    corpus_parents: Option<f64>,
+) -> ScopeCheck {
+    let base = scope_check(plan, corpus_share, documents, filtered);
+    match (base, corpus_parents) {
+        (ScopeCheck::AfterRanking, _) | (_, None) => base,
+        _ if filtered || corpus_share <= 0.0 => base,
+        (_, Some(parents)) => {
+            let other_matches = plan.found as f64 * (1.0 / corpus_share.min(1.0) - 1.0);
+            if other_matches * SCORE_US_PER_MATCH < parents.max(0.0) * JOIN_US_PER_PARENT {
+                ScopeCheck::AfterRanking
+            } else {
+                base
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -362,6 +396,26 @@ mod tests {
         assert_eq!(corpus_share(800, &[500.0]), 1.0, "statistics newer than reltuples");
         assert_eq!(corpus_share(800, &[-1.0, 5000.0]), 0.0, "a table never analysed: unknown");
         assert_eq!(corpus_share(0, &[0.0]), 0.0);
+    }
+
+    #[test]
+    fn many_corpus_parents_make_checking_after_ranking_cheaper() {
+        let keys: Vec<QueryKey> =
+            ["rare", "common"].iter().map(|k| QueryKey { key: k.to_string(), weight: 1.0 }).collect();
+        let df = |k: &str| if k == "rare" { 1500 } else { 50_000 };
+        let plan = candidate_plan(&keys, df, 100_000, 2000, 10).unwrap();
+        assert_eq!(plan.found, 1500);
+        // 47.5% of the parents: 4,750 at 100k (joined), 47,500 at 1M (after ranking)
+        let base = scope_check(&plan, 0.475, 47_500, false);
+        assert_ne!(base, ScopeCheck::AfterRanking);
+        assert_eq!(scope_check_costed(&plan, 0.475, 47_500, false, Some(4_750.0)), base);
+        assert_eq!(scope_check_costed(&plan, 0.475, 475_000, false, Some(47_500.0)), ScopeCheck::AfterRanking);
+        // unknown parents, filters or share: the rule without costs
+        assert_eq!(scope_check_costed(&plan, 0.475, 475_000, false, None), base);
+        assert_eq!(scope_check_costed(&plan, 0.475, 475_000, true, Some(47_500.0)), ScopeCheck::Joined);
+        assert_eq!(scope_check_costed(&plan, 0.0, 475_000, false, Some(47_500.0)), ScopeCheck::Joined);
+        // a tiny corpus: the other corpora's matches are many, its parents few
+        assert_eq!(scope_check_costed(&plan, 0.01, 1_000, false, Some(100.0)), scope_check(&plan, 0.01, 1_000, false));
     }
     use crate::tsvector::tests::encode;
 

@@ -516,6 +516,36 @@ pub fn slice_estimate(corpus: &Corpus, idx: usize, conds: &[Condition]) -> (Stri
     (format!("SELECT 1 {}\nWHERE {}", from_clause_sampled(src, None), preds.join("\n  AND ")), params.values)
 }
 
+/// Whether a source has any searchable item in the corpus slice (with the caller's filters):
+/// `SELECT EXISTS (SELECT 1 FROM ... WHERE <scope predicate> AND <filters>)`. Asked when the
+/// planner estimates the slice at a row or less, so that an empty corpus (a new tenant, filters
+/// that match nothing) runs one cheap query per source instead of planning its subplans.
+pub fn slice_probe(corpus: &Corpus, idx: usize, conds: &[Condition]) -> (String, Vec<Param>) {
+    let src = &corpus.sources[idx];
+    let mut params = Params::default();
+    let fw = from_where(src, conds, false, &[], &mut params);
+    (format!("SELECT EXISTS (SELECT 1\n{fw})"), params.values)
+}
+
+/// The planner's view of a source's parents in the corpus: `SELECT 1 FROM parent p WHERE <the
+/// isolation conditions on the parent>` (None without a parent table). The lexical branch
+/// estimates from it what joining the corpus' parents costs.
+pub fn parent_slice_estimate(corpus: &Corpus, idx: usize) -> Option<(String, Vec<Param>)> {
+    let src = &corpus.sources[idx];
+    let parent = src.parent.as_ref()?;
+    let mut params = Params::default();
+    let preds: Vec<String> = src
+        .isolation
+        .iter()
+        .filter(|c| c.col.side == crate::resolve::Side::Parent)
+        .map(|c| bound(c, &mut params))
+        .collect();
+    Some((
+        format!("SELECT 1 FROM {} AS p\nWHERE {}", qualified(&parent.schema, &parent.name), all(&preds)),
+        params.values,
+    ))
+}
+
 fn json_object(pairs: &[(String, ColRef)], params: &mut Params) -> String {
     if pairs.is_empty() {
         return "'{}'::jsonb".to_string();
@@ -620,6 +650,7 @@ mod tests {
                 }
             }
             out.push(slice_estimate(&c, idx, &conds));
+            out.push(slice_probe(&c, idx, &conds));
             out.push(feedback_fetch(&c, idx, &conds, vec!["1".into()]));
             out.push(fetch(&c, idx, &conds, vec!["1".into()]));
         }
@@ -761,6 +792,15 @@ mod tests {
         assert!(!p.sql.contains("embedding_queue"));
         let (sql, _) = fetch(&c, 0, &[], vec!["1".into()]);
         assert!(!sql.contains("embedding_queue"), "nor the final fetch");
+    }
+
+    #[test]
+    fn the_parent_estimate_carries_the_parent_side_isolation() {
+        let c = legal();
+        let (sql, params) = parent_slice_estimate(&c, 1).unwrap();
+        assert_placeholders_match(&sql, &params);
+        assert!(sql.starts_with("SELECT 1 FROM \"public\".\"case_law\" AS p\nWHERE (p.\"source_kind\" = $1"), "{sql}");
+        assert_eq!(params, vec![Param::Text("external_upload".into())]);
     }
 
     #[test]

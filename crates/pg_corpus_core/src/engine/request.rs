@@ -10,6 +10,7 @@ use crate::bm25::{Bm25Params, CorpusStats};
 use crate::error::{CoreError, Result, SqlState};
 use crate::filters::{self, Condition};
 use crate::lexical::{self, QueryKey};
+use crate::plan;
 use crate::resolve::{Corpus, Distance};
 
 /// Characters of query_text the lexical branch uses (documented in the README): an OR of more
@@ -136,6 +137,8 @@ pub struct LexicalPlans {
     pub params: Bm25Params,
     /// The corpus' share of its source tables' rows (0 when a table was never analysed).
     pub corpus_share: f64,
+    /// Per source, the planner's estimate of the corpus' parents (None without a parent table).
+    pub corpus_parents: Vec<Option<f64>>,
 }
 
 impl LexicalPlans {
@@ -348,5 +351,11 @@ fn lexical_plans(
     let stats = exec.term_stats(&corpus.name, &all)?;
     let corpus_stats = CorpusStats { n_docs: stats.documents, total_length: stats.total_length };
     let corpus_share = lexical::corpus_share(corpus_stats.n_docs, table_rows);
-    Ok(LexicalPlans { keys_per_source, stats, corpus: corpus_stats, params, corpus_share })
+    let corpus_parents = (0..corpus.sources.len())
+        .map(|idx| match plan::parent_slice_estimate(corpus, idx) {
+            Some((sql, params)) => exec.estimate_rows(&sql, &params).map(Some),
+            None => Ok(None),
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(LexicalPlans { keys_per_source, stats, corpus: corpus_stats, params, corpus_share, corpus_parents })
 }
