@@ -92,6 +92,11 @@ impl Executor for SpiExecutor {
         Ok(v)
     }
 
+    fn any_row(&mut self, sql: &str, params: &[Param]) -> Result<bool, CoreError> {
+        self.settle_custom(&[]);
+        select_saved(sql, &datums(params), |table| Ok(table.first().get_one::<bool>()?.unwrap_or(false)))
+    }
+
     fn table_rows(&mut self, tables: &[i64]) -> Result<Vec<f64>, CoreError> {
         let key = |t: i64| format!("reltuples:{t}");
         let cached: Option<Vec<f64>> = tables.iter().map(|&t| catalog::cached_fact(&self.corpus, &key(t))).collect();

@@ -15,22 +15,27 @@ use crate::plan::{self, Branch, Strategy, Subplan};
 use crate::sql::Param;
 
 /// How the semantic branch of one source runs: exact over a small slice, else the HNSW index
-/// with an iterative scan sized by the slice's selectivity (docs/filtered-ann.md).
+/// with an iterative scan sized by the slice's selectivity (docs/filtered-ann.md); and whether
+/// the source's slice is empty, so that neither branch runs for it.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SemanticPlan {
     pub strategy: Strategy,
     pub selectivity: f64,
+    pub empty: bool,
 }
 
-/// Each source's semantic plan, from the planner's estimate of its slice: a slice of at most
+/// A slice the planner estimates at this many rows or fewer (its minimum is 1) is probed for
+/// emptiness before its subplans are planned: planning them was nearly all of the time of a
+/// search of an empty corpus (docs/search-engine.md).
+pub const EMPTY_PROBE_MAX_ESTIMATE: f64 = 1.0;
+
+/// Each source's plan, from the planner's estimate of its slice: a slice of at most
 /// `pg_corpus.exact_search_max_rows` items is searched exactly, unless a partial HNSW index
 /// covers the corpus (its predicate implied by the corpus predicate: the planner uses it for
 /// the approximate subplan), which is then faster still (1% slice of 100k × 1024-d: 0.9× an
-/// unfiltered search against 3.0× exact, docs/filtered-ann.md).
+/// unfiltered search against 3.0× exact, docs/filtered-ann.md). A slice estimated at a row
+/// or less is probed, and skipped when it holds no searchable item.
 pub fn semantic_plans(req: &Request, exec: &mut dyn Executor) -> Result<Vec<SemanticPlan>> {
-    if req.vector.is_none() {
-        return Ok(Vec::new());
-    }
     let exact_max = f64::from(req.config.exact_search_max_rows);
     req.table_rows
         .iter()
@@ -39,12 +44,18 @@ pub fn semantic_plans(req: &Request, exec: &mut dyn Executor) -> Result<Vec<Sema
             let (sql, params) = plan::slice_estimate(&req.corpus, idx, &req.conds);
             let slice = exec.estimate_rows(&sql, &params)?;
             let selectivity = if total > 0.0 { (slice / total).clamp(1e-6, 1.0) } else { 1.0 };
-            let strategy = if slice > exact_max || covered_by_partial_index(req, idx, selectivity, exec)? {
+            let empty = slice <= EMPTY_PROBE_MAX_ESTIMATE && {
+                let (sql, params) = plan::slice_probe(&req.corpus, idx, &req.conds);
+                !exec.any_row(&sql, &params)?
+            };
+            let strategy = if req.vector.is_none() || empty {
+                Strategy::Exact
+            } else if slice > exact_max || covered_by_partial_index(req, idx, selectivity, exec)? {
                 Strategy::Approximate
             } else {
                 Strategy::Exact
             };
-            Ok(SemanticPlan { strategy, selectivity })
+            Ok(SemanticPlan { strategy, selectivity, empty })
         })
         .collect()
 }
@@ -145,6 +156,9 @@ fn subplans(
     };
     let mut out = Vec::new();
     for idx in 0..req.corpus.sources.len() {
+        if sem.get(idx).is_some_and(|s| s.empty) {
+            continue;
+        }
         if let Some(v) = q.vector {
             out.push(plan::semantic(&req.corpus, idx, &req.conds, v, window as i64, sem[idx].strategy));
         }
@@ -422,7 +436,23 @@ pub struct ExplainRow {
 pub fn explain(req: &Request, exec: &mut dyn Executor) -> Result<Vec<ExplainRow>> {
     let sem = semantic_plans(req, exec)?;
     let plans = subplans(req, req.query(), &sem, req.window, exec)?;
-    Ok(plans
+    // a source whose slice the probe found empty runs no subplan: show the probe instead
+    let probes: Vec<ExplainRow> = sem
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| s.empty)
+        .map(|(idx, _)| {
+            let (sql, params) = plan::slice_probe(&req.corpus, idx, &req.conds);
+            ExplainRow {
+                source: req.corpus.sources[idx].name.clone(),
+                branch: "none",
+                strategy: "empty_slice",
+                sql,
+                params: serde_json::to_value(&params).unwrap_or(Value::Null),
+            }
+        })
+        .collect();
+    let mut rows: Vec<ExplainRow> = plans
         .into_iter()
         .map(|p| {
             let params: Vec<Value> = p
@@ -449,5 +479,7 @@ pub fn explain(req: &Request, exec: &mut dyn Executor) -> Result<Vec<ExplainRow>
                 params: Value::Array(params),
             }
         })
-        .collect())
+        .collect();
+    rows.extend(probes);
+    Ok(rows)
 }

@@ -41,6 +41,7 @@ enum Call {
     Estimate,
     TableRows,
     Partial(usize),
+    Probe(usize),
     TermStats(Vec<String>),
     Champions(usize),
     TsKeys,
@@ -162,6 +163,12 @@ impl Executor for Fake {
         assert!(settings.iter().any(|s| s.name == "hnsw.iterative_scan"), "asked under the ANN settings");
         self.record(Call::Partial(p.source))?;
         Ok(self.partial_index.contains(&p.source))
+    }
+
+    fn any_row(&mut self, sql: &str, _params: &[Param]) -> Result<bool> {
+        let src = if sql.contains("\"halachot\"") { 1 } else { 0 };
+        self.record(Call::Probe(src))?;
+        Ok(!self.items[src].is_empty())
     }
 
     fn table_rows(&mut self, tables: &[i64]) -> Result<Vec<f64>> {
@@ -382,7 +389,7 @@ fn the_window_stops_widening_when_the_sources_are_exhausted_or_at_max_candidates
     a.k = 20;
     let rows = run(&mut f, a, Config::default()).unwrap();
     assert_eq!(rows.len(), 10, "only 10 parents exist");
-    assert_eq!(f.branch_calls().len(), 2, "no source filled its window: one round");
+    assert_eq!(f.branch_calls(), vec![(0, Branch::Semantic, 80)], "one round; the empty source runs nothing");
 
     let mut f = Fake::new(vec![items(0, 100_000, 1000), items(1, 0, 1)]);
     let mut a = args("semantic");
@@ -596,6 +603,39 @@ fn a_corpus_with_many_parents_checks_its_predicate_after_ranking() {
             .unwrap();
         assert_eq!(sql.contains("WHERE EXISTS (SELECT 1"), after_ranking, "{parents} parents: {sql}");
     }
+}
+
+#[test]
+fn an_empty_slice_is_probed_and_runs_no_subplan() {
+    for mode in ["hybrid", "semantic", "lexical"] {
+        let mut f = Fake::new(vec![items(0, 0, 1), items(1, 0, 1)]);
+        let rows = run(&mut f, args(mode), Config::default()).unwrap();
+        assert!(rows.is_empty());
+        assert!(f.branch_calls().is_empty(), "{mode}: no subplan for an empty corpus");
+        assert_eq!(f.calls.iter().filter(|c| matches!(c, Call::Probe(_))).count(), 2);
+    }
+    // a slice estimated at one row that holds items is searched
+    let mut f = default_fake();
+    f.slice_rows = vec![1.0, 1.0];
+    let rows = run(&mut f, args("hybrid"), Config::default()).unwrap();
+    assert_eq!(rows.len(), 10);
+    assert_eq!(f.branch_calls().len(), 4);
+    // larger estimates are not probed
+    let mut f = default_fake();
+    run(&mut f, args("hybrid"), Config::default()).unwrap();
+    assert!(!f.calls.iter().any(|c| matches!(c, Call::Probe(_))));
+    // explain shows the probe of an empty source
+    let mut f = Fake::new(vec![items(0, 50, 1), items(1, 0, 1)]);
+    let a = args("hybrid");
+    let checked = a.check(&Config::default()).unwrap();
+    let req = Request::new(corpus(), a, checked, Config::default(), &mut f).unwrap();
+    let rows = explain(&req, &mut f).unwrap();
+    let shown: Vec<(&str, &str, &str)> = rows.iter().map(|r| (r.source.as_str(), r.branch, r.strategy)).collect();
+    assert_eq!(
+        shown,
+        vec![("chunks", "semantic", "exact"), ("chunks", "lexical", "text_match"), ("halachot", "none", "empty_slice")]
+    );
+    assert!(rows[2].sql.starts_with("SELECT EXISTS (SELECT 1\nFROM \"public\".\"halachot\""), "{}", rows[2].sql);
 }
 
 #[test]
