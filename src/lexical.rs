@@ -191,22 +191,22 @@ fn corpus_refresh_lexical_stats(
                 out.push((name, 0, 0, true));
                 continue;
             }
-            let (sql, params) = plan::lexical_stats_sql(&c);
             let bm25 = Bm25Params::new(gucs::BM25_K1.get(), gucs::BM25_B.get())?;
-            let champions: Vec<(String, String, Vec<pg_corpus_core::sql::Param>)> = (0..c.sources.len())
+            let champions = (0..c.sources.len())
                 .map(|idx| {
-                    let (sql, params) = plan::lexical_champions_sql(
+                    let q = plan::lexical_champions_sql(
                         &c,
                         idx,
                         lexical::CHAMPION_LIST_LEN,
                         lexical::CHAMPION_LIST_LEN,
                         bm25,
                     );
-                    (c.sources[idx].name.clone(), sql, params)
+                    (c.sources[idx].name.clone(), q)
                 })
                 .collect();
-            let (documents, terms) =
-                spi::stats::refresh_lexical_stats(&name, &sql, &params, state.changes_now, &champions)?;
+            let refresh =
+                pg_corpus_core::statistics::refresh(&name, plan::lexical_stats_sql(&c), state.changes_now, champions);
+            let (documents, terms) = spi::stats::refresh_lexical_stats(&refresh)?;
             out.push((name, documents, terms, true));
         }
         Ok(out)

@@ -19,6 +19,7 @@ pub mod metrics;
 pub mod plan;
 pub mod resolve;
 pub mod sql;
+pub mod statistics;
 pub mod tsvector;
 
 pub use error::{CoreError, SqlState};
