@@ -12,6 +12,7 @@ use crate::feedback;
 use crate::fusion::{self, Fused, RankedList, SourceInfo};
 use crate::lexical::{self, CandidatePlan, ChampionHead};
 use crate::plan::{self, Branch, Strategy, Subplan};
+use crate::resolve::Side;
 use crate::sql::Param;
 
 /// How the semantic branch of one source runs: exact over a small slice, else the HNSW index
@@ -24,8 +25,8 @@ pub struct SemanticPlan {
     pub empty: bool,
 }
 
-/// A slice the planner estimates at this many rows or fewer (its minimum is 1) is probed for
-/// emptiness before its subplans are planned: planning them was nearly all of the time of a
+/// A slice (or its parents) the planner estimates at this many rows or fewer (its minimum is 1)
+/// is probed for emptiness before its subplans are planned: planning them was nearly all of the time of a
 /// search of an empty corpus (docs/search-engine.md).
 pub const EMPTY_PROBE_MAX_ESTIMATE: f64 = 1.0;
 
@@ -44,7 +45,15 @@ pub fn semantic_plans(req: &Request, exec: &mut dyn Executor) -> Result<Vec<Sema
             let (sql, params) = plan::slice_estimate(&req.corpus, idx, &req.conds);
             let slice = exec.estimate_rows(&sql, &params)?;
             let selectivity = if total > 0.0 { (slice / total).clamp(1e-6, 1.0) } else { 1.0 };
-            let empty = slice <= EMPTY_PROBE_MAX_ESTIMATE && {
+            // the planner's minimum estimate for the parents (a value the statistics do not
+            // know) or for the slice says it may be empty
+            let parents = match plan::parent_slice_estimate(&req.corpus, idx) {
+                Some((sql, params)) if req.corpus.sources[idx].isolation.iter().any(|c| c.col.side == Side::Parent) => {
+                    exec.estimate_rows(&sql, &params)?
+                }
+                _ => f64::INFINITY,
+            };
+            let empty = (slice <= EMPTY_PROBE_MAX_ESTIMATE || parents <= EMPTY_PROBE_MAX_ESTIMATE) && {
                 let (sql, params) = plan::slice_probe(&req.corpus, idx, &req.conds);
                 !exec.any_row(&sql, &params)?
             };

@@ -65,6 +65,8 @@ struct Fake {
     stale: Vec<String>,
     /// Sources whose approximate subplan a partial HNSW index serves.
     partial_index: Vec<usize>,
+    /// The planner's estimate of the corpus' parents.
+    parent_rows: f64,
 }
 
 impl Fake {
@@ -81,6 +83,7 @@ impl Fake {
             vanished: Vec::new(),
             stale: Vec::new(),
             partial_index: Vec::new(),
+            parent_rows: 5_000.0,
         }
     }
 
@@ -155,6 +158,9 @@ impl Executor for Fake {
 
     fn estimate_rows(&mut self, sql: &str, _params: &[Param]) -> Result<f64> {
         self.record(Call::Estimate)?;
+        if sql.starts_with("SELECT 1 FROM \"public\".\"case_law\" AS p") {
+            return Ok(self.parent_rows);
+        }
         Ok(if sql.contains("\"halachot\"") { self.slice_rows[1] } else { self.slice_rows[0] })
     }
 
@@ -591,7 +597,7 @@ fn a_corpus_with_many_parents_checks_its_predicate_after_ranking() {
         f.df = [("חוזה".to_string(), 1500u64), ("שכירות".to_string(), 400_000)].into_iter().collect();
         f.documents = 475_000;
         f.table_rows = vec![1_000_000.0, 1_000_000.0];
-        f.slice_rows = vec![parents, parents];
+        f.parent_rows = parents;
         run(&mut f, args("lexical"), Config::default()).unwrap();
         let sql = f
             .calls
@@ -624,6 +630,13 @@ fn an_empty_slice_is_probed_and_runs_no_subplan() {
     let mut f = default_fake();
     run(&mut f, args("hybrid"), Config::default()).unwrap();
     assert!(!f.calls.iter().any(|c| matches!(c, Call::Probe(_))));
+    // an isolation value the parents' statistics do not know (estimated at one parent) is
+    // probed, though its items are estimated at ten per parent
+    let mut f = Fake::new(vec![items(0, 0, 1), items(1, 0, 1)]);
+    f.slice_rows = vec![10.0, 2.0];
+    f.parent_rows = 1.0;
+    assert!(run(&mut f, args("hybrid"), Config::default()).unwrap().is_empty());
+    assert!(f.branch_calls().is_empty());
     // explain shows the probe of an empty source
     let mut f = Fake::new(vec![items(0, 50, 1), items(1, 0, 1)]);
     let a = args("hybrid");
