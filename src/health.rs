@@ -331,15 +331,19 @@ fn source_checks(corpus: &Corpus, idx: usize, out: &mut Vec<CheckRow>) -> Result
     let small_slice = health::partial_index_advice(src, searchable, total, false).is_some();
     // does a partial HNSW index already serve the corpus? ask the planner (as the search does)
     let served = small_slice && {
-        let dims = src.dimensions.max(1) as usize;
-        let probe = vec![(1.0 / dims as f64).sqrt() as f32; dims];
-        let p = plan::semantic(corpus, idx, &[], &probe, 40, Strategy::Approximate);
-        let settings: Vec<(&str, String)> =
-            pg_corpus_core::engine::settings::ann(40, searchable as f64 / total.max(1.0), i32::MAX)
-                .into_iter()
-                .map(|s| (s.name, s.value))
-                .collect();
-        spi::with_settings(&settings, || spi::search::uses_partial_hnsw(&p.sql, &p.params))?
+        let (p, settings) = pg_corpus_core::engine::partial_index_probe(
+            corpus,
+            idx,
+            &[],
+            40,
+            searchable as f64 / total.max(1.0),
+            i32::MAX,
+        );
+        pg_corpus_core::engine::Executor::served_by_partial_index(
+            &mut spi::search::SpiExecutor::new(&corpus.name),
+            &p,
+            &settings,
+        )?
     };
     if let Some(hint) = health::partial_index_advice(src, searchable, total, served) {
         ix.count += 1;

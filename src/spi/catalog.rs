@@ -30,17 +30,10 @@ fn with_cache<T>(f: impl FnOnce(&mut Cache<Corpus>) -> T) -> T {
     })
 }
 
-fn invalidate(relid: Option<pg_sys::Oid>) {
-    let done = DEFINITIONS.with(|c| match c.try_borrow_mut() {
-        Ok(mut c) => {
-            match relid {
-                Some(oid) => c.invalidate_relation(i64::from(oid.to_u32())),
-                None => c.invalidate_all(),
-            }
-            true
-        }
-        Err(_) => false,
-    });
+/// Run `f` on the cache from an invalidation callback; when the cache is borrowed (a callback
+/// fired inside a cache access), remember to clear it at the next access instead.
+fn from_callback(f: impl FnOnce(&mut Cache<Corpus>)) {
+    let done = DEFINITIONS.with(|c| c.try_borrow_mut().map(|mut c| f(&mut c)).is_ok());
     if !done {
         MISSED.with(|m| m.set(true));
     }
@@ -48,23 +41,14 @@ fn invalidate(relid: Option<pg_sys::Oid>) {
 
 #[pg_guard]
 unsafe extern "C-unwind" fn relcache_callback(_arg: pg_sys::Datum, relid: pg_sys::Oid) {
-    // InvalidOid: the whole relcache was reset
-    invalidate(Some(relid));
+    // InvalidOid (0): the whole relcache was reset
+    from_callback(|c| c.invalidate_relation(i64::from(relid.to_u32())));
 }
 
 #[pg_guard]
 unsafe extern "C-unwind" fn syscache_callback(_arg: pg_sys::Datum, cacheid: std::ffi::c_int, hash: u32) {
     // a type or schema changed: column type names and qualified table names may differ
-    let done = DEFINITIONS.with(|c| match c.try_borrow_mut() {
-        Ok(mut c) => {
-            c.invalidate_syscache(cacheid, hash);
-            true
-        }
-        Err(_) => false,
-    });
-    if !done {
-        MISSED.with(|m| m.set(true));
-    }
+    from_callback(|c| c.invalidate_syscache(cacheid, hash));
 }
 
 #[pg_guard]
@@ -77,10 +61,7 @@ unsafe extern "C-unwind" fn xact_callback(event: pg_sys::XactEvent::Type, _arg: 
             | pg_sys::XactEvent::XACT_EVENT_PARALLEL_ABORT
             | pg_sys::XactEvent::XACT_EVENT_PREPARE
     ) {
-        DEFINITIONS.with(|c| match c.try_borrow_mut() {
-            Ok(mut c) => c.end_of_transaction(),
-            Err(_) => MISSED.with(|m| m.set(true)),
-        });
+        from_callback(|c| c.end_of_transaction());
     }
 }
 

@@ -4,7 +4,7 @@
 //! what differs from what the previous subplan left (`engine::settings::Applied`), inside the
 //! nest level the entry point opened ([`super::pinned_search_path`]), which restores them all
 //! when the search ends. Planning facts that only change with ANALYZE or DDL (reltuples, slice
-//! estimates) are memoised with the cached corpus definition ([`super::catalog::corpus_fact`]).
+//! estimates) are memoised with the cached corpus definition ([`super::catalog::cached_fact`]).
 
 use std::collections::HashMap;
 use std::ffi::CString;
@@ -72,7 +72,7 @@ impl Executor for SpiExecutor {
 
     fn estimate_rows(&mut self, sql: &str, params: &[Param]) -> Result<f64, CoreError> {
         self.settle(&[]);
-        let key = format!("estimate:{sql}\u{0}{}", serde_json::to_string(params).unwrap_or_default());
+        let key = fact_key("estimate", sql, params);
         if let Some(v) = catalog::cached_fact(&self.corpus, &key) {
             return Ok(v);
         }
@@ -82,7 +82,7 @@ impl Executor for SpiExecutor {
     }
 
     fn served_by_partial_index(&mut self, plan: &Subplan, settings: &[Setting]) -> Result<bool, CoreError> {
-        let key = format!("partial:{}\u{0}{}", plan.sql, serde_json::to_string(&plan.params).unwrap_or_default());
+        let key = fact_key("partial", &plan.sql, &plan.params);
         if let Some(v) = catalog::cached_fact(&self.corpus, &key) {
             return Ok(v > 0.0);
         }
@@ -192,6 +192,13 @@ impl Executor for SpiExecutor {
             Ok(out)
         })
     }
+}
+
+/// The key of a memoised planning fact: its kind, SQL text and parameters, less vectors (a
+/// probe vector is constant per dimension and would only make every key 1024 floats long).
+fn fact_key(kind: &str, sql: &str, params: &[Param]) -> String {
+    let values: Vec<&Param> = params.iter().filter(|p| !matches!(p, Param::Floats(_))).collect();
+    format!("{kind}:{sql}\u{0}{}", serde_json::to_string(&values).unwrap_or_default())
 }
 
 /// `pg_class.reltuples` of tables, in order (negative when never analysed): one round trip.

@@ -27,7 +27,7 @@ use crate::plan::Subplan;
 use crate::sql::Param;
 
 pub use request::{Args, Config, Mode, Request, Scorer};
-pub use run::{explain, search, ExplainRow, SearchRow};
+pub use run::{explain, partial_index_probe, search, ExplainRow, SearchRow};
 pub use settings::Setting;
 
 /// Document frequencies of some keys in a corpus' lexical statistics, with its totals.

@@ -9,10 +9,11 @@ use super::request::LexicalPlans;
 use super::{settings, ChampionRequest, Executor, FeedbackDoc, Request, Setting};
 use crate::error::Result;
 use crate::feedback;
+use crate::filters::Condition;
 use crate::fusion::{self, Fused, RankedList, SourceInfo};
 use crate::lexical::{self, CandidatePlan, ChampionHead};
 use crate::plan::{self, Branch, Strategy, Subplan};
-use crate::resolve::Side;
+use crate::resolve::{Corpus, Side};
 use crate::sql::Param;
 
 /// How the semantic branch of one source runs: exact over a small slice, else the HNSW index
@@ -73,11 +74,25 @@ pub fn semantic_plans(req: &Request, exec: &mut dyn Executor) -> Result<Vec<Sema
 /// Asked with a fixed probe vector (the index choice does not depend on it), so that the
 /// executor can memoise the answer per corpus and filters.
 fn covered_by_partial_index(req: &Request, idx: usize, selectivity: f64, exec: &mut dyn Executor) -> Result<bool> {
-    let dims = req.corpus.sources[idx].dimensions.max(1) as usize;
-    let probe = vec![(1.0 / dims as f64).sqrt() as f32; dims];
-    let p = plan::semantic(&req.corpus, idx, &req.conds, &probe, req.window as i64, Strategy::Approximate);
-    let settings = settings::ann(req.window, selectivity, req.config.ann_max_scan_tuples);
+    let (p, settings) =
+        partial_index_probe(&req.corpus, idx, &req.conds, req.window, selectivity, req.config.ann_max_scan_tuples);
     exec.served_by_partial_index(&p, &settings)
+}
+
+/// The approximate subplan (with a fixed probe vector) and the settings under which the planner
+/// is asked whether a partial HNSW index serves source `idx` (the search and the health check).
+pub fn partial_index_probe(
+    corpus: &Corpus,
+    idx: usize,
+    conds: &[Condition],
+    window: usize,
+    selectivity: f64,
+    max_scan_tuples: i32,
+) -> (Subplan, Vec<Setting>) {
+    let dims = corpus.sources[idx].dimensions.max(1) as usize;
+    let probe = vec![(1.0 / dims as f64).sqrt() as f32; dims];
+    let p = plan::semantic(corpus, idx, conds, &probe, window as i64, Strategy::Approximate);
+    (p, settings::ann(window, selectivity, max_scan_tuples))
 }
 
 /// What one round searches for: the request's query, or feedback's moved one.
@@ -225,7 +240,7 @@ fn run_round(
     for p in subplans(req, q, sem, window, exec)? {
         let settings = subplan_settings(req, sem, &p, window);
         let hits = exec.branch_hits(&p, &settings)?;
-        saturated |= hits.len() >= window || (p.pruned && hits.len() < window);
+        saturated |= fusion::may_hold_more(hits.len(), window, p.pruned);
         match p.branch {
             Branch::Semantic => semantic.push(hits),
             Branch::Lexical => lexical.push(hits),
@@ -243,8 +258,7 @@ fn run_round(
     let mut lists = Vec::new();
     for (branch, per_source) in [(Branch::Semantic, semantic), (Branch::Lexical, lexical)] {
         if !per_source.is_empty() {
-            let (list, _) = fusion::merge_branch(branch, per_source, window);
-            lists.push(list);
+            lists.push(fusion::merge_branch(branch, per_source));
         }
     }
     Ok((lists, saturated))
