@@ -59,15 +59,19 @@ pub fn order_hits(branch: Branch, hits: &mut [Hit]) {
     });
 }
 
-/// Merge one branch's per-source lists (each at most `window` long) into one corpus-wide list.
-/// Nothing is cut: an item dropped here could be the one needed to fill `k` rows after capping.
-/// Also says whether any source filled its window: then it may hold more eligible items beyond
-/// it, and a wider window could find them.
-pub fn merge_branch(branch: Branch, per_source: Vec<Vec<Hit>>, window: usize) -> (RankedList, bool) {
-    let saturated = per_source.iter().any(|l| l.len() >= window);
+/// Merge one branch's per-source lists into one corpus-wide list. Nothing is cut: an item
+/// dropped here could be the one needed to fill `k` rows after capping.
+pub fn merge_branch(branch: Branch, per_source: Vec<Vec<Hit>>) -> RankedList {
     let mut hits: Vec<Hit> = per_source.into_iter().flatten().collect();
     order_hits(branch, &mut hits);
-    (RankedList { branch, hits }, saturated)
+    RankedList { branch, hits }
+}
+
+/// Whether a subplan that returned `rows` of a `window` may have left eligible items out, so
+/// that a wider window could find them: it filled its window, or it was a pruned lexical
+/// subplan (some matching documents were no candidates) that came back short.
+pub fn may_hold_more(rows: usize, window: usize, pruned: bool) -> bool {
+    rows >= window || pruned
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -200,24 +204,22 @@ mod tests {
     #[test]
     fn sources_are_merged_per_branch() {
         // the halacha at distance 0 is the corpus' nearest item, whatever its source
-        let (sem, saturated) = merge_branch(
+        let sem = merge_branch(
             Branch::Semantic,
             vec![vec![hit(0, "c1", "1", 0.3), hit(0, "c2", "1", 0.4)], vec![hit(1, "h1", "2", 0.0)]],
-            2,
         );
-        assert!(saturated);
+        assert!(may_hold_more(2, 2, false), "a source filled its window of 2");
         let ids: Vec<_> = sem.hits.iter().map(|h| (h.source, h.item_id.as_str())).collect();
         assert_eq!(ids, vec![(1, "h1"), (0, "c1"), (0, "c2")]);
         let f = rrf(&[sem], &sources(2), 60.0);
         assert_eq!((f[0].item_id.as_str(), f[0].semantic), ("h1", Some((1, 0.0))));
-        let (_, saturated) = merge_branch(Branch::Lexical, vec![vec![hit(0, "x", "1", 1.0)]], 2);
-        assert!(!saturated);
+        assert!(!may_hold_more(1, 2, false), "one row of a window of 2: nothing more");
+        assert!(may_hold_more(1, 2, true), "a pruned subplan that came back short");
     }
 
     #[test]
     fn ties_break_on_best_rank_then_source_then_id() {
-        let (sem, _) =
-            merge_branch(Branch::Semantic, vec![vec![hit(0, "y", "2", 0.1)], vec![hit(1, "x", "1", 0.1)]], 10);
+        let sem = merge_branch(Branch::Semantic, vec![vec![hit(0, "y", "2", 0.1)], vec![hit(1, "x", "1", 0.1)]]);
         assert_eq!((sem.hits[0].source, sem.hits[0].item_id.as_str()), (0, "y"));
     }
 
@@ -292,7 +294,7 @@ mod tests {
                         let source = (id % 2) as usize;
                         per_source[source].push(hit(source, &format!("i{id}"), &format!("p{}", id % 8), raw));
                     }
-                    merge_branch(branch, per_source, 1000).0
+                    merge_branch(branch, per_source)
                 })
                 .collect()
         })
