@@ -32,7 +32,7 @@ pub static BM25_B: GucSetting<f64> = GucSetting::<f64>::new(0.75);
 /// keys are used rarest first until their document frequencies reach it; commoner keys only
 /// score those candidates (Lucene's common-terms idea), so common words never make the lexical
 /// branch read most of a table.
-pub static BM25_CANDIDATE_BUDGET: GucSetting<i32> = GucSetting::<i32>::new(2000);
+pub static BM25_CANDIDATE_BUDGET: GucSetting<i32> = GucSetting::<i32>::new(-1);
 
 /// Hybrid searches run a second, pseudo-relevance feedback round unless the call says otherwise.
 pub static HYBRID_FEEDBACK: GucSetting<bool> = GucSetting::<bool>::new(false);
@@ -71,10 +71,10 @@ pub fn init() {
     );
     GucRegistry::define_int_guc(
         c"pg_corpus.bm25_candidate_budget",
-        c"About how many documents the lexical branch takes from the index per source.",
-        c"Query keys are used rarest first while their document frequencies add up to at most this; commoner keys only score those candidates.",
+        c"About how many documents the lexical branch takes from the index per source; -1: 2% of the corpus' documents, at least 2000.",
+        c"Query keys are used rarest first while their document frequencies add up to at most this; commoner keys only score those candidates. Values below 1 mean automatic.",
         &BM25_CANDIDATE_BUDGET,
-        1,
+        -1,
         i32::MAX,
         GucContext::Userset,
         GucFlags::default(),

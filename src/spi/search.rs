@@ -94,7 +94,7 @@ impl Executor for SpiExecutor {
 
     fn any_row(&mut self, sql: &str, params: &[Param]) -> Result<bool, CoreError> {
         self.settle_custom(&[]);
-        select_saved(sql, &datums(params), |table| Ok(table.first().get_one::<bool>()?.unwrap_or(false)))
+        select_saved(sql, &datums(params), |table| Ok(!table.is_empty()))
     }
 
     fn table_rows(&mut self, tables: &[i64]) -> Result<Vec<f64>, CoreError> {

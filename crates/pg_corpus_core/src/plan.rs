@@ -517,20 +517,21 @@ pub fn slice_estimate(corpus: &Corpus, idx: usize, conds: &[Condition]) -> (Stri
 }
 
 /// Whether a source has any searchable item in the corpus slice (with the caller's filters):
-/// `SELECT EXISTS (SELECT 1 FROM ... WHERE <scope predicate> AND <filters>)`. Asked when the
+/// `SELECT 1 FROM ... WHERE <scope predicate> AND <filters> LIMIT 1` returns a row. Asked when the
 /// planner estimates the slice at a row or less, so that an empty corpus (a new tenant, filters
-/// that match nothing) runs one cheap query per source instead of planning its subplans.
+/// that match nothing) runs one cheap query instead of planning its subplans. (A plain `LIMIT 1`
+/// rather than `SELECT EXISTS (...)`: the sublink's planning was a quarter of an empty search.)
 pub fn slice_probe(corpus: &Corpus, idx: usize, conds: &[Condition]) -> (String, Vec<Param>) {
     let src = &corpus.sources[idx];
     let mut params = Params::default();
     let fw = from_where(src, conds, false, &[], &mut params);
-    (format!("SELECT EXISTS (SELECT 1\n{fw})"), params.values)
+    (format!("SELECT 1\n{fw}\nLIMIT 1"), params.values)
 }
 
-/// The planner's view of a source's parents in the corpus: `SELECT 1 FROM parent p WHERE <the
-/// isolation conditions on the parent>` (None without a parent table). The lexical branch
-/// estimates from it what joining the corpus' parents costs.
-pub fn parent_slice_estimate(corpus: &Corpus, idx: usize) -> Option<(String, Vec<Param>)> {
+/// A source's parents in the corpus: `FROM parent AS p WHERE <the isolation conditions on the
+/// parent>`, with its parameters and whether there is such a condition (None without a parent
+/// table).
+fn parent_slice(corpus: &Corpus, idx: usize) -> Option<(String, Vec<Param>, bool)> {
     let src = &corpus.sources[idx];
     let parent = src.parent.as_ref()?;
     let mut params = Params::default();
@@ -540,10 +541,29 @@ pub fn parent_slice_estimate(corpus: &Corpus, idx: usize) -> Option<(String, Vec
         .filter(|c| c.col.side == crate::resolve::Side::Parent)
         .map(|c| bound(c, &mut params))
         .collect();
+    let conditioned = !preds.is_empty();
     Some((
-        format!("SELECT 1 FROM {} AS p\nWHERE {}", qualified(&parent.schema, &parent.name), all(&preds)),
+        format!("FROM {} AS p\nWHERE {}", qualified(&parent.schema, &parent.name), all(&preds)),
         params.values,
+        conditioned,
     ))
+}
+
+/// The planner's view of a source's parents in the corpus: `SELECT 1 FROM parent p WHERE <the
+/// isolation conditions on the parent>` (None without a parent table). The lexical branch
+/// estimates from it what joining the corpus' parents costs.
+pub fn parent_slice_estimate(corpus: &Corpus, idx: usize) -> Option<(String, Vec<Param>)> {
+    parent_slice(corpus, idx).map(|(from_where, params, _)| (format!("SELECT 1 {from_where}"), params))
+}
+
+/// Whether any parent is in the corpus: the parent slice with `LIMIT 1`. Every item of the
+/// source's slice needs such a parent (the scope predicate joins it under the same conditions),
+/// so none means an empty slice, for every source of the corpus that shares the parent
+/// table and its conditions: one probe for all of them. None without a parent-side condition.
+pub fn parent_slice_probe(corpus: &Corpus, idx: usize) -> Option<(String, Vec<Param>)> {
+    parent_slice(corpus, idx)
+        .filter(|(_, _, conditioned)| *conditioned)
+        .map(|(from_where, params, _)| (format!("SELECT 1 {from_where}\nLIMIT 1"), params))
 }
 
 fn json_object(pairs: &[(String, ColRef)], params: &mut Params) -> String {

@@ -85,7 +85,8 @@ pub trait Executor {
     /// Whether the planner serves this approximate subplan (under `settings`) with a partial
     /// HNSW index, i.e. one whose predicate the corpus predicate implies.
     fn served_by_partial_index(&mut self, plan: &Subplan, settings: &[Setting]) -> Result<bool>;
-    /// Run a [`crate::plan::slice_probe`] query: does the slice hold any searchable item?
+    /// Run a [`crate::plan::slice_probe`] or [`crate::plan::parent_slice_probe`] query: does it
+    /// return a row (the slice, or its parents, is not empty)?
     fn any_row(&mut self, sql: &str, params: &[Param]) -> Result<bool>;
     /// `pg_class.reltuples` of each table (negative: never analysed).
     fn table_rows(&mut self, tables: &[i64]) -> Result<Vec<f64>>;

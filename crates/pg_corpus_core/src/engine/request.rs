@@ -62,6 +62,7 @@ pub struct Config {
     pub scorer: Scorer,
     pub bm25_k1: f64,
     pub bm25_b: f64,
+    /// Below 1: automatic ([`crate::lexical::auto_candidate_budget`]).
     pub bm25_candidate_budget: i32,
     pub hybrid_feedback: bool,
     /// The session's random_page_cost (BM25 subplans plan with at most 1.1).
@@ -78,7 +79,7 @@ impl Default for Config {
             scorer: Scorer::Bm25,
             bm25_k1: 1.2,
             bm25_b: 0.75,
-            bm25_candidate_budget: 2000,
+            bm25_candidate_budget: -1,
             hybrid_feedback: false,
             random_page_cost: 4.0,
         }

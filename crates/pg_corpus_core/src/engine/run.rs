@@ -13,7 +13,7 @@ use crate::filters::Condition;
 use crate::fusion::{self, Fused, RankedList, SourceInfo};
 use crate::lexical::{self, CandidatePlan, ChampionHead};
 use crate::plan::{self, Branch, Strategy, Subplan};
-use crate::resolve::{Corpus, Side};
+use crate::resolve::Corpus;
 use crate::sql::Param;
 
 /// How the semantic branch of one source runs: exact over a small slice, else the HNSW index
@@ -23,7 +23,34 @@ use crate::sql::Param;
 pub struct SemanticPlan {
     pub strategy: Strategy,
     pub selectivity: f64,
-    pub empty: bool,
+    /// Which probe found the slice empty (None: not empty, or not probed).
+    pub empty: Option<EmptyBy>,
+}
+
+/// The probe that found a source's slice empty.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EmptyBy {
+    /// No parent is in the corpus ([`plan::parent_slice_probe`], one for all sources that share it).
+    Parents,
+    /// No searchable item of the source is ([`plan::slice_probe`]).
+    Items,
+}
+
+impl SemanticPlan {
+    pub fn is_empty(&self) -> bool {
+        self.empty.is_some()
+    }
+}
+
+impl EmptyBy {
+    /// The probe's SQL and parameters (None: a parent probe of a source without parent-side
+    /// isolation, which is never asked).
+    pub fn probe(self, corpus: &Corpus, idx: usize, conds: &[Condition]) -> Option<(String, Vec<Param>)> {
+        match self {
+            EmptyBy::Parents => plan::parent_slice_probe(corpus, idx),
+            EmptyBy::Items => Some(plan::slice_probe(corpus, idx, conds)),
+        }
+    }
 }
 
 /// A slice (or its parents) the planner estimates at this many rows or fewer (its minimum is 1)
@@ -36,38 +63,56 @@ pub const EMPTY_PROBE_MAX_ESTIMATE: f64 = 1.0;
 /// covers the corpus (its predicate implied by the corpus predicate: the planner uses it for
 /// the approximate subplan), which is then faster still (1% slice of 100k × 1024-d: 0.9× an
 /// unfiltered search against 3.0× exact, docs/filtered-ann.md). A slice estimated at a row
-/// or less is probed, and skipped when it holds no searchable item.
+/// or less is probed, and skipped when it holds no searchable item; parents estimated at a row
+/// or less are probed first, once for all the sources that share them.
 pub fn semantic_plans(req: &Request, exec: &mut dyn Executor) -> Result<Vec<SemanticPlan>> {
     let exact_max = f64::from(req.config.exact_search_max_rows);
-    req.table_rows
-        .iter()
-        .enumerate()
-        .map(|(idx, &total)| {
-            let (sql, params) = plan::slice_estimate(&req.corpus, idx, &req.conds);
-            let slice = exec.estimate_rows(&sql, &params)?;
-            let selectivity = if total > 0.0 { (slice / total).clamp(1e-6, 1.0) } else { 1.0 };
-            // the planner's minimum estimate for the parents (a value the statistics do not
-            // know) or for the slice says it may be empty
-            let parents = match plan::parent_slice_estimate(&req.corpus, idx) {
-                Some((sql, params)) if req.corpus.sources[idx].isolation.iter().any(|c| c.col.side == Side::Parent) => {
-                    exec.estimate_rows(&sql, &params)?
+    // the probes' answers in this call, by query (sources sharing a parent table ask the same)
+    let mut probed: Vec<((String, Vec<Param>), bool)> = Vec::new();
+    let mut any_row = |probe: (String, Vec<Param>), exec: &mut dyn Executor| -> Result<bool> {
+        if let Some((_, found)) = probed.iter().find(|(q, _)| *q == probe) {
+            return Ok(*found);
+        }
+        let found = exec.any_row(&probe.0, &probe.1)?;
+        probed.push((probe, found));
+        Ok(found)
+    };
+    let mut out = Vec::with_capacity(req.table_rows.len());
+    for (idx, &total) in req.table_rows.iter().enumerate() {
+        // the planner's minimum estimate for the parents (a value the statistics do not know)
+        // says they may be empty
+        let parent_probe = plan::parent_slice_probe(&req.corpus, idx);
+        let parents = match (&parent_probe, plan::parent_slice_estimate(&req.corpus, idx)) {
+            (Some(_), Some((sql, params))) => exec.estimate_rows(&sql, &params)?,
+            _ => f64::INFINITY,
+        };
+        if parents <= EMPTY_PROBE_MAX_ESTIMATE {
+            if let Some(probe) = parent_probe {
+                if !any_row(probe, exec)? {
+                    out.push(SemanticPlan {
+                        strategy: Strategy::Exact,
+                        selectivity: 0.0,
+                        empty: Some(EmptyBy::Parents),
+                    });
+                    continue;
                 }
-                _ => f64::INFINITY,
-            };
-            let empty = (slice <= EMPTY_PROBE_MAX_ESTIMATE || parents <= EMPTY_PROBE_MAX_ESTIMATE) && {
-                let (sql, params) = plan::slice_probe(&req.corpus, idx, &req.conds);
-                !exec.any_row(&sql, &params)?
-            };
-            let strategy = if req.vector.is_none() || empty {
-                Strategy::Exact
-            } else if slice > exact_max || covered_by_partial_index(req, idx, selectivity, exec)? {
-                Strategy::Approximate
-            } else {
-                Strategy::Exact
-            };
-            Ok(SemanticPlan { strategy, selectivity, empty })
-        })
-        .collect()
+            }
+        }
+        let (sql, params) = plan::slice_estimate(&req.corpus, idx, &req.conds);
+        let slice = exec.estimate_rows(&sql, &params)?;
+        let selectivity = if total > 0.0 { (slice / total).clamp(1e-6, 1.0) } else { 1.0 };
+        let empty = (slice <= EMPTY_PROBE_MAX_ESTIMATE || parents <= EMPTY_PROBE_MAX_ESTIMATE)
+            && !any_row(plan::slice_probe(&req.corpus, idx, &req.conds), exec)?;
+        let strategy = if req.vector.is_none() || empty {
+            Strategy::Exact
+        } else if slice > exact_max || covered_by_partial_index(req, idx, selectivity, exec)? {
+            Strategy::Approximate
+        } else {
+            Strategy::Exact
+        };
+        out.push(SemanticPlan { strategy, selectivity, empty: empty.then_some(EmptyBy::Items) });
+    }
+    Ok(out)
 }
 
 /// Whether the planner serves source `idx`'s approximate subplan with a partial HNSW index.
@@ -107,11 +152,16 @@ impl Request {
         RoundQuery { vector: self.vector.as_deref(), lexical: self.lexical.as_ref() }
     }
 
-    /// The BM25 candidate budget for a window: it grows with the window, so that when capping
-    /// or pruning left fewer than k rows, a wider window also lets commoner keys find
-    /// candidates.
-    fn budget(&self, window: usize) -> u64 {
-        (self.config.bm25_candidate_budget.max(1) as u64).saturating_mul((window / self.window.max(1)).max(1) as u64)
+    /// The BM25 candidate budget for a window: the setting's, or below 1 the automatic one for
+    /// the corpus' documents ([`lexical::auto_candidate_budget`]). It grows with the window, so
+    /// that when capping or pruning left fewer than k rows, a wider window also lets commoner
+    /// keys find candidates.
+    fn budget(&self, lex: &LexicalPlans, window: usize) -> u64 {
+        let base = match u64::try_from(self.config.bm25_candidate_budget) {
+            Ok(b) if b >= 1 => b,
+            _ => lexical::auto_candidate_budget(lex.corpus.n_docs),
+        };
+        base.saturating_mul((window / self.window.max(1)).max(1) as u64)
     }
 }
 
@@ -175,12 +225,12 @@ fn subplans(
     exec: &mut dyn Executor,
 ) -> Result<Vec<Subplan>> {
     let plans = match q.lexical {
-        Some(lex) => Some(candidate_plans(req, lex, req.budget(window), window, exec)?),
+        Some(lex) => Some(candidate_plans(req, lex, req.budget(lex, window), window, exec)?),
         None => None,
     };
     let mut out = Vec::new();
     for idx in 0..req.corpus.sources.len() {
-        if sem.get(idx).is_some_and(|s| s.empty) {
+        if sem.get(idx).is_some_and(SemanticPlan::is_empty) {
             continue;
         }
         if let Some(v) = q.vector {
@@ -463,16 +513,13 @@ pub fn explain(req: &Request, exec: &mut dyn Executor) -> Result<Vec<ExplainRow>
     let probes: Vec<ExplainRow> = sem
         .iter()
         .enumerate()
-        .filter(|(_, s)| s.empty)
-        .map(|(idx, _)| {
-            let (sql, params) = plan::slice_probe(&req.corpus, idx, &req.conds);
-            ExplainRow {
-                source: req.corpus.sources[idx].name.clone(),
-                branch: "none",
-                strategy: "empty_slice",
-                sql,
-                params: serde_json::to_value(&params).unwrap_or(Value::Null),
-            }
+        .filter_map(|(idx, s)| s.empty.and_then(|by| by.probe(&req.corpus, idx, &req.conds)).map(|q| (idx, q)))
+        .map(|(idx, (sql, params))| ExplainRow {
+            source: req.corpus.sources[idx].name.clone(),
+            branch: "none",
+            strategy: "empty_slice",
+            sql,
+            params: serde_json::to_value(&params).unwrap_or(Value::Null),
         })
         .collect();
     let mut rows: Vec<ExplainRow> = plans

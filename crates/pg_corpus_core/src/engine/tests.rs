@@ -7,6 +7,7 @@ use std::sync::Arc;
 use proptest::prelude::*;
 use serde_json::{json, Value};
 
+use super::run::{semantic_plans, EmptyBy};
 use super::*;
 use crate::error::{CoreError, SqlState};
 use crate::fusion::Hit;
@@ -42,6 +43,7 @@ enum Call {
     TableRows,
     Partial(usize),
     Probe(usize),
+    ParentProbe,
     TermStats(Vec<String>),
     Champions(usize),
     TsKeys,
@@ -67,6 +69,8 @@ struct Fake {
     partial_index: Vec<usize>,
     /// The planner's estimate of the corpus' parents.
     parent_rows: f64,
+    /// Whether any parent is in the corpus (None: when a source has items).
+    parents_in_corpus: Option<bool>,
 }
 
 impl Fake {
@@ -84,6 +88,7 @@ impl Fake {
             stale: Vec::new(),
             partial_index: Vec::new(),
             parent_rows: 5_000.0,
+            parents_in_corpus: None,
         }
     }
 
@@ -172,6 +177,11 @@ impl Executor for Fake {
     }
 
     fn any_row(&mut self, sql: &str, _params: &[Param]) -> Result<bool> {
+        assert!(sql.ends_with("\nLIMIT 1"), "{sql}");
+        if sql.starts_with("SELECT 1 FROM \"public\".\"case_law\" AS p") {
+            self.record(Call::ParentProbe)?;
+            return Ok(self.parents_in_corpus.unwrap_or_else(|| self.items.iter().any(|l| !l.is_empty())));
+        }
         let src = if sql.contains("\"halachot\"") { 1 } else { 0 };
         self.record(Call::Probe(src))?;
         Ok(!self.items[src].is_empty())
@@ -425,6 +435,30 @@ fn a_pruned_lexical_subplan_that_came_back_short_is_replanned_with_a_larger_budg
 }
 
 #[test]
+fn the_automatic_candidate_budget_grows_with_the_corpus() {
+    // the same keys in a corpus of 1M documents: the automatic budget (2%, 20,000) lets both
+    // find candidates through the index in the first round; a budget set to 2,000 does not
+    let run_with = |budget: i32| {
+        let mut f = Fake::new(vec![items(0, 30, 1), items(1, 0, 1)]);
+        f.df = [("שכירות".to_string(), 3000u64), ("חוזה".to_string(), 2500)].into_iter().collect();
+        f.documents = 1_000_000;
+        let mut a = args("lexical");
+        a.k = 20;
+        let rows = run(&mut f, a, Config { bm25_candidate_budget: budget, ..Config::default() }).unwrap();
+        assert_eq!(rows.len(), 20);
+        let limits: Vec<i64> = f.branch_calls().iter().filter(|c| c.0 == 0).map(|c| c.2).collect();
+        (limits, f.calls.iter().any(|c| matches!(c, Call::Champions(_))))
+    };
+    assert_eq!(run_with(-1), (vec![80], false));
+    assert_eq!(run_with(0), (vec![80], false), "below 1 is automatic");
+    assert_eq!(run_with(2000), (vec![80, 320], true), "a set budget is the bound");
+    assert_eq!(run_with(20_000), (vec![80], false));
+    assert_eq!(crate::lexical::auto_candidate_budget(0), 2000);
+    assert_eq!(crate::lexical::auto_candidate_budget(100_000), 2000);
+    assert_eq!(crate::lexical::auto_candidate_budget(551_000), 11_020);
+}
+
+#[test]
 fn feedback_learns_from_the_first_fusions_top_and_moves_the_query() {
     let mut f = default_fake();
     let mut a = args("hybrid");
@@ -637,6 +671,38 @@ fn an_empty_slice_is_probed_and_runs_no_subplan() {
     f.parent_rows = 1.0;
     assert!(run(&mut f, args("hybrid"), Config::default()).unwrap().is_empty());
     assert!(f.branch_calls().is_empty());
+    // ... by one probe of the parents for both sources, which share them; no source probe
+    // and no slice estimate follow
+    let probes = |f: &Fake| {
+        (
+            f.calls.iter().filter(|c| matches!(c, Call::ParentProbe)).count(),
+            f.calls.iter().filter(|c| matches!(c, Call::Probe(_))).count(),
+        )
+    };
+    assert_eq!(probes(&f), (1, 0));
+    let a = args("semantic");
+    let checked = a.check(&Config::default()).unwrap();
+    let mut g = Fake::new(vec![items(0, 0, 1), items(1, 0, 1)]);
+    g.parent_rows = 1.0;
+    let req = Request::new(corpus(), a, checked, Config::default(), &mut g).unwrap();
+    let estimates = g.calls.iter().filter(|c| matches!(c, Call::Estimate)).count();
+    let sem = semantic_plans(&req, &mut g).unwrap();
+    assert!(sem.iter().all(|s| s.empty == Some(EmptyBy::Parents)), "{sem:?}");
+    assert_eq!(g.calls.iter().filter(|c| matches!(c, Call::Estimate)).count() - estimates, 2, "the parents' only");
+    let rows = explain(&req, &mut g).unwrap();
+    assert_eq!(rows.len(), 2);
+    for r in &rows {
+        assert_eq!((r.branch, r.strategy), ("none", "empty_slice"));
+        assert!(r.sql.starts_with("SELECT 1 FROM \"public\".\"case_law\" AS p\nWHERE"), "{}", r.sql);
+    }
+    // parents in the corpus but one source without items: each source is probed after the
+    // parents, and the other one is searched
+    let mut f = Fake::new(vec![items(0, 50, 1), items(1, 0, 1)]);
+    f.parent_rows = 1.0;
+    let rows = run(&mut f, args("hybrid"), Config::default()).unwrap();
+    assert_eq!(rows.len(), 10);
+    assert_eq!(probes(&f), (1, 2));
+    assert!(f.branch_calls().iter().all(|c| c.0 == 0));
     // explain shows the probe of an empty source
     let mut f = Fake::new(vec![items(0, 50, 1), items(1, 0, 1)]);
     let a = args("hybrid");
@@ -648,7 +714,7 @@ fn an_empty_slice_is_probed_and_runs_no_subplan() {
         shown,
         vec![("chunks", "semantic", "exact"), ("chunks", "lexical", "text_match"), ("halachot", "none", "empty_slice")]
     );
-    assert!(rows[2].sql.starts_with("SELECT EXISTS (SELECT 1\nFROM \"public\".\"halachot\""), "{}", rows[2].sql);
+    assert!(rows[2].sql.starts_with("SELECT 1\nFROM \"public\".\"halachot\""), "{}", rows[2].sql);
 }
 
 #[test]
