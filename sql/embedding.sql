@@ -63,8 +63,9 @@ REVOKE ALL ON corpus.embedding_slots, corpus.embedding_queue FROM PUBLIC;
 -- enqueue and the model change run with the caller's rights and draw versions
 GRANT USAGE ON SEQUENCE corpus.embedding_queue_version_seq TO PUBLIC;
 GRANT SELECT ON corpus.embedding_slots TO PUBLIC;
--- Searches (and the health check) run with the caller's rights and must see which items are
--- stale; everything but the worker's name and its error messages.
+-- Everything but the worker's name and its error messages, and only the rows of tables a role
+-- reads in full (row-level security: sql/access.sql); searches look up the state of their own
+-- hits with the extension owner's rights.
 GRANT SELECT (item_table, embedding_column, item_id, reason, enqueued_at, version, state, claimed_at,
               lease_until, attempts) ON corpus.embedding_queue TO PUBLIC;
 
@@ -122,17 +123,17 @@ BEGIN
     body := format($body$
 BEGIN
     -- (TG_RELID, not the table's OID written in: a dump/restore gives the table a new OID)
-    -- Bulk loads may defer the per-row work: SET pg_corpus.defer_embedding_queue = on, load,
-    -- then SELECT corpus.corpus_embedding_enqueue(...) once.
-    -- (cast: before the library is loaded in a session the setting is a placeholder string, so
-    -- SET ... = true / yes / 1 must count as on)
-    IF coalesce(nullif(current_setting('pg_corpus.defer_embedding_queue', true), '')::boolean, false) THEN
-        RETURN NULL;
-    END IF;
     -- DROP EXTENSION pg_corpus leaves this function and its trigger behind (they are created at
     -- registration, not by the extension script, so that dump and restore keep them): without
     -- the queue there is nothing to do, and the table must stay writable.
     IF to_regclass('corpus.embedding_queue') IS NULL THEN
+        RETURN NULL;
+    END IF;
+    -- Bulk loads may defer the per-row work: SET pg_corpus.defer_embedding_queue = on, load,
+    -- then SELECT corpus.corpus_embedding_enqueue(...) once. Superusers and roles granted SET
+    -- on it only: the library's function (not current_setting, which would read a placeholder
+    -- any role can set) has PostgreSQL check the setter's privilege.
+    IF corpus._embedding_queue_deferred() THEN
         RETURN NULL;
     END IF;
     IF TG_OP = 'TRUNCATE' THEN

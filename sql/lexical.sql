@@ -45,7 +45,8 @@ CREATE TABLE corpus.lexical_totals (
 );
 
 REVOKE ALL ON corpus.lexical_stats, corpus.lexical_totals FROM PUBLIC;
--- searches run with the caller's rights and read the statistics
+-- rows only of the corpora a role reads in full (row-level security: sql/access.sql); searches
+-- read the statistics of their own query keys with the extension owner's rights
 GRANT SELECT ON corpus.lexical_stats, corpus.lexical_totals TO PUBLIC;
 
 -- ==========================================================================================
@@ -57,7 +58,7 @@ GRANT SELECT ON corpus.lexical_stats, corpus.lexical_totals TO PUBLIC;
 -- are found by such queries only after the next one.
 --
 -- A list says which items contain a word, so a role reads a source's lists only when it may
--- read that source's item ids and index terms itself (row-level security).
+-- read that source's item ids and index terms itself, every row of them (sql/access.sql).
 -- ==========================================================================================
 CREATE TABLE corpus.lexical_champions (
     corpus text NOT NULL,
@@ -73,10 +74,4 @@ CREATE TABLE corpus.lexical_champions (
 
 REVOKE ALL ON corpus.lexical_champions FROM PUBLIC;
 GRANT SELECT ON corpus.lexical_champions TO PUBLIC;
-ALTER TABLE corpus.lexical_champions ENABLE ROW LEVEL SECURITY;
-CREATE POLICY readers_of_the_source ON corpus.lexical_champions FOR SELECT TO PUBLIC
-USING (EXISTS (
-    SELECT 1 FROM corpus.sources AS s
-     WHERE s.corpus = lexical_champions.corpus AND s.name = lexical_champions.source
-       AND pg_catalog.has_column_privilege(s.item_table, s.id_column::text, 'SELECT')
-       AND pg_catalog.has_column_privilege(s.item_table, s.tsv_column::text, 'SELECT')));
+-- Row-level security on this table: sql/access.sql.

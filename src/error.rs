@@ -16,6 +16,7 @@ fn code(state: SqlState) -> PgSqlErrorCode {
         SqlState::NullValueNotAllowed => ERRCODE_NULL_VALUE_NOT_ALLOWED,
         SqlState::DataException => ERRCODE_DATA_EXCEPTION,
         SqlState::ObjectNotInPrerequisiteState => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        SqlState::ReadOnlySqlTransaction => ERRCODE_READ_ONLY_SQL_TRANSACTION,
     }
 }
 

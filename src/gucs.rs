@@ -89,10 +89,10 @@ pub fn init() {
     );
     GucRegistry::define_bool_guc(
         c"pg_corpus.defer_embedding_queue",
-        c"Skip the re-embed trigger's per-row work in this session (bulk loads).",
-        c"Afterwards queue the loaded items in one statement with corpus.corpus_embedding_enqueue(...).",
+        c"Skip the re-embed trigger's per-row work in this session (bulk loads); superusers and roles granted SET on it.",
+        c"Afterwards queue the loaded items in one statement with corpus.corpus_embedding_enqueue(...). It switches off an invariant (changed text is queued), so PUBLIC may not set it: GRANT SET ON PARAMETER pg_corpus.defer_embedding_queue TO loader.",
         &DEFER_EMBEDDING_QUEUE,
-        GucContext::Userset,
+        GucContext::Suset,
         GucFlags::default(),
     );
     GucRegistry::define_int_guc(
@@ -136,4 +136,14 @@ pub fn init() {
         GucFlags::default(),
     );
     unsafe { pgrx::pg_sys::MarkGUCPrefixReserved(c"pg_corpus".as_ptr()) };
+}
+
+/// The re-embed trigger's question: is the queue deferred in this session? A function of the
+/// library, so that calling it loads the library and PostgreSQL checks a value set before
+/// (a placeholder, which any role can set) against the setting's privilege: a role that may
+/// not set it gets a WARNING and the trigger queues as usual. (Reading the placeholder with
+/// current_setting would let any writer skip the queue.)
+#[pgrx::pg_extern(stable, parallel_safe)]
+fn _embedding_queue_deferred() -> bool {
+    DEFER_EMBEDDING_QUEUE.get()
 }

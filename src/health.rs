@@ -219,8 +219,25 @@ fn lexical_statistics(corpus: &Corpus) -> Result<CheckRow, CoreError> {
         .iter()
         .flat_map(|s| std::iter::once(s.item.oid).chain(s.parent.as_ref().map(|p| p.oid)))
         .collect();
+    if !spi::stats::reads_corpus_in_full(&corpus.name)? {
+        // (the statistics describe every item of the corpus: sql/access.sql)
+        row.flag(
+            Status::Warn,
+            "This role may not read every item of the corpus (a missing SELECT or row-level security), so it cannot see the corpus' BM25 statistics: run the health check as a role that reads all of its sources, e.g. the corpus owner.",
+        );
+        return Ok(row);
+    }
     let state = spi::stats::lexical_state(&corpus.name, &tables)?;
     let changed = (state.changes_now - state.changes_at_refresh).max(0);
+    // SAFETY: reads the recovery state of this server.
+    if unsafe { pgrx::pg_sys::RecoveryInProgress() } {
+        // A standby's table counters are its own (zero after a start), and the statistics are
+        // refreshed on the primary, whose health check judges their staleness.
+        row.detail = json!({"refreshed": state.refreshed, "documents": state.documents, "terms": state.terms,
+                            "total_length": state.total_length, "in_recovery": true,
+                            "staleness": "judged by the primary's health check"});
+        return Ok(row);
+    }
     let refresh =
         format!("SELECT * FROM corpus.corpus_refresh_lexical_stats({});", pg_corpus_core::sql::literal(&corpus.name));
     if !state.refreshed {

@@ -162,10 +162,21 @@ fn _bm25_length(document: TsVectorArg) -> i64 {
 #[pg_extern(volatile, parallel_unsafe)]
 fn corpus_refresh_lexical_stats(
     corpus: default!(Option<&str>, "NULL"),
-    only_stale: default!(bool, false),
-    stale_fraction: default!(f64, 0.1),
+    only_stale: default!(Option<bool>, false),
+    stale_fraction: default!(Option<f64>, 0.1),
 ) -> TableIterator<'static, (name!(corpus, String), name!(documents, i64), name!(terms, i64), name!(refreshed, bool))> {
+    const F: &str = "corpus_refresh_lexical_stats";
     let rows = spi::pinned_search_path(|| -> Result<Vec<(String, i64, i64, bool)>, CoreError> {
+        let only_stale = crate::search::required(only_stale, F, "only_stale")?;
+        let stale_fraction = crate::search::required(stale_fraction, F, "stale_fraction")?;
+        // SAFETY: reads the recovery state of this server.
+        if unsafe { pgrx::pg_sys::RecoveryInProgress() } {
+            return Err(CoreError::new(
+                SqlState::ReadOnlySqlTransaction,
+                "cannot refresh lexical statistics on a server in recovery (a hot standby)",
+                "Refresh them on the primary: the statistics are ordinary tables, and the standby receives them by replication.",
+            ));
+        }
         if !(0.0..=1.0).contains(&stale_fraction) {
             return Err(CoreError::new(
                 SqlState::InvalidParameterValue,

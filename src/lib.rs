@@ -23,6 +23,7 @@ pgrx::extension_sql_file!("../sql/lexical.sql", name = "lexical", requires = ["c
 
 pgrx::extension_sql_file!("../sql/eval.sql", name = "eval", requires = ["catalog"]);
 pgrx::extension_sql_file!("../sql/embedding.sql", name = "embedding", requires = ["catalog"]);
+pgrx::extension_sql_file!("../sql/access.sql", name = "access", requires = ["lexical", "embedding"]);
 pgrx::extension_sql_file!("../sql/bm25.sql", name = "bm25", requires = ["lexical", lexical::_bm25_document_text]);
 pgrx::extension_sql!(
     "CREATE TRIGGER definitions_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON corpus.corpora

@@ -4,6 +4,7 @@
 //! query it runs was planned by the core (`pg_corpus_core::plan`, `::health`) or is a fixed
 //! catalog query; values always travel as parameters.
 
+pub mod access;
 pub mod catalog;
 pub mod eval;
 pub mod health;

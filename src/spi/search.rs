@@ -19,7 +19,7 @@ use pg_corpus_core::{CoreError, SqlState};
 use pgrx::datum::DatumWithOid;
 use pgrx::{pg_sys, JsonB};
 
-use super::{catalog, datums, get_option, select_saved, set_option};
+use super::{access, catalog, datums, get_option, select_saved, set_option};
 
 /// Runs one search's queries; created per call, inside [`super::pinned_search_path`].
 pub struct SpiExecutor {
@@ -113,7 +113,8 @@ impl Executor for SpiExecutor {
 
     fn term_stats(&mut self, corpus: &str, terms: &[String]) -> Result<TermStats, CoreError> {
         self.settle(&[]);
-        super::stats::term_stats(corpus, terms)
+        access::check_may_read_statistics(&*catalog::load_corpus(corpus)?)?;
+        access::as_side_table_owner(|| super::stats::term_stats(corpus, terms))
     }
 
     fn champion_heads(
@@ -122,7 +123,29 @@ impl Executor for SpiExecutor {
         requests: &[ChampionRequest],
     ) -> Result<Vec<Vec<ChampionList>>, CoreError> {
         self.settle(&[]);
-        super::stats::champion_heads(corpus, requests)
+        // A list names items that hold a word: none for a source row-level security hides
+        // rows of (its item or parent table) from the caller, whose own query then finds its
+        // candidates through the index.
+        let def = catalog::load_corpus(corpus)?;
+        let readable: Vec<bool> = requests
+            .iter()
+            .map(|r| {
+                def.sources.iter().find(|s| s.name == r.source).is_some_and(|s| {
+                    let tables: Vec<i64> =
+                        std::iter::once(s.item.oid).chain(s.parent.as_ref().map(|p| p.oid)).collect();
+                    !access::row_security_active(&tables)
+                })
+            })
+            .collect();
+        let asked: Vec<ChampionRequest> =
+            requests.iter().zip(&readable).filter(|(_, &ok)| ok).map(|(r, _)| r.clone()).collect();
+        let mut answers = if asked.is_empty() {
+            Vec::new()
+        } else {
+            access::as_side_table_owner(|| super::stats::champion_heads(corpus, &asked))?
+        }
+        .into_iter();
+        Ok(readable.iter().map(|&ok| if ok { answers.next().unwrap_or_default() } else { Vec::new() }).collect())
     }
 
     fn ts_query_keys(&mut self, ts_config: i64, text: &str) -> Result<Vec<QueryKey>, CoreError> {
@@ -182,14 +205,18 @@ impl Executor for SpiExecutor {
 
     fn queued_items(&mut self, sql: &str, params: &[Param]) -> Result<Vec<(usize, String)>, CoreError> {
         self.settle(&[]);
-        select_saved(sql, &datums(params), |table| {
-            let mut out = Vec::new();
-            for row in table {
-                if let (Some(source), Some(id)) = (row.get::<i32>(1)?, row.get::<String>(2)?) {
-                    out.push((source.max(0) as usize, id));
+        // the ids are the caller's own hits: their queue state, whatever the caller may read
+        // of the queue itself
+        access::as_side_table_owner(|| {
+            select_saved(sql, &datums(params), |table| {
+                let mut out = Vec::new();
+                for row in table {
+                    if let (Some(source), Some(id)) = (row.get::<i32>(1)?, row.get::<String>(2)?) {
+                        out.push((source.max(0) as usize, id));
+                    }
                 }
-            }
-            Ok(out)
+                Ok(out)
+            })
         })
     }
 }

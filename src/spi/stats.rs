@@ -75,6 +75,14 @@ pub fn champion_heads(corpus: &str, requests: &[ChampionRequest]) -> Result<Vec<
     Ok(out)
 }
 
+/// Whether the current role may read every source of a corpus in full, and so its statistics
+/// (`corpus._reads_corpus_in_full`, sql/access.sql).
+pub fn reads_corpus_in_full(corpus: &str) -> Result<bool, CoreError> {
+    super::select_saved(statistics::READS_IN_FULL, &[DatumWithOid::from(corpus)], |table| {
+        Ok(table.first().get_one::<bool>()?.unwrap_or(false))
+    })
+}
+
 /// Where a corpus' lexical statistics stand.
 pub struct LexicalState {
     pub refreshed: bool,

@@ -24,6 +24,8 @@ pub enum SqlState {
     DataException,
     /// 55000
     ObjectNotInPrerequisiteState,
+    /// 25006
+    ReadOnlySqlTransaction,
 }
 
 impl SqlState {
@@ -38,6 +40,7 @@ impl SqlState {
             SqlState::NullValueNotAllowed => "22004",
             SqlState::DataException => "22000",
             SqlState::ObjectNotInPrerequisiteState => "55000",
+            SqlState::ReadOnlySqlTransaction => "25006",
         }
     }
 }

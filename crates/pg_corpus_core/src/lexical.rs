@@ -236,6 +236,32 @@ pub fn candidate_plan(
     })
 }
 
+/// Keys of a plan whose champion lists are not available — none stored for the source (a list
+/// is written for keys above [`CHAMPION_LIST_LEN`] documents of the corpus, which one source
+/// may not hold), or none readable for the caller (row-level security hides rows of the
+/// source from it, and a list names items) — find their candidates through the GIN index
+/// instead: the ranking stays right, at the cost of reading their postings.
+pub fn through_index(plan: &mut CandidatePlan, keys: &[String], df: impl Fn(&str) -> u64) {
+    let moved: Vec<String> = plan.champions.iter().filter(|k| keys.contains(k)).cloned().collect();
+    if moved.is_empty() {
+        return;
+    }
+    plan.champions.retain(|k| !moved.contains(k));
+    if plan.champions.is_empty() {
+        plan.champion_prefix = 0;
+    }
+    let extra = or_query(moved.iter().map(String::as_str));
+    plan.tsquery = match (plan.tsquery.take(), extra) {
+        (Some(q), Some(e)) => Some(format!("{q} | {e}")),
+        (q, e) => q.or(e),
+    };
+    plan.found = moved.iter().fold(plan.found, |n, k| n.saturating_add(df(k)));
+    // the moved keys find candidates now: the plan is pruned only while some key still only
+    // scores or comes from a list's head
+    plan.common.retain(|k| !moved.contains(k));
+    plan.pruned = !plan.common.is_empty() || !plan.champions.is_empty();
+}
+
 /// The head of one key's champion list: its items, best first, with their BM25 term weights
 /// (`tf·(k1+1) / (tf + k1·(1 − b + b·dl/avgdl))` at the refresh), and the key's `weight · idf`.
 #[derive(Debug, Clone, PartialEq)]
@@ -541,17 +567,48 @@ mod tests {
         }
     }
 
-    #[test]
-    fn all_common_queries_take_champion_heads() {
-        let keys: Vec<QueryKey> =
-            ["a", "b", "c", "d"].iter().map(|k| QueryKey { key: k.to_string(), weight: 1.0 }).collect();
-        // every key above the budget; "d" below the champion list length
-        let df = |k: &str| match k {
+    /// Four query keys, "a" commonest, "d" below the champion list length ([`abcd_df`]).
+    fn abcd() -> Vec<QueryKey> {
+        ["a", "b", "c", "d"].iter().map(|k| QueryKey { key: k.to_string(), weight: 1.0 }).collect()
+    }
+
+    fn abcd_df(k: &str) -> u64 {
+        match k {
             "a" => 50_000,
             "b" => 20_000,
             "c" => 3_000,
             _ => 700,
-        };
+        }
+    }
+
+    #[test]
+    fn keys_without_a_readable_list_go_through_the_index() {
+        let (keys, df) = (abcd(), abcd_df);
+        let mut plan = candidate_plan(&keys, df, 100_000, 400, 10).unwrap();
+        let found = plan.found;
+        through_index(&mut plan, &["b".to_string(), "x".to_string()], df);
+        assert_eq!(plan.champions, vec!["c", "a"]);
+        assert_eq!(plan.tsquery.as_deref(), Some("'d' | 'b'"));
+        assert_eq!(plan.found, found + 20_000);
+        assert_eq!(plan.champion_prefix, 100, "the other lists keep their heads");
+        through_index(&mut plan, &["a".to_string(), "c".to_string()], df);
+        assert!(plan.champions.is_empty());
+        assert_eq!((plan.tsquery.as_deref(), plan.champion_prefix), (Some("'d' | 'b' | 'c' | 'a'"), 0));
+        assert!(!plan.pruned, "every key finds candidates now");
+        let before = plan.clone();
+        through_index(&mut plan, &["a".to_string()], df);
+        assert_eq!(plan, before, "nothing left to move");
+        // a plan of listed keys only gets its first tsquery
+        let mut only = candidate_plan(&keys[..2], df, 100_000, 400, 10).unwrap();
+        assert!(only.tsquery.is_none());
+        through_index(&mut only, &["a".to_string()], df);
+        assert_eq!((only.tsquery.as_deref(), only.champions.clone()), (Some("'a'"), vec!["b".to_string()]));
+    }
+
+    #[test]
+    fn all_common_queries_take_champion_heads() {
+        // every key above the budget; "d" below the champion list length
+        let (keys, df) = (abcd(), abcd_df);
         let plan = candidate_plan(&keys, df, 100_000, 400, 10).unwrap();
         assert_eq!(plan.champions, vec!["c", "b", "a"], "rarest first");
         assert_eq!(plan.champion_prefix, 100, "budget / keys");

@@ -3,6 +3,7 @@
 //! of forgetting a corpus' statistics, and the reads of a search and of the health check. The
 //! extension runs them in order; values are parameters.
 
+use crate::resolve::Corpus;
 use crate::sql::Param;
 
 /// One statement and its parameters.
@@ -24,7 +25,7 @@ pub fn refresh(corpus: &str, stats: Statement, changes: i64, champions: Vec<(Str
     let changes_p = format!("${}", params.len() + 2);
     params.push(Param::Text(corpus.to_string()));
     params.push(Param::Int(changes));
-    let mut statements = vec![delete("lexical_stats", corpus)];
+    let mut statements = vec![lock(corpus), delete("lexical_stats", corpus)];
     statements.push((
         format!(
             "WITH s AS MATERIALIZED ({stats_sql}),
@@ -63,14 +64,34 @@ SELECT ${c}::text, ${s}::text, c.term, c.items, c.impacts FROM ({sql}) AS c"
     Refresh { statements, totals }
 }
 
+/// The advisory lock (classid [`LOCK_CLASS`], the corpus name's hash) that makes refreshes of
+/// one corpus wait for each other until the end of the transaction: two at once each deleted
+/// the old rows and inserted new ones, and the second insert failed with 23505 (a refresh's
+/// delete does not see rows inserted after its snapshot). The statements after it take new
+/// snapshots (READ COMMITTED), so the second refresh replaces the first one's rows.
+fn lock(corpus: &str) -> Statement {
+    (
+        format!("SELECT pg_catalog.pg_advisory_xact_lock({LOCK_CLASS}, pg_catalog.hashtext($1))"),
+        vec![Param::Text(corpus.to_string())],
+    )
+}
+
+/// pg_corpus' advisory lock class ('pgcr').
+pub const LOCK_CLASS: i32 = 0x7067_6372;
+
 fn delete(table: &str, corpus: &str) -> Statement {
     (format!("DELETE FROM corpus.{table} WHERE corpus = $1"), vec![Param::Text(corpus.to_string())])
 }
 
 /// The statements that forget a corpus' statistics (it has no source left).
 pub fn clear(corpus: &str) -> Vec<Statement> {
-    ["lexical_stats", "lexical_totals", "lexical_champions"].iter().map(|t| delete(t, corpus)).collect()
+    std::iter::once(lock(corpus))
+        .chain(["lexical_stats", "lexical_totals", "lexical_champions"].iter().map(|t| delete(t, corpus)))
+        .collect()
 }
+
+/// Whether the current role may read a corpus' statistics itself (parameter: corpus text).
+pub const READS_IN_FULL: &str = "SELECT corpus._reads_corpus_in_full($1::text)";
 
 /// A search's read of its keys' statistics: parameters (corpus text, terms text[]); rows
 /// (term, df), with NULL term for the documents and '' for the total length.
@@ -101,8 +122,83 @@ pub const STATE: &str = "SELECT t.corpus IS NOT NULL, t.documents, t.terms, t.to
           FROM pg_catalog.pg_stat_all_tables s WHERE s.relid = ANY($2::int8[]::oid[]))
   FROM (SELECT 1) AS one LEFT JOIN corpus.lexical_totals t ON t.corpus = $1";
 
+/// Columns a role needs SELECT on, per table (its OID, its qualified name).
+#[derive(Debug, Clone, PartialEq)]
+pub struct NeededColumns {
+    pub table: i64,
+    pub name: String,
+    pub columns: Vec<String>,
+}
+
+/// What a role must be allowed to read for a search to read a corpus' statistics on its behalf
+/// (sql/access.sql): every source's item id, text search and parent key columns and its parent
+/// table's key, the columns the statistics are computed from. (Row-level security is not
+/// asked: a searcher under it gets the statistics of its own query keys; sql/access.sql says
+/// what that discloses.)
+pub fn statistics_columns(corpus: &Corpus) -> Vec<NeededColumns> {
+    let mut out: Vec<NeededColumns> = Vec::new();
+    let mut need = |oid: i64, schema: &str, name: &str, cols: Vec<String>| match out.iter_mut().find(|n| n.table == oid)
+    {
+        Some(n) => {
+            for c in cols {
+                if !n.columns.contains(&c) {
+                    n.columns.push(c);
+                }
+            }
+        }
+        None => out.push(NeededColumns { table: oid, name: crate::sql::qualified(schema, name), columns: cols }),
+    };
+    for src in &corpus.sources {
+        let item = vec![src.id.column.clone(), src.tsv.column.clone(), src.parent_fk.column.clone()];
+        need(src.item.oid, &src.item.schema, &src.item.name, item);
+        if let (Some(p), Some(key)) = (&src.parent, &src.parent_key) {
+            need(p.oid, &p.schema, &p.name, vec![key.column.clone()]);
+        }
+    }
+    out
+}
+
+/// The error of a search whose caller may not read `table`'s `column` (so neither the corpus'
+/// statistics on its behalf).
+pub fn statistics_denied(corpus: &str, missing: &NeededColumns, column: &str) -> crate::error::CoreError {
+    crate::error::CoreError::new(
+        crate::error::SqlState::InsufficientPrivilege,
+        format!("permission denied to search corpus \"{corpus}\""),
+        format!(
+            "Grant the role SELECT on the corpus' tables, e.g. GRANT SELECT ON {} TO role; (the item id, text search and parent key columns suffice).",
+            missing.name
+        ),
+    )
+    .with_detail(format!(
+        "The corpus' lexical statistics are read for roles that may read every source's item ids and text search columns; this role may not read column {} of {}.",
+        crate::sql::ident(column),
+        missing.name
+    ))
+}
+
 #[cfg(test)]
 mod tests {
+    use super::{statistics_columns, statistics_denied};
+
+    #[test]
+    fn reading_statistics_needs_every_sources_id_text_search_and_parent_key_columns() {
+        let c = crate::resolve::tests::legal();
+        let needed = statistics_columns(&c);
+        let names: Vec<(&str, Vec<&str>)> =
+            needed.iter().map(|n| (n.name.as_str(), n.columns.iter().map(String::as_str).collect())).collect();
+        assert_eq!(names.len(), 3, "{names:?}");
+        assert!(names.iter().any(|(t, _)| t.ends_with("\"case_law\"")));
+        for src in &c.sources {
+            let item = needed.iter().find(|n| n.table == src.item.oid).unwrap();
+            for col in [&src.id.column, &src.tsv.column, &src.parent_fk.column] {
+                assert!(item.columns.contains(col), "{col} of {}", item.name);
+            }
+        }
+        let e = statistics_denied(&c.name, &needed[0], "weird\"col");
+        assert_eq!(e.state.code(), "42501");
+        assert!(e.detail.unwrap().contains("\"weird\"\"col\""), "identifiers quoted");
+        assert!(e.hint.contains(&needed[0].name));
+    }
     use super::*;
 
     fn placeholders_match(sql: &str, params: &[Param]) {
@@ -126,13 +222,19 @@ mod tests {
             ),
         )];
         let r = refresh("legal", stats, 42, champions);
-        assert_eq!(r.statements.len(), 4);
-        assert_eq!(r.totals, 1);
+        assert_eq!(r.statements.len(), 5);
+        assert_eq!(r.totals, 2);
         for (sql, params) in &r.statements {
             placeholders_match(sql, params);
         }
-        assert_eq!(r.statements[1].1[1..], [Param::Text("legal".into()), Param::Int(42)]);
-        assert_eq!(r.statements[3].1[3..], [Param::Text("legal".into()), Param::Text("chunks".into())]);
-        assert!(clear("legal").iter().all(|(sql, p)| sql.starts_with("DELETE FROM corpus.lexical_") && p.len() == 1));
+        assert_eq!(r.statements[2].1[1..], [Param::Text("legal".into()), Param::Int(42)]);
+        assert_eq!(r.statements[4].1[3..], [Param::Text("legal".into()), Param::Text("chunks".into())]);
+        // every refresh and clear of a corpus first takes the corpus' advisory lock
+        let cleared = clear("legal");
+        for (sql, p) in [&r.statements[0], &cleared[0]] {
+            assert!(sql.starts_with("SELECT pg_catalog.pg_advisory_xact_lock(1885823858, "), "{sql}");
+            assert_eq!(p, &vec![Param::Text("legal".into())]);
+        }
+        assert!(cleared[1..].iter().all(|(sql, p)| sql.starts_with("DELETE FROM corpus.lexical_") && p.len() == 1));
     }
 }

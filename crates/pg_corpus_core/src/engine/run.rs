@@ -197,8 +197,13 @@ fn candidate_plans(
         })
         .collect();
     let answers = exec.champion_heads(&req.corpus.name, &requests)?;
-    for (&idx, lists) in wanting.iter().zip(answers) {
+    let mut answers = answers.into_iter();
+    for &idx in &wanting {
+        let lists = answers.next().unwrap_or_default();
         let Some(p) = plans[idx].as_mut() else { continue };
+        let unlisted_keys: Vec<String> =
+            p.champions.iter().filter(|k| !lists.iter().any(|l| &l.term == *k)).cloned().collect();
+        lexical::through_index(p, &unlisted_keys, |key| lex.df(key));
         let weight = |key: &str| p.scored.iter().find(|k| k.key == key).map_or(0.0, |k| k.weight_idf);
         let heads: Vec<ChampionHead> = lists
             .into_iter()

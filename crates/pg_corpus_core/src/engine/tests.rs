@@ -71,6 +71,8 @@ struct Fake {
     parent_rows: f64,
     /// Whether any parent is in the corpus (None: when a source has items).
     parents_in_corpus: Option<bool>,
+    /// Sources whose champion lists the caller may not read (none come back).
+    unlisted: Vec<String>,
 }
 
 impl Fake {
@@ -89,6 +91,7 @@ impl Fake {
             partial_index: Vec::new(),
             parent_rows: 5_000.0,
             parents_in_corpus: None,
+            unlisted: Vec::new(),
         }
     }
 
@@ -206,6 +209,9 @@ impl Executor for Fake {
         Ok(requests
             .iter()
             .map(|r| {
+                if self.unlisted.contains(&r.source) {
+                    return Vec::new();
+                }
                 let src = if r.source == "halachot" { 1 } else { 0 };
                 r.terms
                     .iter()
@@ -432,6 +438,34 @@ fn a_pruned_lexical_subplan_that_came_back_short_is_replanned_with_a_larger_budg
     assert_eq!(limits, vec![80, 320]);
     assert_eq!(rows.len(), 20);
     assert!(f.calls.iter().any(|c| matches!(c, Call::Champions(_))), "champion heads were read");
+}
+
+#[test]
+fn a_source_without_readable_champion_lists_finds_its_common_keys_through_the_index() {
+    // both keys common: with lists, chunks' candidates are the lists' heads (a pruned plan the
+    // fake answers with half of the matches); without them, the index (every match)
+    let run_with = |unlisted: Vec<String>| {
+        let mut f = Fake::new(vec![items(0, 30, 1), items(1, 0, 1)]);
+        f.df = [("שכירות".to_string(), 3000u64), ("חוזה".to_string(), 2500)].into_iter().collect();
+        f.unlisted = unlisted;
+        let mut a = args("lexical");
+        a.k = 20;
+        let rows = run(&mut f, a, Config { bm25_candidate_budget: 2000, ..Config::default() }).unwrap();
+        let first = f
+            .calls
+            .iter()
+            .find_map(|c| match c {
+                Call::Branch { source: 0, sql, .. } => Some(sql.clone()),
+                _ => None,
+            })
+            .unwrap();
+        (rows.len(), f.branch_calls().iter().filter(|c| c.0 == 0).count(), first)
+    };
+    let (rows, rounds, _) = run_with(vec![]);
+    assert_eq!((rows, rounds), (20, 2), "half found through the heads, then a wider round");
+    let (rows, rounds, sql) = run_with(vec!["chunks".to_string()]);
+    assert_eq!((rows, rounds), (20, 1), "all found through the index in the first round");
+    assert!(sql.contains("@@"), "the index: {sql}");
 }
 
 #[test]

@@ -1,0 +1,79 @@
+-- ==========================================================================================
+-- Who may read what pg_corpus stores about items.
+--
+-- The statistics, champion lists and re-embed queue describe items: their terms, which items
+-- hold a word, which items changed and when. A role reads such rows directly only when it may
+-- read what they describe IN FULL: SELECT on the columns they are computed from, and no
+-- row-level security hiding rows of those tables from it (row_security_active). Everything
+-- else is served through the search itself, which reads these tables with the extension
+-- owner's rights (src/spi/access.rs), only for values the caller's own query produced: the
+-- document frequencies of its query keys in a corpus whose sources it may read, the champion
+-- items of its common keys (not at all for a source under row-level security), and the
+-- queue state of the hits its own subplans returned.
+--
+-- What a searcher can still infer: the document frequency of its own query keys in a corpus
+-- it may search, counted over all of the corpus' items (also those row-level security hides
+-- from it) -- through the BM25 scores it gets back and the plan corpus_explain shows. BM25
+-- needs the corpus' frequencies to rank, and computing them per role at query time would mean
+-- reading every posting of every key. A tenant split that must not share even that belongs in
+-- separate corpora (each has its own statistics), which is what isolation is for.
+-- ==========================================================================================
+
+-- Whether the current role may read these columns of a table, every row of it.
+CREATE FUNCTION corpus._reads_in_full(item_table regclass, columns name[]) RETURNS boolean
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT coalesce(NOT pg_catalog.row_security_active(item_table)
+                    AND (SELECT pg_catalog.bool_and(pg_catalog.has_column_privilege(item_table, c::text, 'SELECT'))
+                           FROM pg_catalog.unnest(columns) AS c), false)
+$$;
+
+-- Whether the current role may read every source of a corpus in full: the item tables' id and
+-- text search columns, and the parent tables' keys (what the statistics are computed from).
+CREATE FUNCTION corpus._reads_corpus_in_full(corpus text) RETURNS boolean
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT coalesce(pg_catalog.bool_and(
+               corpus._reads_in_full(s.item_table, ARRAY[s.id_column, s.tsv_column, s.parent_fk])
+               AND (s.parent_table IS NULL OR corpus._reads_in_full(s.parent_table, ARRAY[s.parent_key]))), false)
+      FROM corpus.sources AS s
+     WHERE s.corpus = _reads_corpus_in_full.corpus
+$$;
+
+REVOKE ALL ON FUNCTION corpus._reads_in_full(regclass, name[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION corpus._reads_corpus_in_full(text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION corpus._reads_in_full(regclass, name[]) TO PUBLIC;
+GRANT EXECUTE ON FUNCTION corpus._reads_corpus_in_full(text) TO PUBLIC;
+
+-- Statistics: a corpus' whole vocabulary with document frequencies.
+ALTER TABLE corpus.lexical_stats ENABLE ROW LEVEL SECURITY;
+ALTER TABLE corpus.lexical_totals ENABLE ROW LEVEL SECURITY;
+CREATE POLICY readers_of_the_corpus ON corpus.lexical_stats
+    USING (corpus._reads_corpus_in_full(corpus)) WITH CHECK (corpus._reads_corpus_in_full(corpus));
+CREATE POLICY readers_of_the_corpus ON corpus.lexical_totals
+    USING (corpus._reads_corpus_in_full(corpus)) WITH CHECK (corpus._reads_corpus_in_full(corpus));
+
+-- Champion lists: which items of a source hold a word.
+ALTER TABLE corpus.lexical_champions ENABLE ROW LEVEL SECURITY;
+CREATE POLICY readers_of_the_source ON corpus.lexical_champions
+    USING (EXISTS (
+        SELECT 1 FROM corpus.sources AS s
+         WHERE s.corpus = lexical_champions.corpus AND s.name = lexical_champions.source
+           AND corpus._reads_in_full(s.item_table, ARRAY[s.id_column, s.tsv_column])))
+    WITH CHECK (corpus._reads_corpus_in_full(corpus));
+
+-- The re-embed queue: which items of which table changed, and when. Workers (roles granted
+-- UPDATE on the queue, as the worker API asks) see all of it; other roles the rows of the
+-- tables they read in full.
+ALTER TABLE corpus.embedding_queue ENABLE ROW LEVEL SECURITY;
+CREATE POLICY workers ON corpus.embedding_queue
+    USING (pg_catalog.has_table_privilege('corpus.embedding_queue', 'UPDATE')
+           OR pg_catalog.has_table_privilege('corpus.embedding_queue', 'DELETE'))
+    WITH CHECK (true);
+CREATE POLICY readers_of_the_table ON corpus.embedding_queue FOR SELECT
+    USING (EXISTS (
+        SELECT 1 FROM corpus.embedding_slots AS s
+         WHERE s.item_table = embedding_queue.item_table AND s.embedding_column = embedding_queue.embedding_column
+           AND corpus._reads_in_full(s.item_table, ARRAY[s.id_column])));
