@@ -17,6 +17,7 @@ fn code(state: SqlState) -> PgSqlErrorCode {
         SqlState::DataException => ERRCODE_DATA_EXCEPTION,
         SqlState::ObjectNotInPrerequisiteState => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
         SqlState::ReadOnlySqlTransaction => ERRCODE_READ_ONLY_SQL_TRANSACTION,
+        SqlState::StatementTooComplex => ERRCODE_STATEMENT_TOO_COMPLEX,
     }
 }
 

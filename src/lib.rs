@@ -10,6 +10,7 @@ mod error;
 mod eval;
 mod gucs;
 mod health;
+mod jsonb;
 mod lexical;
 mod search;
 mod spi;

@@ -7,6 +7,8 @@ use pg_corpus_core::{CoreError, SqlState};
 use pgrx::prelude::*;
 use pgrx::JsonB;
 
+use crate::jsonb::JsonbText;
+
 use crate::error::OrRaise;
 use crate::gucs;
 use crate::spi;
@@ -51,7 +53,7 @@ fn common_args(
     query_vec: Option<Vector>,
     query_text: Option<&str>,
     k: Option<i32>,
-    filters: Option<JsonB>,
+    filters: Option<JsonbText>,
     mode: Option<&str>,
     candidates: Option<i32>,
     include_stale: Option<bool>,
@@ -60,7 +62,7 @@ fn common_args(
         query_vec: query_vec.map(|v| v.0),
         query_text: query_text.map(str::to_string),
         k: required(k, function, "k")?,
-        filters: filters.map_or(serde_json::Value::Null, |j| j.0),
+        filters: filters.map_or(Ok(serde_json::Value::Null), |j| j.parse("filters"))?,
         mode: required(mode, function, "mode")?.to_string(),
         candidates,
         include_stale: required(include_stale, function, "include_stale")?,
@@ -97,7 +99,7 @@ fn corpus_hybrid_search(
     query_vec: Option<Vector>,
     query_text: Option<&str>,
     k: default!(Option<i32>, 10),
-    filters: default!(Option<JsonB>, "'{}'"),
+    filters: default!(Option<JsonbText>, "'{}'"),
     mode: default!(Option<&str>, "'hybrid'"),
     max_per_parent: default!(Option<i32>, 3),
     candidates: default!(Option<i32>, "NULL"),
@@ -165,7 +167,7 @@ fn corpus_explain(
     query_vec: default!(Option<Vector>, "NULL"),
     query_text: default!(Option<&str>, "NULL"),
     k: default!(Option<i32>, 10),
-    filters: default!(Option<JsonB>, "'{}'"),
+    filters: default!(Option<JsonbText>, "'{}'"),
     mode: default!(Option<&str>, "'hybrid'"),
     candidates: default!(Option<i32>, "NULL"),
     include_stale: default!(Option<bool>, false),

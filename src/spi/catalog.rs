@@ -9,8 +9,10 @@ use pg_corpus_core::engine::cache::Cache;
 use pg_corpus_core::resolve::{self, Corpus};
 use pg_corpus_core::{CoreError, SqlState};
 use pgrx::datum::DatumWithOid;
+use pgrx::pg_sys;
 use pgrx::prelude::*;
-use pgrx::{pg_sys, JsonB};
+
+use crate::jsonb::JsonbText;
 
 use super::spi_failure;
 
@@ -195,16 +197,17 @@ fn read_corpus(name: &str) -> Result<(Corpus, Vec<i64>), CoreError> {
                 &[DatumWithOid::from(name)],
             )?
             .first()
-            .get_three::<JsonB, i64, i64>()
+            .get_three::<JsonbText, i64, i64>()
     })
     .map_err(spi_failure)?;
-    let Some(JsonB(value)) = json else {
+    let Some(json) = json else {
         return Err(CoreError::new(
             SqlState::UndefinedObject,
             format!("corpus \"{name}\" does not exist"),
             "See corpus.corpus_list() for the defined corpora.",
         ));
     };
+    let value = json.parse(&format!("the definition of corpus \"{name}\""))?;
     let def: resolve::CorpusDef = serde_json::from_value(value).map_err(|e| {
         CoreError::new(
             SqlState::ObjectNotInPrerequisiteState,

@@ -7,6 +7,8 @@ use pgrx::datum::DatumWithOid;
 use pgrx::prelude::*;
 use pgrx::JsonB;
 
+use crate::jsonb::JsonbText;
+
 use super::spi_failure;
 
 pub struct GoldQuery {
@@ -14,6 +16,12 @@ pub struct GoldQuery {
     pub text: Option<String>,
     pub vector: Option<Vec<f32>>,
     pub filters: serde_json::Value,
+}
+
+/// A gold query as read, its filters not parsed yet (their nesting is bounded when they are).
+struct GoldQueryRow {
+    query: GoldQuery,
+    filters: Option<JsonbText>,
 }
 
 pub struct GoldSet {
@@ -47,11 +55,14 @@ pub fn load_gold_set(name: &str) -> Result<GoldSet, CoreError> {
             None,
             &[DatumWithOid::from(name)],
         )? {
-            queries.push(GoldQuery {
-                id: row.get::<String>(1)?.unwrap_or_default(),
-                text: row.get::<String>(2)?,
-                vector: row.get::<Vec<f32>>(3)?,
-                filters: row.get::<JsonB>(4)?.map_or(serde_json::json!({}), |j| j.0),
+            queries.push(GoldQueryRow {
+                query: GoldQuery {
+                    id: row.get::<String>(1)?.unwrap_or_default(),
+                    text: row.get::<String>(2)?,
+                    vector: row.get::<Vec<f32>>(3)?,
+                    filters: serde_json::json!({}),
+                },
+                filters: row.get::<JsonbText>(4)?,
             });
         }
         let mut judgments: HashMap<String, HashMap<String, i32>> = HashMap::new();
@@ -64,16 +75,24 @@ pub fn load_gold_set(name: &str) -> Result<GoldSet, CoreError> {
                 judgments.entry(q).or_default().insert(t, g);
             }
         }
-        Ok(Some(GoldSet { name: name.to_string(), corpus, level, queries, judgments }))
+        Ok(Some((corpus, level, queries, judgments)))
     })
     .map_err(spi_failure)?;
-    found.ok_or_else(|| {
-        CoreError::new(
+    let Some((corpus, level, rows, judgments)) = found else {
+        return Err(CoreError::new(
             SqlState::UndefinedObject,
             format!("gold set \"{name}\" does not exist"),
             "Create it with corpus.corpus_gold_set_create, or see SELECT name FROM corpus.gold_sets.",
-        )
-    })
+        ));
+    };
+    let mut queries = Vec::with_capacity(rows.len());
+    for GoldQueryRow { mut query, filters } in rows {
+        if let Some(f) = filters {
+            query.filters = f.parse(&format!("the filters of gold query {}", query.id))?;
+        }
+        queries.push(query);
+    }
+    Ok(GoldSet { name: name.to_string(), corpus, level, queries, judgments })
 }
 
 /// The current time as text (kept as text: it only goes back into a timestamptz column).
@@ -213,10 +232,10 @@ pub fn ranking_settings() -> Result<serde_json::Value, CoreError> {
                 &[],
             )?
             .first()
-            .get_one::<JsonB>()
+            .get_one::<JsonbText>()
     })
-    .map(|v| v.map_or(serde_json::Value::Null, |j| j.0))
-    .map_err(spi_failure)
+    .map_err(spi_failure)?
+    .map_or(Ok(serde_json::Value::Null), |j| j.parse("the ranking settings"))
 }
 
 /// The catalog's definition of a corpus, as stored (for evaluation runs).
@@ -229,8 +248,8 @@ pub fn corpus_definition_json(corpus: &str) -> Result<serde_json::Value, CoreErr
                 &[DatumWithOid::from(corpus)],
             )?
             .first()
-            .get_one::<JsonB>()
+            .get_one::<JsonbText>()
     })
-    .map(|v| v.map_or(serde_json::Value::Null, |j| j.0))
-    .map_err(spi_failure)
+    .map_err(spi_failure)?
+    .map_or(Ok(serde_json::Value::Null), |j| j.parse("the corpus definition"))
 }

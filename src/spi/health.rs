@@ -2,10 +2,10 @@
 //! constructor, so no health SQL is written in this crate), returned as JSON objects (column
 //! name → value) for the judging rules.
 
+use crate::jsonb::JsonbText;
 use pg_corpus_core::health::Query;
 use pg_corpus_core::CoreError;
 use pgrx::prelude::*;
-use pgrx::JsonB;
 
 use super::{datums, spi_failure};
 
@@ -15,13 +15,16 @@ pub fn rows(query: &Query) -> Result<Vec<serde_json::Value>, CoreError> {
         let wrapped = format!("SELECT to_jsonb(q) FROM ({}) AS q", query.sql());
         let mut rows = Vec::new();
         for row in client.select(&wrapped, None, &datums(query.params()))? {
-            if let Some(JsonB(v)) = row.get::<JsonB>(1)? {
+            if let Some(v) = row.get::<JsonbText>(1)? {
                 rows.push(v);
             }
         }
         Ok(rows)
     })
-    .map_err(spi_failure)
+    .map_err(spi_failure)?
+    .iter()
+    .map(|v| v.parse("a health check row"))
+    .collect()
 }
 
 /// The first row of a health query (JSON null when it has none).

@@ -17,7 +17,9 @@ use pg_corpus_core::plan::Subplan;
 use pg_corpus_core::sql::Param;
 use pg_corpus_core::{CoreError, SqlState};
 use pgrx::datum::DatumWithOid;
-use pgrx::{pg_sys, JsonB};
+use pgrx::pg_sys;
+
+use crate::jsonb::JsonbText;
 
 use super::{access, catalog, datums, get_option, select_saved, set_option};
 
@@ -168,39 +170,52 @@ impl Executor for SpiExecutor {
 
     fn feedback_docs(&mut self, sql: &str, params: &[Param]) -> Result<HashMap<String, FeedbackDoc>, CoreError> {
         self.settle_custom(&[]);
-        select_saved(sql, &datums(params), |table| {
-            let mut out = HashMap::new();
+        let raw = select_saved(sql, &datums(params), |table| {
+            let mut out = Vec::new();
             for row in table {
                 let Some(id) = row.get::<String>(1)? else { continue };
-                let embedding = row.get::<Vec<f32>>(2)?;
-                let tf = row
-                    .get::<JsonB>(3)?
-                    .and_then(|j| j.0.as_object().cloned())
-                    .map(|m| m.into_iter().map(|(k, v)| (k, v.as_f64().unwrap_or(0.0))).collect())
-                    .unwrap_or_default();
-                out.insert(id, FeedbackDoc { embedding, tf });
+                out.push((id, row.get::<Vec<f32>>(2)?, row.get::<JsonbText>(3)?));
             }
             Ok(out)
-        })
+        })?;
+        let mut out = HashMap::new();
+        for (id, embedding, tf) in raw {
+            let tf = match tf {
+                Some(t) => t.parse("a feedback document's term counts")?,
+                None => serde_json::Value::Null,
+            };
+            let tf = tf
+                .as_object()
+                .map(|m| m.iter().map(|(k, v)| (k.clone(), v.as_f64().unwrap_or(0.0))).collect())
+                .unwrap_or_default();
+            out.insert(id, FeedbackDoc { embedding, tf });
+        }
+        Ok(out)
     }
 
     fn fetch_rows(&mut self, sql: &str, params: &[Param]) -> Result<Vec<FetchedRow>, CoreError> {
         self.settle_custom(&[]);
-        select_saved(sql, &datums(params), |table| {
+        let raw = select_saved(sql, &datums(params), |table| {
             let mut rows = Vec::with_capacity(table.len());
             for row in table {
                 let Some(item_id) = row.get::<String>(1)? else {
                     continue;
                 };
-                rows.push(FetchedRow {
-                    item_id,
-                    content: row.get::<String>(2)?,
-                    locator: row.get::<JsonB>(3)?.map_or(serde_json::Value::Null, |j| j.0),
-                    metadata: row.get::<JsonB>(4)?.map_or(serde_json::Value::Null, |j| j.0),
-                });
+                rows.push((item_id, row.get::<String>(2)?, row.get::<JsonbText>(3)?, row.get::<JsonbText>(4)?));
             }
             Ok(rows)
-        })
+        })?;
+        let json = |j: Option<JsonbText>, what: &str| j.map_or(Ok(serde_json::Value::Null), |j| j.parse(what));
+        raw.into_iter()
+            .map(|(item_id, content, locator, metadata)| {
+                Ok(FetchedRow {
+                    locator: json(locator, &format!("the locator of item {item_id}"))?,
+                    metadata: json(metadata, &format!("the metadata of item {item_id}"))?,
+                    item_id,
+                    content,
+                })
+            })
+            .collect()
     }
 
     fn queued_items(&mut self, sql: &str, params: &[Param]) -> Result<Vec<(usize, String)>, CoreError> {

@@ -17,6 +17,8 @@ noticed only at search time) gives "DID NOT RAISE" or a different code; a Rust p
 gives XX000; a missing hint is caught by the hint assertion; a crash loses the connection.
 """
 
+import json
+
 import psycopg
 import pytest
 
@@ -90,6 +92,14 @@ def vec_of(dim, value=0.05, bad=None):
     return "[" + ",".join(xs) + "]"
 
 
+def nested(depth, leaf="x"):
+    """A jsonb object `depth` levels deep: {"a": {"a": ... leaf}}."""
+    v = leaf
+    for _ in range(depth):
+        v = {"a": v}
+    return v
+
+
 T = "ערעור תכנון"
 EXT, INT, DOCS = "external_precedents", "internal_decisions", "case_documents"
 PA = {"practice_area": "planning"}
@@ -147,6 +157,11 @@ SEARCH_CASES = {
     "feedback_semantic": ("22023", "feedback", dict(corpus=EXT, mode="semantic", feedback=True)),
     "feedback_without_text": ("22023", "feedback", dict(corpus=EXT, query_text=None, feedback=True)),
     "feedback_without_vector": ("22023", "feedback", dict(corpus=EXT, query_vec=None, feedback=True)),
+    # jsonb deeper than pg_corpus reads (64 levels), than serde_json's limit (128) and far beyond
+    "filters_nested_65": ("54001", "filters", dict(corpus=EXT, filters=nested(65))),
+    "filters_nested_129": ("54001", "filters", dict(corpus=EXT, filters=nested(129))),
+    "filters_nested_900": ("54001", "filters", dict(corpus=EXT, filters=nested(900))),
+    "filters_nested_array_300": ("54001", "filters", dict(corpus=EXT, filters={"court": nested(300, [1])})),
 }
 
 
@@ -211,6 +226,8 @@ DEFINITION_CASES = {
     "unknown_distance": ("22023", "manhattan", dict(distance="manhattan")),
     "bad_source_name": ("22023", None, dict(source="Bad Name!")),
     "unknown_corpus": ("42704", "no_such_corpus", dict(corpus="no_such_corpus")),
+    "rule_nested_200": ("54001", None, dict(rule=json.dumps(nested(200)))),
+    "locator_nested_130": ("54001", None, dict(locator=json.dumps({"p": nested(130)}))),
 }
 
 
@@ -283,8 +300,13 @@ def test_create_error(db, case):
      ["external_precedents"], "42703"),
     ("SELECT corpus.corpus_alter(%s, isolation => '{\"ghost\": \"x\"}')",
      ["external_precedents"], "42703"),
+    ("SELECT corpus.corpus_alter(%s, filter_fields => %s::jsonb)",
+     ["external_precedents", json.dumps(nested(300))], "54001"),
+    ("SELECT corpus.corpus_alter(%s, isolation => %s::jsonb)",
+     ["external_precedents", json.dumps(nested(140))], "54001"),
 ], ids=["drop_unknown", "drop_source_unknown", "drop_source_unknown_corpus",
-        "alter_unknown", "alter_bad_filter_field", "alter_bad_isolation"])
+        "alter_unknown", "alter_bad_filter_field", "alter_bad_isolation", "alter_filter_fields_nested_300",
+        "alter_isolation_nested_140"])
 def test_catalog_call_error(db, sql, params, sqlstate):
     before = db.execute("SELECT * FROM corpus.corpus_list() ORDER BY name").fetchall()
     expect_error(db, sql, params, sqlstate)
@@ -449,3 +471,44 @@ def test_failing_calls_change_no_data(db, pgc, qv):
             pgc.search(db, EXT, qv, T, k=0)
     after = snapshot(db)
     assert after == before, [k for k in before if before[k] != after.get(k)]
+
+
+def test_an_item_with_metadata_too_deep_to_read_fails_the_search_cleanly(db):
+    """A metadata column holding jsonb nested beyond what pg_corpus reads (serde_json's limit
+    made it XX000): 54001 naming the item, and the backend lives on."""
+    db.execute(f"""
+        CREATE TABLE deep_meta (id int PRIMARY KEY, pid int NOT NULL, body text NOT NULL, meta jsonb,
+                                tsv tsvector GENERATED ALWAYS AS (to_tsvector('simple', body)) STORED,
+                                emb vector(3));
+        INSERT INTO deep_meta (id, pid, body, meta, emb)
+             VALUES (1, 1, 'a deep metadata item with words', %s::jsonb, '[1,2,3]');
+        SELECT corpus.corpus_create('deep_meta_c');
+        SELECT corpus.corpus_add_source('deep_meta_c', 'items', 'deep_meta', text_column => 'body',
+               tsv_column => 'tsv', embedding_column => 'emb', parent_fk => 'pid', min_length => 5,
+               metadata => '{{"m": "meta"}}');""".replace("%s", "'" + json.dumps(nested(200)) + "'"))
+    try:
+        expect_error(db, "SELECT * FROM corpus.corpus_hybrid_search('deep_meta_c', NULL, 'deep words')",
+                     None, "54001", "metadata of item 1")
+    finally:
+        db.execute("SELECT corpus.corpus_drop('deep_meta_c')")
+        db.execute("DROP TABLE deep_meta")
+
+
+def test_the_ts_rank_cd_scorer_bounds_a_long_query(db):
+    """ts_rank_cd reads no statistics to choose keys by: a 4,000-word query made a 4,000-term
+    tsquery that every candidate was ranked against (35 s). It ranks by the first 64 words."""
+    words = [f"מילה{i}" for i in range(4000)]
+    db.execute("SET pg_corpus.lexical_scorer = 'ts_rank_cd'")
+    try:
+        rows = db.execute("SELECT params FROM corpus.corpus_explain(%s, NULL, %s, mode => 'lexical')",
+                          [EXT, " ".join(words)]).fetchall()
+        assert rows
+        for (params,) in rows:
+            texts = [p for p in params if isinstance(p, str) and "מילה" in p]
+            assert texts == [" ".join(words[:64])]
+        db.execute("SET statement_timeout = '20s'")
+        db.execute("SELECT * FROM corpus.corpus_hybrid_search(%s, NULL, %s, mode => 'lexical')",
+                   [EXT, " ".join(words)]).fetchall()
+    finally:
+        db.execute("RESET statement_timeout")
+        db.execute("RESET pg_corpus.lexical_scorer")

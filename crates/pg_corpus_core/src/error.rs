@@ -26,6 +26,8 @@ pub enum SqlState {
     ObjectNotInPrerequisiteState,
     /// 25006
     ReadOnlySqlTransaction,
+    /// 54001
+    StatementTooComplex,
 }
 
 impl SqlState {
@@ -41,6 +43,7 @@ impl SqlState {
             SqlState::DataException => "22000",
             SqlState::ObjectNotInPrerequisiteState => "55000",
             SqlState::ReadOnlySqlTransaction => "25006",
+            SqlState::StatementTooComplex => "54001",
         }
     }
 }

@@ -265,7 +265,9 @@ fn subplans(
                     out.push(p);
                 }
             }
-            (Some(t), _, _) => out.push(plan::lexical(&req.corpus, idx, &req.conds, t, window as i64)),
+            (Some(t), _, _) => {
+                out.push(plan::lexical(&req.corpus, idx, &req.conds, lexical::ts_rank_cd_text(t), window as i64))
+            }
             (None, _, _) => {}
         }
     }
