@@ -167,6 +167,21 @@ $$;
 -- Definition functions. Each changes rows, then validates the whole corpus in Rust; an error
 -- aborts the statement, so nothing half-defined is ever stored.
 -- ------------------------------------------------------------------------------------------
+-- 22023 unless a definition argument is a jsonb object (the catalog's CHECK constraints would
+-- answer 23514 without saying which argument or what to pass).
+CREATE FUNCTION corpus._require_object(value jsonb, argument text) RETURNS void
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF value IS NOT NULL AND jsonb_typeof(value) <> 'object' THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = format('%s must be a jsonb object, got a %s', argument, jsonb_typeof(value)),
+            HINT = format('Pass an object of column names and values, e.g. %s => ''{}''.', argument);
+    END IF;
+END
+$$;
+
 CREATE FUNCTION corpus.corpus_create(
     name             text,
     isolation        jsonb  DEFAULT '{}',
@@ -183,6 +198,8 @@ BEGIN
             MESSAGE = format('invalid corpus name "%s"', name),
             HINT = 'A corpus name is a lower-case identifier: letters, digits and _, at most 63 characters.';
     END IF;
+    PERFORM corpus._require_object(isolation, 'isolation');
+    PERFORM corpus._require_object(filter_fields, 'filter_fields');
     IF EXISTS (SELECT 1 FROM corpus.corpora c WHERE c.name = corpus_create.name) THEN
         RAISE EXCEPTION USING ERRCODE = '42710',
             MESSAGE = format('corpus "%s" already exists', name),
@@ -245,6 +262,11 @@ BEGIN
             MESSAGE = 'item_table, id_column, text_column, embedding_column, tsv_column and parent_fk are required',
             HINT = 'parent_fk names the item column that holds the parent id (the capping and provenance key).';
     END IF;
+    IF cardinality(embedding_inputs) = 0 OR array_position(embedding_inputs, NULL) IS NOT NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = 'embedding_inputs must name at least one column, and no NULL',
+            HINT = 'Name the text columns the embedding is computed from, or leave embedding_inputs out to use text_column.';
+    END IF;
     INSERT INTO corpus.sources AS s (corpus, name, item_table, id_column, text_column, tsv_column,
         embedding_column, embedding_inputs, distance, parent_table, parent_fk, parent_key, parent_required, rule,
         locator, metadata, min_length, ts_config, language, semantic_weight, lexical_weight)
@@ -296,6 +318,8 @@ LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
+    PERFORM corpus._require_object(isolation, 'isolation');
+    PERFORM corpus._require_object(filter_fields, 'filter_fields');
     UPDATE corpus.corpora c
        SET isolation        = COALESCE(corpus_alter.isolation, c.isolation),
            required_filters = COALESCE(corpus_alter.required_filters, c.required_filters),
