@@ -125,18 +125,14 @@ DECLARE
     -- The slot's table: TG_RELID, or for a partition the partitioned table it belongs to (the
     -- slot is registered on it, and its row-level trigger fires on each partition). Not the
     -- table's OID written in: a dump/restore gives the table a new OID.
-    rel oid := coalesce(pg_partition_root(TG_RELID), TG_RELID);
+    -- (assigned on the paths that touch the queue only: a row that brings its embedding
+    -- should cost the trigger as little as possible)
+    rel oid;
 BEGIN
     -- DROP EXTENSION pg_corpus leaves this function and its trigger behind (they are created at
     -- registration, not by the extension script, so that dump and restore keep them): without
     -- the queue there is nothing to do, and the table must stay writable.
     IF to_regclass('corpus.embedding_queue') IS NULL THEN
-        RETURN NULL;
-    END IF;
-    -- ... and DROP EXTENSION; CREATE EXTENSION leaves it without its slot (the new catalog is
-    -- empty): a write must not fail on the queue's foreign key. Registering the source again
-    -- adopts the trigger.
-    IF NOT EXISTS (SELECT 1 FROM corpus.embedding_slots s WHERE s.item_table = rel AND s.embedding_column = %2$L) THEN
         RETURN NULL;
     END IF;
     -- Bulk loads may defer the per-row work: SET pg_corpus.defer_embedding_queue = on, load,
@@ -146,11 +142,17 @@ BEGIN
     IF corpus._embedding_queue_deferred() THEN
         RETURN NULL;
     END IF;
+    -- (DROP EXTENSION; CREATE EXTENSION leaves this trigger without its slot: the new catalog
+    -- is empty. The queue inserts below check for the slot in the same statement, so a write
+    -- never fails on the queue's foreign key, and cost nothing more when nothing is queued.
+    -- Registering the source again adopts the trigger.)
     IF TG_OP = 'TRUNCATE' THEN
+        rel := coalesce(pg_partition_root(TG_RELID), TG_RELID);
         DELETE FROM corpus.embedding_queue WHERE item_table = rel AND embedding_column = %2$L;
         RETURN NULL;
     END IF;
     IF TG_OP IN ('DELETE', 'UPDATE') AND (TG_OP = 'DELETE' OR OLD.%3$I IS DISTINCT FROM NEW.%3$I) THEN
+        rel := coalesce(pg_partition_root(TG_RELID), TG_RELID);
         DELETE FROM corpus.embedding_queue
          WHERE item_table = rel AND embedding_column = %2$L AND item_id = OLD.%3$I::text;
         IF TG_OP = 'DELETE' THEN
@@ -158,15 +160,20 @@ BEGIN
         END IF;
     END IF;
     IF NEW.%4$I IS NULL THEN
+        rel := coalesce(pg_partition_root(TG_RELID), TG_RELID);
         IF TG_OP = 'INSERT' OR OLD.%4$I IS NOT NULL OR %5$s THEN
             INSERT INTO corpus.embedding_queue AS q (item_table, embedding_column, item_id, reason)
-            VALUES (rel, %2$L, NEW.%3$I::text, 'missing')
+            SELECT rel, %2$L, NEW.%3$I::text, 'missing'
+             WHERE EXISTS (SELECT 1 FROM corpus.embedding_slots s WHERE s.item_table = rel AND s.embedding_column = %2$L)
             ON CONFLICT (item_table, embedding_column, item_id) DO UPDATE
                SET reason = 'missing', version = nextval('corpus.embedding_queue_version_seq'), enqueued_at = now(), state = 'pending',
                    claimed_by = NULL, claimed_at = NULL, lease_until = NULL, attempts = 0, last_error = NULL;
-            PERFORM pg_notify('pg_corpus_embedding', rel::regclass::text);
+            IF FOUND THEN
+                PERFORM pg_notify('pg_corpus_embedding', rel::regclass::text);
+            END IF;
         END IF;
     ELSIF TG_OP = 'UPDATE' THEN
+        rel := coalesce(pg_partition_root(TG_RELID), TG_RELID);
         -- (compared as real[]: pgvector's = is not on this function's pinned search_path)
         IF OLD.%4$I::real[] IS DISTINCT FROM NEW.%4$I::real[] THEN
             -- a new embedding came in with (or after) the text: fresh
@@ -174,11 +181,14 @@ BEGIN
              WHERE item_table = rel AND embedding_column = %2$L AND item_id = NEW.%3$I::text;
         ELSIF %5$s THEN
             INSERT INTO corpus.embedding_queue AS q (item_table, embedding_column, item_id, reason)
-            VALUES (rel, %2$L, NEW.%3$I::text, 'text_changed')
+            SELECT rel, %2$L, NEW.%3$I::text, 'text_changed'
+             WHERE EXISTS (SELECT 1 FROM corpus.embedding_slots s WHERE s.item_table = rel AND s.embedding_column = %2$L)
             ON CONFLICT (item_table, embedding_column, item_id) DO UPDATE
                SET reason = 'text_changed', version = nextval('corpus.embedding_queue_version_seq'), enqueued_at = now(), state = 'pending',
                    claimed_by = NULL, claimed_at = NULL, lease_until = NULL, attempts = 0, last_error = NULL;
-            PERFORM pg_notify('pg_corpus_embedding', rel::regclass::text);
+            IF FOUND THEN
+                PERFORM pg_notify('pg_corpus_embedding', rel::regclass::text);
+            END IF;
         END IF;
     END IF;
     RETURN NULL;
