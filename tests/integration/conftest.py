@@ -306,6 +306,22 @@ def role(db, request):
     db.execute(f"DROP ROLE {name}")
 
 
+def as_role(conn, role, sql, params=None):
+    """Rows of `sql` run under SET ROLE `role` (reset afterwards, also on error)."""
+    conn.execute(f"SET ROLE {role}")
+    try:
+        return conn.execute(sql, params).fetchall()
+    finally:
+        conn.execute("RESET ROLE")
+
+
+def drop_roles(conn, roles):
+    """Drop test roles with what they own and what was granted to them."""
+    for r in roles:
+        conn.execute(f"DROP OWNED BY {r}")
+        conn.execute(f"DROP ROLE {r}")
+
+
 @pytest.fixture(scope="session")
 def pgc():
     return SimpleNamespace(
@@ -314,5 +330,6 @@ def pgc():
         TextGen=TextGen, make_vocab=make_vocab, unit=unit,
         random_unit_vectors=random_unit_vectors, vec_text=vec_text,
         generate_legal_data=generate_legal_data, load_legal=load_legal, copy_rows=copy_rows,
-        run_sql_file=run_sql_file, search=search, search_sql=search_sql,
+        run_sql_file=run_sql_file, search=search, search_sql=search_sql, as_role=as_role,
+        drop_roles=drop_roles,
     )

@@ -3,6 +3,7 @@ item tables, an embedding worker (the grants the worker API documents) and the o
 source's table, against every table and every function of the schema."""
 import psycopg
 import pytest
+from conftest import as_role, drop_roles
 
 SEED = 3131
 R = "pgc_matrix"
@@ -29,9 +30,7 @@ def db(cluster, pgc):
     conn.execute(f"ALTER TABLE halachot OWNER TO {OWNER}")
     yield conn
     conn.execute("ALTER TABLE halachot OWNER TO CURRENT_USER")
-    for r in ROLES:
-        conn.execute(f"DROP OWNED BY {r}")
-        conn.execute(f"DROP ROLE {r}")
+    drop_roles(conn, ROLES)
 
 
 def tables(db):
@@ -40,12 +39,6 @@ def tables(db):
         "WHERE n.nspname = 'corpus' AND c.relkind IN ('r', 'p') ORDER BY 1")]
 
 
-def as_role(db, role, sql, params=None):
-    db.execute(f"SET ROLE {role}")
-    try:
-        return db.execute(sql, params).fetchall()
-    finally:
-        db.execute("RESET ROLE")
 
 
 def denied(db, role, sql, params=None):

@@ -9,6 +9,7 @@ the statistics refresh writes champion lists) and 40 of tenant 'b'; row-level se
 `limited` only the first 200 items of 'a'; items without an embedding are queued."""
 import psycopg
 import pytest
+from conftest import as_role, drop_roles
 
 PREFIX = "pgc_side"
 FULL, LIMITED, NOGRANT, WRITER = (f"{PREFIX}_{r}" for r in ("full", "limited", "nogrant", "writer"))
@@ -56,17 +57,9 @@ def db(cluster):
     conn.execute(f"CREATE POLICY first_items ON notes FOR SELECT TO {LIMITED} USING (id <= {VISIBLE})")
     yield conn
     conn.execute("DROP TABLE notes CASCADE")
-    for r in ROLES:
-        conn.execute(f"DROP OWNED BY {r}")
-        conn.execute(f"DROP ROLE {r}")
+    drop_roles(conn, ROLES)
 
 
-def as_role(db, role, sql, params=None):
-    db.execute(f"SET ROLE {role}")
-    try:
-        return db.execute(sql, params).fetchall()
-    finally:
-        db.execute("RESET ROLE")
 
 
 def counts(db, role):
