@@ -171,7 +171,60 @@ fn required_present(corpus: &Corpus, conds: &[Condition]) -> Result<()> {
 mod tests {
     use super::*;
     use crate::resolve::tests::legal;
+    use proptest::prelude::*;
     use serde_json::json;
+
+    /// JSON values of every shape, with the legal corpus' field names and operators among the
+    /// keys often enough to reach past the first check.
+    fn any_json() -> impl Strategy<Value = Value> {
+        let key = prop_oneof![
+            prop::sample::select(vec![
+                "court",
+                "practice_area",
+                "case_number",
+                "page_number",
+                "source_kind",
+                "gte",
+                "lt",
+                "lte",
+                "gt",
+                "in",
+                "eq"
+            ])
+            .prop_map(str::to_string),
+            any::<String>(),
+        ];
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            any::<i64>().prop_map(Value::from),
+            any::<f64>().prop_map(|f| serde_json::Number::from_f64(f).map_or(Value::Null, Value::Number)),
+            any::<String>().prop_map(Value::from),
+        ];
+        leaf.prop_recursive(6, 64, 8, move |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                prop::collection::btree_map(key.clone(), inner, 0..6)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest! {
+        /// Fuzzing (issue 12): whatever a caller sends as filters, the parser answers with
+        /// conditions or an error that has a SQLSTATE and a hint; never a panic.
+        #[test]
+        fn the_filter_parser_answers_every_json_value(v in any_json()) {
+            let c = legal();
+            match parse(&c, &v) {
+                Ok(conds) => prop_assert!(conds.len() <= v.as_object().map_or(0, |m| m.len())),
+                Err(e) => {
+                    prop_assert!(!e.state.code().starts_with("XX"));
+                    prop_assert!(!e.hint.is_empty() && !e.message.is_empty());
+                }
+            }
+        }
+    }
 
     #[test]
     fn accepts_equality_lists_and_ranges() {
