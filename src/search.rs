@@ -76,6 +76,7 @@ pub(crate) fn request(corpus: &str, args: Args, exec: &mut SpiExecutor) -> Resul
     let config = config();
     let checked = args.check(&config)?;
     let corpus = spi::catalog::load_corpus(corpus)?;
+    exec.with_definition(corpus.clone());
     Request::new(corpus, args, checked, config, exec)
 }
 

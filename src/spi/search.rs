@@ -8,12 +8,14 @@
 
 use std::collections::HashMap;
 use std::ffi::CString;
+use std::sync::Arc;
 
 use pg_corpus_core::engine::settings::Applied;
 use pg_corpus_core::engine::{ChampionList, ChampionRequest, Executor, FeedbackDoc, FetchedRow, Setting, TermStats};
 use pg_corpus_core::fusion::Hit;
 use pg_corpus_core::lexical::QueryKey;
 use pg_corpus_core::plan::Subplan;
+use pg_corpus_core::resolve::Corpus;
 use pg_corpus_core::sql::Param;
 use pg_corpus_core::{CoreError, SqlState};
 use pgrx::datum::DatumWithOid;
@@ -27,11 +29,28 @@ use super::{access, catalog, datums, get_option, select_saved, set_option};
 pub struct SpiExecutor {
     corpus: String,
     applied: Applied,
+    /// The corpus' definition, as the search loaded it (read once per call).
+    definition: Option<Arc<Corpus>>,
 }
 
 impl SpiExecutor {
     pub fn new(corpus: &str) -> SpiExecutor {
-        SpiExecutor { corpus: corpus.to_string(), applied: Applied::default() }
+        SpiExecutor { corpus: corpus.to_string(), applied: Applied::default(), definition: None }
+    }
+
+    /// Use the definition the caller loaded for this search.
+    pub fn with_definition(&mut self, definition: Arc<Corpus>) {
+        self.definition = Some(definition);
+    }
+
+    /// The corpus' definition: the one given, else loaded (once) from the backend's cache.
+    fn definition(&mut self) -> Result<Arc<Corpus>, CoreError> {
+        if let Some(d) = &self.definition {
+            return Ok(d.clone());
+        }
+        let d = catalog::load_corpus(&self.corpus)?;
+        self.definition = Some(d.clone());
+        Ok(d)
     }
 
     /// Make `wanted` hold (and put back what the previous subplan changed and this one does
@@ -115,7 +134,7 @@ impl Executor for SpiExecutor {
 
     fn term_stats(&mut self, corpus: &str, terms: &[String]) -> Result<TermStats, CoreError> {
         self.settle(&[]);
-        access::check_may_read_statistics(&*catalog::load_corpus(corpus)?)?;
+        access::check_may_read_statistics(&*self.definition()?)?;
         access::as_side_table_owner(|| super::stats::term_stats(corpus, terms))
     }
 
@@ -128,7 +147,7 @@ impl Executor for SpiExecutor {
         // A list names items that hold a word: none for a source row-level security hides
         // rows of (its item or parent table) from the caller, whose own query then finds its
         // candidates through the index.
-        let def = catalog::load_corpus(corpus)?;
+        let def = self.definition()?;
         let readable: Vec<bool> = requests
             .iter()
             .map(|r| {
