@@ -24,7 +24,7 @@ setup:
 	scripts/setup.sh
 
 install:
-	cargo pgrx install --release --pg-config $(PG_CONFIG)
+	PG_CONFIG=$(PG_CONFIG) scripts/install.sh
 
 # --- tests ----------------------------------------------------------------------------------
 

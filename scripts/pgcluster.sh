@@ -6,6 +6,9 @@
 #   scripts/pgcluster.sh stop DIR    fast shutdown (pg_ctl stop), never by killing processes
 #   scripts/pgcluster.sh uri DIR     the libpq URI of a running cluster (database postgres)
 #   scripts/pgcluster.sh status DIR  exit 0 when running
+#   scripts/pgcluster.sh standby DIR PRIMARY_DIR
+#                                    a streaming hot standby of the running cluster in PRIMARY_DIR
+#                                    (pg_basebackup -R if DIR has no data yet); prints its URI
 #
 # As root the cluster runs as the `postgres` OS user (initdb refuses root); the superuser role
 # inside is `postgres`, authentication is trust on the socket and on 127.0.0.1 only.
@@ -14,8 +17,8 @@
 set -euo pipefail
 
 PGBIN="${PGBIN:-$(/usr/lib/postgresql/15/bin/pg_config --bindir)}"
-cmd="${1:-}"; dir="${2:-}"
-[ -n "$cmd" ] && [ -n "$dir" ] || { echo "usage: $0 start|stop|uri|status DIR" >&2; exit 2; }
+cmd="${1:-}"; dir="${2:-}"; primary="${3:-}"
+[ -n "$cmd" ] && [ -n "$dir" ] || { echo "usage: $0 start|stop|uri|status DIR | standby DIR PRIMARY_DIR" >&2; exit 2; }
 mkdir -p "$dir"
 dir="$(cd "$dir" && pwd)"
 data="$dir/data"; sock="$dir/socket"; portfile="$dir/port"
@@ -40,6 +43,19 @@ s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.clos
 PY
 }
 
+launch() {
+  port="$(free_port)"
+  # pgrx appends a Rust backtrace to error details when RUST_BACKTRACE is set: keep the
+  # server's errors what users see on a production server.
+  unset RUST_BACKTRACE
+  echo "$port" > "$portfile"
+  # Small, CI-friendly settings; fsync stays on (crash tests rely on it).
+  as_owner "$PGBIN/pg_ctl" -D "$data" -l "$dir/server.log" -w -t 60 \
+    -o "-p $port -k $sock -c listen_addresses=127.0.0.1 -c shared_buffers=256MB -c max_connections=50 -c maintenance_work_mem=512MB ${PGCLUSTER_OPTS:-}" \
+    start >/dev/null \
+    || { tail -20 "$dir/server.log" >&2; echo "could not start the cluster in $data" >&2; exit 1; }
+}
+
 case "$cmd" in
   start)
     if [ "$(id -u)" = 0 ]; then
@@ -53,16 +69,21 @@ case "$cmd" in
     fi
     as_owner mkdir -p "$sock"
     if running; then uri; exit 0; fi
-    port="$(free_port)"
-    # pgrx appends a Rust backtrace to error details when RUST_BACKTRACE is set: keep the
-    # server's errors what users see on a production server.
-    unset RUST_BACKTRACE
-    echo "$port" > "$portfile"
-    # Small, CI-friendly settings; fsync stays on (crash tests rely on it).
-    as_owner "$PGBIN/pg_ctl" -D "$data" -l "$dir/server.log" -w -t 60 \
-      -o "-p $port -k $sock -c listen_addresses=127.0.0.1 -c shared_buffers=256MB -c max_connections=50 -c maintenance_work_mem=512MB ${PGCLUSTER_OPTS:-}" \
-      start >/dev/null \
-      || { tail -20 "$dir/server.log" >&2; echo "could not start the cluster in $data" >&2; exit 1; }
+    launch
+    uri
+    ;;
+  standby)
+    [ -n "$primary" ] || { echo "usage: $0 standby DIR PRIMARY_DIR" >&2; exit 2; }
+    primary="$(cd "$primary" && pwd)"
+    if [ "$(id -u)" = 0 ]; then chown postgres:postgres "$dir"; chmod 0755 "$dir"; fi
+    if [ ! -f "$data/PG_VERSION" ]; then
+      as_owner "$PGBIN/pg_basebackup" -h "$primary/socket" -p "$(cat "$primary/port")" -U postgres \
+        -D "$data" -R -X stream -c fast >"$dir/basebackup.log" 2>&1 \
+        || { cat "$dir/basebackup.log" >&2; echo "pg_basebackup from $primary failed" >&2; exit 1; }
+    fi
+    as_owner mkdir -p "$sock"
+    if running; then uri; exit 0; fi
+    launch
     uri
     ;;
   stop)

@@ -18,7 +18,7 @@ step "layer 1: cargo test -p pg_corpus_core"
 cargo test -p pg_corpus_core --locked
 
 step "layer 2: build and install the extension"
-cargo pgrx install --release --pg-config "$PG_CONFIG" >/dev/null
+PG_CONFIG="$PG_CONFIG" "$ROOT/scripts/install.sh" >/dev/null
 
 step "layer 3: pg_regress (pg_test/)"
 "$ROOT/pg_test/run.sh" "$ROOT/.pgdata/regress"

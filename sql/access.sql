@@ -31,13 +31,14 @@ $$;
 
 -- Whether the current role may read every source of a corpus in full: the item tables' id and
 -- text search columns, and the parent tables' keys (what the statistics are computed from).
+-- A corpus without sources has no items: everyone reads all of them.
 CREATE FUNCTION corpus._reads_corpus_in_full(corpus text) RETURNS boolean
 LANGUAGE sql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT coalesce(pg_catalog.bool_and(
                corpus._reads_in_full(s.item_table, ARRAY[s.id_column, s.tsv_column, s.parent_fk])
-               AND (s.parent_table IS NULL OR corpus._reads_in_full(s.parent_table, ARRAY[s.parent_key]))), false)
+               AND (s.parent_table IS NULL OR corpus._reads_in_full(s.parent_table, ARRAY[s.parent_key]))), true)
       FROM corpus.sources AS s
      WHERE s.corpus = _reads_corpus_in_full.corpus
 $$;

@@ -22,6 +22,13 @@ CREATE TABLE corpus.embedding_slots (
     trigger_name     name NOT NULL,
     trigger_function text NOT NULL,
     created_at       timestamptz NOT NULL DEFAULT now(),
+    -- The columns by attribute number: the names above are the slot's key and what it was
+    -- registered with; the trigger and the worker use the columns' current names (a rename is
+    -- followed by corpus._follow_item_table_changes, a drop needs CASCADE, which drops the
+    -- trigger, and shows in the health check).
+    id_attnum        smallint NOT NULL,
+    embedding_attnum smallint NOT NULL,
+    input_attnums    smallint[] NOT NULL,
     PRIMARY KEY (item_table, embedding_column)
 );
 
@@ -77,54 +84,63 @@ COMMENT ON TABLE corpus.embedding_queue IS
 -- have to go through to_jsonb(NEW), which prints the whole vector for every row: far too slow
 -- for bulk loads). The generated function is SECURITY DEFINER so that writers of the item
 -- table need no rights on the queue, with search_path pinned.
+--
+-- The slot records its columns by attribute number and the function is written with their
+-- current names: an ALTER TABLE of the item table writes it again (corpus._follow_item_table_changes,
+-- an event trigger), so RENAME COLUMN never breaks a write. (DROP COLUMN and ALTER COLUMN TYPE
+-- of a slot's column are refused by PostgreSQL: the trigger depends on its columns.)
 -- ------------------------------------------------------------------------------------------
-CREATE FUNCTION corpus._attach_embedding_slot(item_table regclass, embedding_column name, id_column name,
-                                              input_columns name[], model text, dimensions integer)
-RETURNS void
+
+-- The current name of a column of an item table (NULL once dropped).
+CREATE FUNCTION corpus._slot_column(item_table regclass, attnum smallint) RETURNS name
+LANGUAGE sql STABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT a.attname FROM pg_attribute a
+     WHERE a.attrelid = item_table AND a.attnum = _slot_column.attnum AND a.attnum > 0 AND NOT a.attisdropped
+$$;
+
+-- The table whose slot a firing re-embed trigger serves: the table of the trigger itself, or,
+-- for a partition's clone of a partitioned table's trigger, of the trigger it was cloned from
+-- (at any depth: a directly registered partition of a partitioned table serves its own slot).
+CREATE FUNCTION corpus._trigger_slot_table(relid oid, trigger_name name) RETURNS oid
+LANGUAGE sql STABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    WITH RECURSIVE up(tgrelid, tgparentid) AS (
+        SELECT t.tgrelid, t.tgparentid FROM pg_trigger t WHERE t.tgrelid = relid AND t.tgname = trigger_name
+        UNION ALL
+        SELECT p.tgrelid, p.tgparentid FROM pg_trigger p JOIN up ON p.oid = up.tgparentid)
+    SELECT coalesce((SELECT up.tgrelid FROM up WHERE up.tgparentid = 0), relid)
+$$;
+
+-- (Re)write a slot's trigger function with its columns' current names; false (and nothing
+-- written) when one of them was dropped.
+CREATE FUNCTION corpus._write_embedding_trigger(slot corpus.embedding_slots) RETURNS boolean
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
-SET client_min_messages = warning  -- DROP TRIGGER IF EXISTS would NOTICE on every registration
 AS $fn$
 DECLARE
-    slot   corpus.embedding_slots;
-    attnum smallint;
-    fname  text;
-    tname  text;
-    inputs_changed text;
-    body   text;
+    id_column        name := corpus._slot_column(slot.item_table, slot.id_attnum);
+    embedding_column name := corpus._slot_column(slot.item_table, slot.embedding_attnum);
+    input_columns    name[];
+    inputs_changed   text;
+    body             text;
 BEGIN
-    SELECT * INTO slot FROM corpus.embedding_slots s
-     WHERE s.item_table = _attach_embedding_slot.item_table
-       AND s.embedding_column = _attach_embedding_slot.embedding_column;
-    IF FOUND THEN
-        IF slot.id_column <> id_column OR slot.input_columns <> input_columns THEN
-            RAISE EXCEPTION USING ERRCODE = '22023',
-                MESSAGE = format('embedding column "%s" of %s is already registered with id column "%s" and inputs %s',
-                                 embedding_column, item_table, slot.id_column, slot.input_columns),
-                HINT = 'Sources sharing an embedding column must agree on the id column and the text it is computed from.';
-        END IF;
-        IF model IS NOT NULL AND slot.model IS DISTINCT FROM model THEN
-            RAISE EXCEPTION USING ERRCODE = '22023',
-                MESSAGE = format('embedding column "%s" of %s holds embeddings of model "%s", not "%s"',
-                                 embedding_column, item_table, slot.model, model),
-                HINT = 'Change the model with CALL corpus.corpus_set_embedding_model(...), which re-embeds every item.';
-        END IF;
-        RETURN;
+    SELECT array_agg(corpus._slot_column(slot.item_table, a) ORDER BY n) INTO input_columns
+      FROM unnest(slot.input_attnums) WITH ORDINALITY u(a, n);
+    IF id_column IS NULL OR embedding_column IS NULL OR array_position(input_columns, NULL) IS NOT NULL THEN
+        RETURN false;
     END IF;
-
-    SELECT a.attnum INTO attnum FROM pg_attribute a
-     WHERE a.attrelid = item_table AND a.attname = embedding_column AND NOT a.attisdropped;
-    fname := format('_embedding_trigger_%s_%s', item_table::oid, attnum);
-    tname := format('pg_corpus_embedding_%s', attnum);
     SELECT format('(%s) IS DISTINCT FROM (%s)',
                   string_agg(format('OLD.%I', c), ', '), string_agg(format('NEW.%I', c), ', '))
       INTO inputs_changed FROM unnest(input_columns) c;
 
     body := format($body$
 DECLARE
-    -- The slot's table: TG_RELID, or for a partition the partitioned table it belongs to (the
-    -- slot is registered on it, and its row-level trigger fires on each partition). Not the
-    -- table's OID written in: a dump/restore gives the table a new OID.
+    -- The slot's table: TG_RELID, or for a partition whose trigger is a clone of a partitioned
+    -- table's (the slot is registered on that table) the table of the trigger it was cloned
+    -- from. Not the table's OID written in: a dump/restore gives the table a new OID.
     -- (assigned on the paths that touch the queue only: a row that brings its embedding
     -- should cost the trigger as little as possible)
     rel oid;
@@ -147,12 +163,12 @@ BEGIN
     -- never fails on the queue's foreign key, and cost nothing more when nothing is queued.
     -- Registering the source again adopts the trigger.)
     IF TG_OP = 'TRUNCATE' THEN
-        rel := coalesce(pg_partition_root(TG_RELID), TG_RELID);
+        rel := corpus._trigger_slot_table(TG_RELID, TG_NAME);
         DELETE FROM corpus.embedding_queue WHERE item_table = rel AND embedding_column = %2$L;
         RETURN NULL;
     END IF;
     IF TG_OP IN ('DELETE', 'UPDATE') AND (TG_OP = 'DELETE' OR OLD.%3$I IS DISTINCT FROM NEW.%3$I) THEN
-        rel := coalesce(pg_partition_root(TG_RELID), TG_RELID);
+        rel := corpus._trigger_slot_table(TG_RELID, TG_NAME);
         DELETE FROM corpus.embedding_queue
          WHERE item_table = rel AND embedding_column = %2$L AND item_id = OLD.%3$I::text;
         IF TG_OP = 'DELETE' THEN
@@ -160,7 +176,7 @@ BEGIN
         END IF;
     END IF;
     IF NEW.%4$I IS NULL THEN
-        rel := coalesce(pg_partition_root(TG_RELID), TG_RELID);
+        rel := corpus._trigger_slot_table(TG_RELID, TG_NAME);
         IF TG_OP = 'INSERT' OR OLD.%4$I IS NOT NULL OR %5$s THEN
             INSERT INTO corpus.embedding_queue AS q (item_table, embedding_column, item_id, reason)
             SELECT rel, %2$L, NEW.%3$I::text, 'missing'
@@ -173,7 +189,7 @@ BEGIN
             END IF;
         END IF;
     ELSIF TG_OP = 'UPDATE' THEN
-        rel := coalesce(pg_partition_root(TG_RELID), TG_RELID);
+        rel := corpus._trigger_slot_table(TG_RELID, TG_NAME);
         -- (compared as real[]: pgvector's = is not on this function's pinned search_path)
         IF OLD.%4$I::real[] IS DISTINCT FROM NEW.%4$I::real[] THEN
             -- a new embedding came in with (or after) the text: fresh
@@ -193,15 +209,71 @@ BEGIN
     END IF;
     RETURN NULL;
 END
-$body$, item_table::oid, embedding_column, id_column, embedding_column, inputs_changed, item_table::text);
+$body$, slot.item_table::oid, slot.embedding_column, id_column, embedding_column, inputs_changed);
 
+
+    EXECUTE format('CREATE OR REPLACE FUNCTION corpus.%I() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
+                    SET search_path = pg_catalog, pg_temp AS %L', slot.trigger_function, body);
+    EXECUTE format('REVOKE ALL ON FUNCTION corpus.%I() FROM PUBLIC', slot.trigger_function);
+    RETURN true;
+END
+$fn$;
+
+CREATE FUNCTION corpus._attach_embedding_slot(item_table regclass, embedding_column name, id_column name,
+                                              input_columns name[], model text, dimensions integer)
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+SET client_min_messages = warning  -- DROP TRIGGER IF EXISTS would NOTICE on every registration
+AS $fn$
+DECLARE
+    slot          corpus.embedding_slots;
+    attnum        smallint := (SELECT a.attnum FROM pg_attribute a
+                                WHERE a.attrelid = item_table AND a.attname = embedding_column AND NOT a.attisdropped);
+    id_attnum     smallint := (SELECT a.attnum FROM pg_attribute a
+                                WHERE a.attrelid = item_table AND a.attname = id_column AND NOT a.attisdropped);
+    input_attnums smallint[] := (SELECT array_agg(a.attnum ORDER BY c.n)
+                                   FROM unnest(input_columns) WITH ORDINALITY c(name, n)
+                                   JOIN pg_attribute a ON a.attrelid = item_table AND a.attname = c.name
+                                                      AND NOT a.attisdropped);
+    fname         text;
+    tname         text;
+BEGIN
+    -- the column's slot, whatever name it was registered under (a rename keeps the attnum)
+    SELECT * INTO slot FROM corpus.embedding_slots s
+     WHERE s.item_table = _attach_embedding_slot.item_table AND s.embedding_attnum = attnum;
+    IF FOUND THEN
+        IF slot.id_attnum <> id_attnum OR slot.input_attnums <> input_attnums THEN
+            RAISE EXCEPTION USING ERRCODE = '22023',
+                MESSAGE = format('embedding column "%s" of %s is already registered with id column "%s" and inputs %s',
+                                 embedding_column, item_table, corpus._slot_column(item_table, slot.id_attnum),
+                                 (SELECT array_agg(corpus._slot_column(item_table, a)) FROM unnest(slot.input_attnums) a)),
+                HINT = 'Sources sharing an embedding column must agree on the id column and the text it is computed from.';
+        END IF;
+        IF model IS NOT NULL AND slot.model IS DISTINCT FROM model THEN
+            RAISE EXCEPTION USING ERRCODE = '22023',
+                MESSAGE = format('embedding column "%s" of %s holds embeddings of model "%s", not "%s"',
+                                 embedding_column, item_table, slot.model, model),
+                HINT = 'Change the model with CALL corpus.corpus_set_embedding_model(...), which re-embeds every item.';
+        END IF;
+        RETURN;
+    END IF;
+
+    fname := format('_embedding_trigger_%s_%s', item_table::oid, attnum);
+    tname := format('pg_corpus_embedding_%s', attnum);
+    INSERT INTO corpus.embedding_slots (item_table, embedding_column, id_column, id_type, input_columns, model,
+                                        dimensions, trigger_name, trigger_function, id_attnum, embedding_attnum,
+                                        input_attnums)
+    VALUES (item_table, embedding_column, id_column,
+            (SELECT format_type(a.atttypid, a.atttypmod) FROM pg_attribute a
+              WHERE a.attrelid = item_table AND a.attnum = id_attnum),
+            input_columns, model, dimensions, tname, fname, id_attnum, attnum, input_attnums)
+    RETURNING * INTO slot;
     -- OR REPLACE / IF EXISTS: a slot row deleted by hand leaves its function and trigger behind,
     -- and re-registering the source must repair that (the health check's hint).
-    EXECUTE format('CREATE OR REPLACE FUNCTION corpus.%I() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
-                    SET search_path = pg_catalog, pg_temp AS %L', fname, body);
+    PERFORM corpus._write_embedding_trigger(slot);
     EXECUTE format('DROP TRIGGER IF EXISTS %I ON %s', tname, item_table);
     EXECUTE format('DROP TRIGGER IF EXISTS %I ON %s', tname || '_truncate', item_table);
-    EXECUTE format('REVOKE ALL ON FUNCTION corpus.%I() FROM PUBLIC', fname);
     EXECUTE format('CREATE TRIGGER %I AFTER INSERT OR DELETE OR UPDATE OF %s ON %s
                     FOR EACH ROW EXECUTE FUNCTION corpus.%I()',
                    tname,
@@ -210,12 +282,6 @@ $body$, item_table::oid, embedding_column, id_column, embedding_column, inputs_c
                    item_table, fname);
     EXECUTE format('CREATE TRIGGER %I AFTER TRUNCATE ON %s FOR EACH STATEMENT EXECUTE FUNCTION corpus.%I()',
                    tname || '_truncate', item_table, fname);
-    INSERT INTO corpus.embedding_slots (item_table, embedding_column, id_column, id_type, input_columns, model,
-                                        dimensions, trigger_name, trigger_function)
-    VALUES (item_table, embedding_column, id_column,
-            (SELECT format_type(a.atttypid, a.atttypmod) FROM pg_attribute a
-              WHERE a.attrelid = item_table AND a.attname = id_column),
-            input_columns, model, dimensions, tname, fname);
     -- Items already without an embedding are the first backlog.
     EXECUTE format('INSERT INTO corpus.embedding_queue (item_table, embedding_column, item_id, reason)
                     SELECT %s::oid, %L, t.%I::text, ''missing'' FROM %s t WHERE t.%I IS NULL
@@ -227,6 +293,40 @@ $body$, item_table::oid, embedding_column, id_column, embedding_column, inputs_c
 END
 $fn$;
 
+-- After every ALTER TABLE: write the trigger functions of the slots on the altered tables (and
+-- on the tables that inherit from them, to which a rename recurses) again, with their columns'
+-- current names. Definer's rights: the table's owner may rename its columns, but the function
+-- belongs to the role that registered the source. A failure is a WARNING, never a failed
+-- ALTER TABLE; the health check then reports the slot.
+CREATE FUNCTION corpus._follow_item_table_changes() RETURNS event_trigger
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    slot corpus.embedding_slots;
+BEGIN
+    FOR slot IN
+        WITH RECURSIVE altered(relid) AS (
+            SELECT c.objid FROM pg_event_trigger_ddl_commands() c WHERE c.classid = 'pg_class'::regclass
+            UNION
+            SELECT i.inhrelid FROM pg_inherits i JOIN altered a ON i.inhparent = a.relid)
+        SELECT s.* FROM corpus.embedding_slots s WHERE s.item_table::oid IN (SELECT relid FROM altered)
+    LOOP
+        BEGIN
+            PERFORM corpus._write_embedding_trigger(slot);
+        EXCEPTION WHEN OTHERS THEN
+            RAISE WARNING 'pg_corpus: could not rewrite the re-embed trigger of %.%: %', slot.item_table,
+                          slot.embedding_column, SQLERRM
+                  USING HINT = 'Run SELECT * FROM corpus.corpus_health_check(); for what to do.';
+        END;
+    END LOOP;
+END
+$$;
+-- (an event trigger function: PostgreSQL calls it only as the event trigger, never directly)
+REVOKE ALL ON FUNCTION corpus._follow_item_table_changes() FROM PUBLIC;
+CREATE EVENT TRIGGER pg_corpus_follow_item_tables ON ddl_command_end WHEN TAG IN ('ALTER TABLE')
+    EXECUTE FUNCTION corpus._follow_item_table_changes();
+
 -- Remove a slot's trigger, function and queue once no source uses it any more.
 CREATE FUNCTION corpus._detach_embedding_slot(item_table regclass, embedding_column name) RETURNS void
 LANGUAGE plpgsql VOLATILE
@@ -235,16 +335,26 @@ AS $$
 DECLARE
     slot corpus.embedding_slots;
 BEGIN
-    IF EXISTS (SELECT 1 FROM corpus.sources s WHERE s.item_table = _detach_embedding_slot.item_table
-                                                AND s.embedding_column = _detach_embedding_slot.embedding_column) THEN
-        RETURN;
-    END IF;
-    DELETE FROM corpus.embedding_slots s
-     WHERE s.item_table = _detach_embedding_slot.item_table AND s.embedding_column = _detach_embedding_slot.embedding_column
-    RETURNING * INTO slot;
+    -- the slot by its registered name, or by the column that name means now
+    SELECT * INTO slot FROM corpus.embedding_slots s
+     WHERE s.item_table = _detach_embedding_slot.item_table
+       AND (s.embedding_column = _detach_embedding_slot.embedding_column
+            OR s.embedding_attnum = (SELECT a.attnum FROM pg_attribute a
+                                      WHERE a.attrelid = _detach_embedding_slot.item_table
+                                        AND a.attname = _detach_embedding_slot.embedding_column
+                                        AND NOT a.attisdropped));
     IF NOT FOUND THEN
         RETURN;
     END IF;
+    -- still used by a source that names the column by its registered or its current name
+    IF EXISTS (SELECT 1 FROM corpus.sources s
+                WHERE s.item_table = slot.item_table
+                  AND (s.embedding_column = slot.embedding_column
+                       OR s.embedding_column = corpus._slot_column(slot.item_table, slot.embedding_attnum))) THEN
+        RETURN;
+    END IF;
+    DELETE FROM corpus.embedding_slots s
+     WHERE s.item_table = slot.item_table AND s.embedding_column = slot.embedding_column;
     IF EXISTS (SELECT 1 FROM pg_class WHERE oid = item_table) THEN
         EXECUTE format('DROP TRIGGER IF EXISTS %I ON %s', slot.trigger_name, item_table);
         EXECUTE format('DROP TRIGGER IF EXISTS %I ON %s', slot.trigger_name || '_truncate', item_table);
@@ -262,8 +372,15 @@ AS $$
 DECLARE
     slot corpus.embedding_slots;
 BEGIN
+    -- by the name it was registered under, or by the column's current name
     SELECT * INTO slot FROM corpus.embedding_slots s
-     WHERE s.item_table = _embedding_slot.item_table AND s.embedding_column = _embedding_slot.embedding_column;
+     WHERE s.item_table = _embedding_slot.item_table
+       AND (s.embedding_column = _embedding_slot.embedding_column
+            OR s.embedding_attnum = (SELECT a.attnum FROM pg_attribute a
+                                      WHERE a.attrelid = _embedding_slot.item_table
+                                        AND a.attname = _embedding_slot.embedding_column AND NOT a.attisdropped))
+     ORDER BY s.embedding_column = _embedding_slot.embedding_column DESC
+     LIMIT 1;
     IF NOT FOUND THEN
         RAISE EXCEPTION USING ERRCODE = '42704',
             MESSAGE = format('no registered embedding column "%s" on %s', embedding_column, item_table),
@@ -276,7 +393,11 @@ $$;
 -- ------------------------------------------------------------------------------------------
 -- Worker API. These run with the caller's rights: grant a worker role
 --   GRANT SELECT, UPDATE, DELETE ON corpus.embedding_queue TO embedder;
--- and UPDATE (embedding column) and SELECT on the item tables.
+-- and on each item table SELECT on the id and input columns and UPDATE on the embedding column.
+-- The item table itself is read and written as its owner, in a restricted security context,
+-- once those privileges are checked (src/worker.rs): a tenant's triggers, row-level security
+-- policies and generated columns run with the tenant's rights, never with the worker's, which
+-- reach every table it serves. A worker under row-level security on a table is refused (42501).
 -- ------------------------------------------------------------------------------------------
 
 -- Claim up to batch_size items (oldest first) for `lease`; a crashed worker's items come back
@@ -324,11 +445,20 @@ BEGIN
     LOOP
         SELECT * INTO slot FROM corpus.embedding_slots s
          WHERE s.item_table = r.item_table AND s.embedding_column = r.embedding_column;
-        EXECUTE format('SELECT concat_ws(E''\n\n'', %s) FROM %s t WHERE t.%I = $1::%s',
-                       (SELECT string_agg(format('t.%I', c), ', ') FROM unnest(slot.input_columns) c),
-                       r.item_table, slot.id_column, slot.id_type)
-           INTO txt USING r.item_id;
-        IF NOT FOUND THEN
+        IF corpus._slot_column(r.item_table, slot.id_attnum) IS NULL
+           OR EXISTS (SELECT 1 FROM unnest(slot.input_attnums) a WHERE corpus._slot_column(r.item_table, a) IS NULL) THEN
+            -- a column of the slot was dropped (with CASCADE, which dropped its trigger too):
+            -- nothing to embed from; a dead letter the health check reports
+            UPDATE corpus.embedding_queue q
+               SET state = 'dead', claimed_by = NULL, claimed_at = NULL, lease_until = NULL,
+                   last_error = 'a column the embedding is computed from was dropped'
+             WHERE (q.item_table, q.embedding_column, q.item_id) = (r.item_table, r.embedding_column, r.item_id);
+            CONTINUE;
+        END IF;
+        -- read as the table's owner once this role's privileges are checked (src/worker.rs):
+        -- the tenant's policies and functions never run with the worker's rights
+        txt := corpus._embedding_item_text(r.item_table::oid, slot.id_attnum, slot.input_attnums, r.item_id);
+        IF txt IS NULL THEN
             -- the item is gone: nothing to embed
             DELETE FROM corpus.embedding_queue q
              WHERE (q.item_table, q.embedding_column, q.item_id) = (r.item_table, r.embedding_column, r.item_id);
@@ -374,8 +504,9 @@ BEGIN
     END IF;
     -- Lock the item row before the queue row, the order in which the (AFTER UPDATE) trigger of a
     -- concurrent writer takes them; the opposite order deadlocks with that writer.
-    EXECUTE format('SELECT 1 FROM %s t WHERE t.%I = $1::%s FOR UPDATE', item_table, slot.id_column, slot.id_type)
-      USING item_id;
+    -- (as the table's owner once this role's privileges are checked, like the store below:
+    -- the tenant's triggers on its table run with the tenant's rights, src/worker.rs)
+    PERFORM corpus._embedding_item_lock(item_table::oid, slot.id_attnum, slot.embedding_attnum, item_id);
     SELECT * INTO q FROM corpus.embedding_queue e
      WHERE e.item_table = corpus_embedding_complete.item_table
        AND e.embedding_column = corpus_embedding_complete.embedding_column
@@ -389,9 +520,7 @@ BEGIN
         -- another worker may hold a claim of the new version: leave the row alone).
         RETURN 'requeued';
     END IF;
-    EXECUTE format('UPDATE %s t SET %I = $1 WHERE t.%I = $2::%s', item_table, embedding_column, slot.id_column,
-                   slot.id_type)
-      USING embedding, item_id;
+    PERFORM corpus._embedding_item_store(item_table::oid, slot.id_attnum, slot.embedding_attnum, item_id, embedding);
     DELETE FROM corpus.embedding_queue e
      WHERE e.item_table = q.item_table AND e.embedding_column = q.embedding_column AND e.item_id = q.item_id;
     RETURN 'stored';
@@ -495,8 +624,11 @@ BEGIN
                        SET version = nextval(''corpus.embedding_queue_version_seq''), reason = EXCLUDED.reason,
                            enqueued_at = now(), state = ''pending'', claimed_by = NULL, claimed_at = NULL,
                            lease_until = NULL, attempts = 0, last_error = NULL',
-                   item_table::oid, embedding_column, slot.id_column, embedding_column, item_table,
-                   CASE WHEN only_missing THEN format('t.%I IS NULL', embedding_column) ELSE 'true' END);
+                   item_table::oid, slot.embedding_column, corpus._slot_column(item_table, slot.id_attnum),
+                   corpus._slot_column(item_table, slot.embedding_attnum), item_table,
+                   CASE WHEN only_missing
+                        THEN format('t.%I IS NULL', corpus._slot_column(item_table, slot.embedding_attnum))
+                        ELSE 'true' END);
     GET DIAGNOSTICS n = ROW_COUNT;
     IF n > 0 THEN
         PERFORM pg_notify('pg_corpus_embedding', item_table::text);
@@ -558,7 +690,8 @@ BEGIN
                                      claimed_by = NULL, claimed_at = NULL, lease_until = NULL, attempts = 0,
                                      last_error = NULL)
                    SELECT count(*), max(id)::text FROM batch',
-                   slot.id_column, item_table, item_table::oid, embedding_column, slot.id_type)
+                   corpus._slot_column(item_table, slot.id_attnum), item_table, item_table::oid,
+                   slot.embedding_column, slot.id_type)
        INTO n, last USING after, batch_size;
     IF n > 0 THEN
         PERFORM pg_notify('pg_corpus_embedding', item_table::text);

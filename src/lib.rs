@@ -15,6 +15,7 @@ mod lexical;
 mod search;
 mod spi;
 mod vector;
+mod worker;
 
 ::pgrx::pg_module_magic!(name, version);
 

@@ -43,7 +43,14 @@ fn side_table_owner() -> Result<pg_sys::Oid, CoreError> {
 /// the caller's identity back however `f` ends (an error also ends the transaction or
 /// subtransaction, which restores it too).
 pub(crate) fn as_side_table_owner<R>(f: impl FnOnce() -> Result<R, CoreError>) -> Result<R, CoreError> {
-    let owner = side_table_owner()?;
+    as_role_restricted(side_table_owner()?, f)
+}
+
+/// Run `f` as `role` in a restricted security context (see [`as_side_table_owner`]).
+pub(crate) fn as_role_restricted<R>(
+    role: pg_sys::Oid,
+    f: impl FnOnce() -> Result<R, CoreError>,
+) -> Result<R, CoreError> {
     let (mut user, mut context) = (pg_sys::InvalidOid, 0);
     // SAFETY: reads the current user and security context.
     unsafe { pg_sys::GetUserIdAndSecContext(&mut user, &mut context) };
@@ -57,7 +64,7 @@ pub(crate) fn as_side_table_owner<R>(f: impl FnOnce() -> Result<R, CoreError>) -
     let _restore = Restore(user, context);
     let restricted = (pg_sys::SECURITY_LOCAL_USERID_CHANGE | pg_sys::SECURITY_RESTRICTED_OPERATION) as i32;
     // SAFETY: switches to an existing role for the statements of `f` only (see Restore).
-    unsafe { pg_sys::SetUserIdAndSecContext(owner, context | restricted) };
+    unsafe { pg_sys::SetUserIdAndSecContext(role, context | restricted) };
     f()
 }
 

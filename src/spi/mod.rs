@@ -8,6 +8,7 @@ pub mod access;
 pub mod catalog;
 pub mod eval;
 pub mod health;
+pub mod items;
 pub mod search;
 pub mod stats;
 

@@ -73,3 +73,87 @@ def test_a_partitioned_table_is_kept_fresh_through_its_partitions(db):
     assert ("3", False) in hits and ("1", True) in hits
     db.execute("DELETE FROM parts WHERE id = 4")
     assert "4" not in queue(db, "parts")
+
+
+def test_renaming_a_registered_column_never_breaks_a_write_and_the_worker_follows(db):
+    """RENAME COLUMN of the text, embedding and id columns (the slot names them by attnum; the
+    event trigger writes the trigger function again): every write still works and is queued,
+    the worker claims and stores by the new names, the registration shows as broken in the
+    health check and searches fail with 42703 until the source is registered again."""
+    db.execute("""CREATE TABLE renamed (id int PRIMARY KEY, pid int NOT NULL, body text NOT NULL,
+                      tsv tsvector GENERATED ALWAYS AS (to_tsvector('simple', body)) STORED, emb vector(3))""")
+    db.execute("INSERT INTO renamed (id, pid, body, emb) VALUES (1, 1, %s, '[1,2,3]')", [LONG.format(1)])
+    register(db, "renamed_c", "renamed")
+    db.execute('ALTER TABLE renamed RENAME COLUMN body TO "Body text"')
+    db.execute('ALTER TABLE renamed RENAME COLUMN emb TO embedding')
+    db.execute('ALTER TABLE renamed RENAME COLUMN id TO "item""id"')
+    db.execute('INSERT INTO renamed ("item""id", pid, "Body text") VALUES (2, 1, %s)', [LONG.format(2)])
+    db.execute('UPDATE renamed SET "Body text" = %s WHERE "item""id" = 1', [LONG.format("changed")])
+    assert queue(db, "renamed") == {"1": "text_changed", "2": "missing"}
+    claimed = {r[0]: (r[1], r[2]) for r in db.execute(
+        "SELECT item_id, version, content FROM corpus.corpus_embedding_claim(10, only_table => 'renamed')")}
+    assert claimed["1"][1] == LONG.format("changed") and claimed["2"][1] == LONG.format(2)
+    # the queue keeps the column's registered name; the new name finds the slot too
+    for item, (version, _) in claimed.items():
+        assert db.execute("SELECT corpus.corpus_embedding_complete('renamed', 'emb', %s, %s, '[0,1,0]')",
+                          [item, version]).fetchone()[0] == "stored"
+    assert db.execute('SELECT count(*) FROM renamed WHERE embedding IS NULL').fetchone()[0] == 0
+    assert db.execute("SELECT corpus.corpus_embedding_enqueue('renamed', 'embedding', only_missing => false)"
+                      ).fetchone()[0] == 2
+    db.execute('DELETE FROM renamed WHERE "item""id" = 2')
+    db.execute("TRUNCATE renamed")
+    assert queue(db, "renamed") == {}
+    # the source still names the old columns: reported, and searches fail cleanly
+    drift = db.execute("SELECT status, detail->>'sqlstate' FROM corpus.corpus_health_check() "
+                       "WHERE corpus = 'renamed_c' AND \"check\" = 'catalog_drift'").fetchall()
+    assert drift == [("fail", "42703")]
+    with pytest.raises(psycopg.errors.UndefinedColumn):
+        db.execute("SELECT * FROM corpus.corpus_hybrid_search('renamed_c', '[1,2,3]', 'text', 5)")
+    # registered again under the new names, it reuses the slot (and its queue) and searches
+    db.execute('INSERT INTO renamed ("item""id", pid, "Body text") VALUES (5, 1, %s)', [LONG.format(5)])
+    db.execute("SELECT corpus.corpus_drop_source('renamed_c', 'items')")
+    db.execute("""SELECT corpus.corpus_add_source('renamed_c', 'items', 'renamed', text_column => 'Body text',
+                      tsv_column => 'tsv', embedding_column => 'embedding', id_column => 'item"id',
+                      parent_fk => 'pid', min_length => 5)""")
+    assert db.execute("SELECT count(*) FROM corpus.embedding_slots WHERE item_table = 'renamed'::regclass"
+                      ).fetchone()[0] == 1
+    assert queue(db, "renamed") == {"5": "missing"}
+    hits = db.execute("SELECT item_id FROM corpus.corpus_hybrid_search('renamed_c', NULL, %s, 5, mode => 'lexical')",
+                      [LONG.format(5)]).fetchall()
+    assert ("5",) in hits
+
+
+def test_a_rename_on_a_parent_table_is_followed_on_its_registered_partition(db):
+    db.execute("""CREATE TABLE ptree (id int, pid int NOT NULL, region text NOT NULL, body text NOT NULL,
+                      tsv tsvector, emb vector(3), PRIMARY KEY (id, region)) PARTITION BY LIST (region);
+                  CREATE TABLE ptree_n PARTITION OF ptree FOR VALUES IN ('n');""")
+    register(db, "ptree_c", "ptree_n")
+    db.execute("ALTER TABLE ptree RENAME COLUMN body TO content")
+    db.execute("INSERT INTO ptree (id, pid, region, content) VALUES (1, 1, 'n', %s)", [LONG.format(1)])
+    db.execute("UPDATE ptree SET content = %s, emb = '[1,1,1]' WHERE id = 1", [LONG.format("x")])
+    db.execute("UPDATE ptree SET content = %s WHERE id = 1", [LONG.format("y")])
+    assert queue(db, "ptree_n") == {"1": "text_changed"}
+
+
+def test_dropping_a_registered_column_needs_cascade_and_then_writes_still_work(db):
+    db.execute("""CREATE TABLE dropped (id int PRIMARY KEY, pid int NOT NULL, body text NOT NULL, extra text,
+                      tsv tsvector, emb vector(3))""")
+    db.execute("INSERT INTO dropped (id, pid, body) VALUES (1, 1, %s)", [LONG.format(1)])
+    db.execute("SELECT corpus.corpus_create('dropped_c')")
+    db.execute("""SELECT corpus.corpus_add_source('dropped_c', 'items', 'dropped', text_column => 'body',
+                      tsv_column => 'tsv', embedding_column => 'emb', parent_fk => 'pid', min_length => 5,
+                      embedding_inputs => ARRAY['body', 'extra'])""")
+    with pytest.raises(psycopg.errors.DependentObjectsStillExist):
+        db.execute("ALTER TABLE dropped DROP COLUMN extra")
+    db.execute("ALTER TABLE dropped DROP COLUMN extra CASCADE")
+    db.execute("INSERT INTO dropped (id, pid, body) VALUES (2, 1, %s)", [LONG.format(2)])
+    db.execute("UPDATE dropped SET body = 'x' WHERE id = 1")
+    # the worker does not stall on the slot: its items become dead letters; the health check
+    # reports the broken registration
+    assert db.execute("SELECT count(*) FROM corpus.corpus_embedding_claim(10, only_table => 'dropped')"
+                      ).fetchone()[0] == 0
+    assert db.execute("SELECT DISTINCT state FROM corpus.embedding_queue WHERE item_table = 'dropped'::regclass"
+                      ).fetchall() == [("dead",)]
+    rows = db.execute("SELECT status, detail->>'sqlstate' FROM corpus.corpus_health_check() "
+                      "WHERE corpus = 'dropped_c' AND \"check\" = 'catalog_drift'").fetchall()
+    assert rows == [("fail", "42703")], rows

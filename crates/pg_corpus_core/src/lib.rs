@@ -14,6 +14,7 @@ pub mod feedback;
 pub mod filters;
 pub mod fusion;
 pub mod health;
+pub mod items;
 pub mod json;
 pub mod lexical;
 pub mod metrics;

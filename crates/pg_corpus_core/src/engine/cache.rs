@@ -9,6 +9,9 @@
 //!   updating reltuples, CREATE INDEX) drops the entries resolved from it;
 //! - an invalidation of the catalog tables (the definition functions and any other write to
 //!   `corpus.corpora` / `corpus.sources` send one, sql/catalog.sql), or a full reset, drops all;
+//! - the catalog tables' OIDs are learnt with each build and kept; before the first build any
+//!   relation's invalidation may be the catalog's, and a build that learns new ones (a
+//!   recreated extension) is not kept;
 //! - a build made in a transaction that saw an invalidation is used but not kept, and nothing
 //!   is memoised in it: its snapshot may predate the change (REPEATABLE READ, or a change
 //!   committed between the statement's snapshot and the message), so only a later
@@ -85,11 +88,14 @@ impl<T> Cache<T> {
         syscache: Vec<(i32, u32)>,
         catalog: &[i64],
     ) -> bool {
-        // the catalog tables of the latest build (a recreated extension has new ones)
+        // The catalog tables of the latest build. A recreated extension has new ones: an
+        // invalidation of them processed earlier in this transaction went unrecognised, so a
+        // build that learns them is not kept.
+        let relearnt = !catalog.is_empty() && !self.catalog.is_empty() && self.catalog != catalog;
         if !catalog.is_empty() {
             self.catalog = catalog.to_vec();
         }
-        if self.dirty {
+        if self.dirty || relearnt {
             return false;
         }
         if self.entries.len() >= MAX_ENTRIES && !self.entries.contains_key(name) {
@@ -124,13 +130,15 @@ impl<T> Cache<T> {
 
     /// A relation was invalidated (0: all relations, a cache reset).
     pub fn invalidate_relation(&mut self, relid: i64) {
+        // (The catalog's OIDs are kept: a later invalidation of the same tables must be
+        // recognised too. Before the first build they are unknown, so any relation may be one
+        // of them: a build in this transaction is not kept.)
         if relid == 0 || self.catalog.contains(&relid) {
             self.invalidate_all();
-            if relid != 0 {
-                // the table may be gone (DROP EXTENSION): learn the catalog again
-                self.catalog.clear();
-            }
             return;
+        }
+        if self.catalog.is_empty() {
+            self.dirty = true;
         }
         let before = self.entries.len();
         self.entries.retain(|_, e| !e.relids.contains(&relid));
@@ -223,13 +231,54 @@ mod tests {
     }
 
     #[test]
+    fn a_second_invalidation_of_the_catalog_is_recognised_too() {
+        // (a standby replays two definition changes; the second arrives while a build of a
+        // transaction whose snapshot predates it is in flight)
+        let mut c: Cache<u8> = Cache::new();
+        assert!(c.offer("a", Arc::new(1), vec![10], vec![], &CATALOG));
+        c.invalidate_relation(900);
+        assert!(c.is_empty());
+        c.end_of_transaction();
+        c.invalidate_relation(901);
+        assert!(!c.offer("b", Arc::new(2), vec![12], vec![], &CATALOG), "a build that may predate the change");
+        c.end_of_transaction();
+        assert!(c.offer("b", Arc::new(2), vec![12], vec![], &CATALOG));
+    }
+
+    #[test]
+    fn before_the_catalog_is_known_any_invalidation_may_be_of_it() {
+        let mut c: Cache<u8> = Cache::new();
+        c.invalidate_relation(901);
+        assert!(!c.offer("a", Arc::new(1), vec![10], vec![], &CATALOG));
+        c.end_of_transaction();
+        assert!(c.offer("a", Arc::new(1), vec![10], vec![], &CATALOG));
+        // known now: someone else's table is not the catalog
+        c.invalidate_relation(77);
+        assert!(!c.is_dirty());
+    }
+
+    #[test]
+    fn a_recreated_catalog_is_learnt_by_a_build_that_is_not_kept() {
+        let mut c: Cache<u8> = Cache::new();
+        assert!(c.offer("a", Arc::new(1), vec![10], vec![], &CATALOG));
+        c.invalidate_relation(900); // DROP EXTENSION
+        c.end_of_transaction();
+        c.invalidate_relation(950); // the new catalog, changed: not recognisable yet
+        assert!(!c.offer("a", Arc::new(1), vec![10], vec![], &[950, 951]));
+        c.end_of_transaction();
+        assert!(c.offer("a", Arc::new(1), vec![10], vec![], &[950, 951]));
+        c.invalidate_relation(951);
+        assert!(c.is_empty());
+    }
+
+    #[test]
     fn catalog_changes_and_resets_drop_everything() {
         let mut c: Cache<u8> = Cache::new();
         c.offer("a", Arc::new(1), vec![10], vec![], &CATALOG);
         c.offer("b", Arc::new(2), vec![12], vec![], &CATALOG);
         c.invalidate_relation(901);
         assert!(c.is_empty() && c.is_dirty());
-        assert!(c.catalog_tables().is_empty(), "a dropped catalog's OIDs are forgotten");
+        assert_eq!(c.catalog_tables(), &CATALOG, "kept: the next invalidation of the catalog is recognised too");
         c.end_of_transaction();
         c.offer("a", Arc::new(1), vec![10], vec![], &CATALOG);
         c.invalidate_relation(0);

@@ -1,0 +1,583 @@
+-- pg_corpus 0.1.0 -> 0.2.0
+--
+-- * Re-embed slots record their columns by attribute number (corpus.embedding_slots.id_attnum,
+--   embedding_attnum, input_attnums); an event trigger writes a slot's trigger function again
+--   after every ALTER TABLE of its table, so RENAME COLUMN never breaks a write.
+-- * A partition registered on its own serves its own slot (corpus._trigger_slot_table).
+-- * The embedding worker reads and writes item tables as their owner, in a restricted security
+--   context, after checking its own column privileges (corpus._embedding_item_text, _lock,
+--   _store): a tenant's code never runs with the worker's rights.
+\echo Use "ALTER EXTENSION pg_corpus UPDATE TO '0.2.0'" to load this file. \quit
+
+-- Every slot's columns by number. A slot whose column was renamed or dropped under 0.1.0 (its
+-- writes were failing) cannot be mapped: say which, and change nothing.
+ALTER TABLE corpus.embedding_slots
+    ADD COLUMN id_attnum smallint,
+    ADD COLUMN embedding_attnum smallint,
+    ADD COLUMN input_attnums smallint[];
+UPDATE corpus.embedding_slots s
+   SET id_attnum = (SELECT a.attnum FROM pg_catalog.pg_attribute a
+                     WHERE a.attrelid = s.item_table AND a.attname = s.id_column AND NOT a.attisdropped),
+       embedding_attnum = (SELECT a.attnum FROM pg_catalog.pg_attribute a
+                            WHERE a.attrelid = s.item_table AND a.attname = s.embedding_column AND NOT a.attisdropped),
+       input_attnums = (SELECT pg_catalog.array_agg(a.attnum ORDER BY c.n)
+                          FROM pg_catalog.unnest(s.input_columns) WITH ORDINALITY c(name, n)
+                          JOIN pg_catalog.pg_attribute a ON a.attrelid = s.item_table AND a.attname = c.name
+                                                        AND NOT a.attisdropped);
+DO $$
+DECLARE
+    broken record;
+BEGIN
+    SELECT s.item_table, s.embedding_column INTO broken FROM corpus.embedding_slots s
+     WHERE s.id_attnum IS NULL OR s.embedding_attnum IS NULL
+        OR pg_catalog.cardinality(s.input_attnums) IS DISTINCT FROM pg_catalog.cardinality(s.input_columns)
+     LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = '42703',
+            MESSAGE = pg_catalog.format('the re-embed slot %s.%s names a column its table no longer has',
+                                        broken.item_table, broken.embedding_column),
+            HINT = 'Rename the column back (see corpus.embedding_slots), or drop the sources of that table, '
+                   'then run ALTER EXTENSION pg_corpus UPDATE again.';
+    END IF;
+END
+$$;
+ALTER TABLE corpus.embedding_slots
+    ALTER COLUMN id_attnum SET NOT NULL,
+    ALTER COLUMN embedding_attnum SET NOT NULL,
+    ALTER COLUMN input_attnums SET NOT NULL;
+
+-- The worker's owner-rights access to item tables (src/worker.rs).
+CREATE FUNCTION corpus."_embedding_item_text"(
+	"item_table" oid, /* pg_sys :: Oid */
+	"id_attnum" smallint, /* i16 */
+	"input_attnums" smallint[], /* Vec < i16 > */
+	"item_id" TEXT /* & str */
+) RETURNS TEXT /* Option < String > */
+STRICT VOLATILE PARALLEL UNSAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', '_embedding_item_text_wrapper';
+
+CREATE FUNCTION corpus."_embedding_item_lock"(
+	"item_table" oid, /* pg_sys :: Oid */
+	"id_attnum" smallint, /* i16 */
+	"embedding_attnum" smallint, /* i16 */
+	"item_id" TEXT /* & str */
+) RETURNS bool /* bool */
+STRICT VOLATILE PARALLEL UNSAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', '_embedding_item_lock_wrapper';
+
+CREATE FUNCTION corpus."_embedding_item_store"(
+	"item_table" oid, /* pg_sys :: Oid */
+	"id_attnum" smallint, /* i16 */
+	"embedding_attnum" smallint, /* i16 */
+	"item_id" TEXT, /* & str */
+	"embedding" anyelement /* AnyElement */
+) RETURNS bool /* bool */
+STRICT VOLATILE PARALLEL UNSAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', '_embedding_item_store_wrapper';
+
+CREATE FUNCTION corpus._slot_column(item_table regclass, attnum smallint) RETURNS name
+LANGUAGE sql STABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT a.attname FROM pg_attribute a
+     WHERE a.attrelid = item_table AND a.attnum = _slot_column.attnum AND a.attnum > 0 AND NOT a.attisdropped
+$$;
+
+CREATE FUNCTION corpus._trigger_slot_table(relid oid, trigger_name name) RETURNS oid
+LANGUAGE sql STABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    WITH RECURSIVE up(tgrelid, tgparentid) AS (
+        SELECT t.tgrelid, t.tgparentid FROM pg_trigger t WHERE t.tgrelid = relid AND t.tgname = trigger_name
+        UNION ALL
+        SELECT p.tgrelid, p.tgparentid FROM pg_trigger p JOIN up ON p.oid = up.tgparentid)
+    SELECT coalesce((SELECT up.tgrelid FROM up WHERE up.tgparentid = 0), relid)
+$$;
+
+CREATE FUNCTION corpus._write_embedding_trigger(slot corpus.embedding_slots) RETURNS boolean
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    id_column        name := corpus._slot_column(slot.item_table, slot.id_attnum);
+    embedding_column name := corpus._slot_column(slot.item_table, slot.embedding_attnum);
+    input_columns    name[];
+    inputs_changed   text;
+    body             text;
+BEGIN
+    SELECT array_agg(corpus._slot_column(slot.item_table, a) ORDER BY n) INTO input_columns
+      FROM unnest(slot.input_attnums) WITH ORDINALITY u(a, n);
+    IF id_column IS NULL OR embedding_column IS NULL OR array_position(input_columns, NULL) IS NOT NULL THEN
+        RETURN false;
+    END IF;
+    SELECT format('(%s) IS DISTINCT FROM (%s)',
+                  string_agg(format('OLD.%I', c), ', '), string_agg(format('NEW.%I', c), ', '))
+      INTO inputs_changed FROM unnest(input_columns) c;
+
+    body := format($body$
+DECLARE
+    -- The slot's table: TG_RELID, or for a partition whose trigger is a clone of a partitioned
+    -- table's (the slot is registered on that table) the table of the trigger it was cloned
+    -- from. Not the table's OID written in: a dump/restore gives the table a new OID.
+    -- (assigned on the paths that touch the queue only: a row that brings its embedding
+    -- should cost the trigger as little as possible)
+    rel oid;
+BEGIN
+    -- DROP EXTENSION pg_corpus leaves this function and its trigger behind (they are created at
+    -- registration, not by the extension script, so that dump and restore keep them): without
+    -- the queue there is nothing to do, and the table must stay writable.
+    IF to_regclass('corpus.embedding_queue') IS NULL THEN
+        RETURN NULL;
+    END IF;
+    -- Bulk loads may defer the per-row work: SET pg_corpus.defer_embedding_queue = on, load,
+    -- then SELECT corpus.corpus_embedding_enqueue(...) once. Superusers and roles granted SET
+    -- on it only: the library's function (not current_setting, which would read a placeholder
+    -- any role can set) has PostgreSQL check the setter's privilege.
+    IF corpus._embedding_queue_deferred() THEN
+        RETURN NULL;
+    END IF;
+    -- (DROP EXTENSION; CREATE EXTENSION leaves this trigger without its slot: the new catalog
+    -- is empty. The queue inserts below check for the slot in the same statement, so a write
+    -- never fails on the queue's foreign key, and cost nothing more when nothing is queued.
+    -- Registering the source again adopts the trigger.)
+    IF TG_OP = 'TRUNCATE' THEN
+        rel := corpus._trigger_slot_table(TG_RELID, TG_NAME);
+        DELETE FROM corpus.embedding_queue WHERE item_table = rel AND embedding_column = %2$L;
+        RETURN NULL;
+    END IF;
+    IF TG_OP IN ('DELETE', 'UPDATE') AND (TG_OP = 'DELETE' OR OLD.%3$I IS DISTINCT FROM NEW.%3$I) THEN
+        rel := corpus._trigger_slot_table(TG_RELID, TG_NAME);
+        DELETE FROM corpus.embedding_queue
+         WHERE item_table = rel AND embedding_column = %2$L AND item_id = OLD.%3$I::text;
+        IF TG_OP = 'DELETE' THEN
+            RETURN NULL;
+        END IF;
+    END IF;
+    IF NEW.%4$I IS NULL THEN
+        rel := corpus._trigger_slot_table(TG_RELID, TG_NAME);
+        IF TG_OP = 'INSERT' OR OLD.%4$I IS NOT NULL OR %5$s THEN
+            INSERT INTO corpus.embedding_queue AS q (item_table, embedding_column, item_id, reason)
+            SELECT rel, %2$L, NEW.%3$I::text, 'missing'
+             WHERE EXISTS (SELECT 1 FROM corpus.embedding_slots s WHERE s.item_table = rel AND s.embedding_column = %2$L)
+            ON CONFLICT (item_table, embedding_column, item_id) DO UPDATE
+               SET reason = 'missing', version = nextval('corpus.embedding_queue_version_seq'), enqueued_at = now(), state = 'pending',
+                   claimed_by = NULL, claimed_at = NULL, lease_until = NULL, attempts = 0, last_error = NULL;
+            IF FOUND THEN
+                PERFORM pg_notify('pg_corpus_embedding', rel::regclass::text);
+            END IF;
+        END IF;
+    ELSIF TG_OP = 'UPDATE' THEN
+        rel := corpus._trigger_slot_table(TG_RELID, TG_NAME);
+        -- (compared as real[]: pgvector's = is not on this function's pinned search_path)
+        IF OLD.%4$I::real[] IS DISTINCT FROM NEW.%4$I::real[] THEN
+            -- a new embedding came in with (or after) the text: fresh
+            DELETE FROM corpus.embedding_queue
+             WHERE item_table = rel AND embedding_column = %2$L AND item_id = NEW.%3$I::text;
+        ELSIF %5$s THEN
+            INSERT INTO corpus.embedding_queue AS q (item_table, embedding_column, item_id, reason)
+            SELECT rel, %2$L, NEW.%3$I::text, 'text_changed'
+             WHERE EXISTS (SELECT 1 FROM corpus.embedding_slots s WHERE s.item_table = rel AND s.embedding_column = %2$L)
+            ON CONFLICT (item_table, embedding_column, item_id) DO UPDATE
+               SET reason = 'text_changed', version = nextval('corpus.embedding_queue_version_seq'), enqueued_at = now(), state = 'pending',
+                   claimed_by = NULL, claimed_at = NULL, lease_until = NULL, attempts = 0, last_error = NULL;
+            IF FOUND THEN
+                PERFORM pg_notify('pg_corpus_embedding', rel::regclass::text);
+            END IF;
+        END IF;
+    END IF;
+    RETURN NULL;
+END
+$body$, slot.item_table::oid, slot.embedding_column, id_column, embedding_column, inputs_changed);
+
+
+    EXECUTE format('CREATE OR REPLACE FUNCTION corpus.%I() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
+                    SET search_path = pg_catalog, pg_temp AS %L', slot.trigger_function, body);
+    EXECUTE format('REVOKE ALL ON FUNCTION corpus.%I() FROM PUBLIC', slot.trigger_function);
+    RETURN true;
+END
+$fn$;
+
+CREATE OR REPLACE FUNCTION corpus._attach_embedding_slot(item_table regclass, embedding_column name, id_column name,
+                                              input_columns name[], model text, dimensions integer)
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+SET client_min_messages = warning  -- DROP TRIGGER IF EXISTS would NOTICE on every registration
+AS $fn$
+DECLARE
+    slot          corpus.embedding_slots;
+    attnum        smallint := (SELECT a.attnum FROM pg_attribute a
+                                WHERE a.attrelid = item_table AND a.attname = embedding_column AND NOT a.attisdropped);
+    id_attnum     smallint := (SELECT a.attnum FROM pg_attribute a
+                                WHERE a.attrelid = item_table AND a.attname = id_column AND NOT a.attisdropped);
+    input_attnums smallint[] := (SELECT array_agg(a.attnum ORDER BY c.n)
+                                   FROM unnest(input_columns) WITH ORDINALITY c(name, n)
+                                   JOIN pg_attribute a ON a.attrelid = item_table AND a.attname = c.name
+                                                      AND NOT a.attisdropped);
+    fname         text;
+    tname         text;
+BEGIN
+    -- the column's slot, whatever name it was registered under (a rename keeps the attnum)
+    SELECT * INTO slot FROM corpus.embedding_slots s
+     WHERE s.item_table = _attach_embedding_slot.item_table AND s.embedding_attnum = attnum;
+    IF FOUND THEN
+        IF slot.id_attnum <> id_attnum OR slot.input_attnums <> input_attnums THEN
+            RAISE EXCEPTION USING ERRCODE = '22023',
+                MESSAGE = format('embedding column "%s" of %s is already registered with id column "%s" and inputs %s',
+                                 embedding_column, item_table, corpus._slot_column(item_table, slot.id_attnum),
+                                 (SELECT array_agg(corpus._slot_column(item_table, a)) FROM unnest(slot.input_attnums) a)),
+                HINT = 'Sources sharing an embedding column must agree on the id column and the text it is computed from.';
+        END IF;
+        IF model IS NOT NULL AND slot.model IS DISTINCT FROM model THEN
+            RAISE EXCEPTION USING ERRCODE = '22023',
+                MESSAGE = format('embedding column "%s" of %s holds embeddings of model "%s", not "%s"',
+                                 embedding_column, item_table, slot.model, model),
+                HINT = 'Change the model with CALL corpus.corpus_set_embedding_model(...), which re-embeds every item.';
+        END IF;
+        RETURN;
+    END IF;
+
+    fname := format('_embedding_trigger_%s_%s', item_table::oid, attnum);
+    tname := format('pg_corpus_embedding_%s', attnum);
+    INSERT INTO corpus.embedding_slots (item_table, embedding_column, id_column, id_type, input_columns, model,
+                                        dimensions, trigger_name, trigger_function, id_attnum, embedding_attnum,
+                                        input_attnums)
+    VALUES (item_table, embedding_column, id_column,
+            (SELECT format_type(a.atttypid, a.atttypmod) FROM pg_attribute a
+              WHERE a.attrelid = item_table AND a.attnum = id_attnum),
+            input_columns, model, dimensions, tname, fname, id_attnum, attnum, input_attnums)
+    RETURNING * INTO slot;
+    -- OR REPLACE / IF EXISTS: a slot row deleted by hand leaves its function and trigger behind,
+    -- and re-registering the source must repair that (the health check's hint).
+    PERFORM corpus._write_embedding_trigger(slot);
+    EXECUTE format('DROP TRIGGER IF EXISTS %I ON %s', tname, item_table);
+    EXECUTE format('DROP TRIGGER IF EXISTS %I ON %s', tname || '_truncate', item_table);
+    EXECUTE format('CREATE TRIGGER %I AFTER INSERT OR DELETE OR UPDATE OF %s ON %s
+                    FOR EACH ROW EXECUTE FUNCTION corpus.%I()',
+                   tname,
+                   (SELECT string_agg(DISTINCT quote_ident(c), ', ')
+                      FROM unnest(input_columns || ARRAY[id_column, embedding_column]) c),
+                   item_table, fname);
+    EXECUTE format('CREATE TRIGGER %I AFTER TRUNCATE ON %s FOR EACH STATEMENT EXECUTE FUNCTION corpus.%I()',
+                   tname || '_truncate', item_table, fname);
+    -- Items already without an embedding are the first backlog.
+    EXECUTE format('INSERT INTO corpus.embedding_queue (item_table, embedding_column, item_id, reason)
+                    SELECT %s::oid, %L, t.%I::text, ''missing'' FROM %s t WHERE t.%I IS NULL
+                    ON CONFLICT DO NOTHING',
+                   item_table::oid, embedding_column, id_column, item_table, embedding_column);
+    IF FOUND THEN
+        PERFORM pg_notify('pg_corpus_embedding', item_table::text);
+    END IF;
+END
+$fn$;
+
+CREATE OR REPLACE FUNCTION corpus._detach_embedding_slot(item_table regclass, embedding_column name) RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    slot corpus.embedding_slots;
+BEGIN
+    -- the slot by its registered name, or by the column that name means now
+    SELECT * INTO slot FROM corpus.embedding_slots s
+     WHERE s.item_table = _detach_embedding_slot.item_table
+       AND (s.embedding_column = _detach_embedding_slot.embedding_column
+            OR s.embedding_attnum = (SELECT a.attnum FROM pg_attribute a
+                                      WHERE a.attrelid = _detach_embedding_slot.item_table
+                                        AND a.attname = _detach_embedding_slot.embedding_column
+                                        AND NOT a.attisdropped));
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    -- still used by a source that names the column by its registered or its current name
+    IF EXISTS (SELECT 1 FROM corpus.sources s
+                WHERE s.item_table = slot.item_table
+                  AND (s.embedding_column = slot.embedding_column
+                       OR s.embedding_column = corpus._slot_column(slot.item_table, slot.embedding_attnum))) THEN
+        RETURN;
+    END IF;
+    DELETE FROM corpus.embedding_slots s
+     WHERE s.item_table = slot.item_table AND s.embedding_column = slot.embedding_column;
+    IF EXISTS (SELECT 1 FROM pg_class WHERE oid = item_table) THEN
+        EXECUTE format('DROP TRIGGER IF EXISTS %I ON %s', slot.trigger_name, item_table);
+        EXECUTE format('DROP TRIGGER IF EXISTS %I ON %s', slot.trigger_name || '_truncate', item_table);
+    END IF;
+    EXECUTE format('DROP FUNCTION IF EXISTS corpus.%I()', slot.trigger_function);
+END
+$$;
+
+CREATE OR REPLACE FUNCTION corpus._embedding_slot(item_table regclass, embedding_column name)
+RETURNS corpus.embedding_slots
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    slot corpus.embedding_slots;
+BEGIN
+    -- by the name it was registered under, or by the column's current name
+    SELECT * INTO slot FROM corpus.embedding_slots s
+     WHERE s.item_table = _embedding_slot.item_table
+       AND (s.embedding_column = _embedding_slot.embedding_column
+            OR s.embedding_attnum = (SELECT a.attnum FROM pg_attribute a
+                                      WHERE a.attrelid = _embedding_slot.item_table
+                                        AND a.attname = _embedding_slot.embedding_column AND NOT a.attisdropped))
+     ORDER BY s.embedding_column = _embedding_slot.embedding_column DESC
+     LIMIT 1;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = '42704',
+            MESSAGE = format('no registered embedding column "%s" on %s', embedding_column, item_table),
+            HINT = 'See corpus.embedding_slots for the columns pg_corpus keeps fresh.';
+    END IF;
+    RETURN slot;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION corpus.corpus_embedding_claim(batch_size integer DEFAULT 16,
+                                              lease interval DEFAULT '5 minutes',
+                                              worker text DEFAULT NULL,
+                                              only_table regclass DEFAULT NULL)
+RETURNS TABLE (item_table regclass, embedding_column name, item_id text, version bigint, content text,
+               model text, dimensions integer, reason text, attempts integer)
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r    record;
+    slot corpus.embedding_slots;
+    txt  text;
+BEGIN
+    IF batch_size IS NULL OR batch_size < 1 OR batch_size > 10000 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = format('batch_size must be between 1 and 10000, got %s', batch_size),
+            HINT = 'Claim what one embedding call can take, typically 16 to 256 items.';
+    END IF;
+    IF lease IS NULL OR lease <= interval '0' THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = format('lease must be a positive interval, got %s', lease),
+            HINT = 'The lease is how long a claimed item stays yours, e.g. ''5 minutes''.';
+    END IF;
+    FOR r IN
+        WITH picked AS (
+            SELECT q.item_table, q.embedding_column, q.item_id
+              FROM corpus.embedding_queue q
+             WHERE (q.state = 'pending' OR (q.state = 'claimed' AND q.lease_until < clock_timestamp()))
+               AND (only_table IS NULL OR q.item_table = only_table)
+             ORDER BY q.enqueued_at, q.item_id
+             LIMIT batch_size
+               FOR UPDATE SKIP LOCKED)
+        UPDATE corpus.embedding_queue q
+           SET state = 'claimed', claimed_by = COALESCE(worker, session_user::text || '@' || pg_backend_pid()),
+               claimed_at = clock_timestamp(), lease_until = clock_timestamp() + lease,
+               attempts = q.attempts + 1
+          FROM picked
+         WHERE (q.item_table, q.embedding_column, q.item_id) = (picked.item_table, picked.embedding_column, picked.item_id)
+        RETURNING q.*
+    LOOP
+        SELECT * INTO slot FROM corpus.embedding_slots s
+         WHERE s.item_table = r.item_table AND s.embedding_column = r.embedding_column;
+        IF corpus._slot_column(r.item_table, slot.id_attnum) IS NULL
+           OR EXISTS (SELECT 1 FROM unnest(slot.input_attnums) a WHERE corpus._slot_column(r.item_table, a) IS NULL) THEN
+            -- a column of the slot was dropped (with CASCADE, which dropped its trigger too):
+            -- nothing to embed from; a dead letter the health check reports
+            UPDATE corpus.embedding_queue q
+               SET state = 'dead', claimed_by = NULL, claimed_at = NULL, lease_until = NULL,
+                   last_error = 'a column the embedding is computed from was dropped'
+             WHERE (q.item_table, q.embedding_column, q.item_id) = (r.item_table, r.embedding_column, r.item_id);
+            CONTINUE;
+        END IF;
+        -- read as the table's owner once this role's privileges are checked (src/worker.rs):
+        -- the tenant's policies and functions never run with the worker's rights
+        txt := corpus._embedding_item_text(r.item_table::oid, slot.id_attnum, slot.input_attnums, r.item_id);
+        IF txt IS NULL THEN
+            -- the item is gone: nothing to embed
+            DELETE FROM corpus.embedding_queue q
+             WHERE (q.item_table, q.embedding_column, q.item_id) = (r.item_table, r.embedding_column, r.item_id);
+            CONTINUE;
+        END IF;
+        item_table := r.item_table; embedding_column := r.embedding_column; item_id := r.item_id;
+        version := r.version; content := txt; model := slot.model; dimensions := slot.dimensions;
+        reason := r.reason; attempts := r.attempts;
+        RETURN NEXT;
+    END LOOP;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION corpus.corpus_embedding_complete(item_table regclass, embedding_column name, item_id text,
+                                                 version bigint, embedding vector, model text DEFAULT NULL)
+RETURNS text
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    q    corpus.embedding_queue;
+    slot corpus.embedding_slots;
+BEGIN
+    slot := corpus._embedding_slot(item_table, embedding_column);
+    IF embedding IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'embedding is NULL',
+            HINT = 'Report a failed item with corpus.corpus_embedding_fail instead.';
+    END IF;
+    -- (array_length of the real[] cast: pgvector's functions are not on the pinned search_path)
+    IF array_length(embedding::real[], 1) <> slot.dimensions THEN
+        RAISE EXCEPTION USING ERRCODE = '22000',
+            MESSAGE = format('embedding has %s dimensions, %s.%s has %s', array_length(embedding::real[], 1), item_table,
+                             embedding_column, slot.dimensions),
+            HINT = 'The worker embeds with a different model than the column was declared for.';
+    END IF;
+    IF model IS NOT NULL AND slot.model IS NOT NULL AND model <> slot.model THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = format('embedding of model "%s" offered for %s.%s, which holds model "%s"', model,
+                             item_table, embedding_column, slot.model),
+            HINT = 'Configure the worker with the model the source records, or change the source''s model.';
+    END IF;
+    -- Lock the item row before the queue row, the order in which the (AFTER UPDATE) trigger of a
+    -- concurrent writer takes them; the opposite order deadlocks with that writer.
+    -- (as the table's owner once this role's privileges are checked, like the store below:
+    -- the tenant's triggers on its table run with the tenant's rights, src/worker.rs)
+    PERFORM corpus._embedding_item_lock(item_table::oid, slot.id_attnum, slot.embedding_attnum, item_id);
+    SELECT * INTO q FROM corpus.embedding_queue e
+     WHERE e.item_table = corpus_embedding_complete.item_table
+       AND e.embedding_column = corpus_embedding_complete.embedding_column
+       AND e.item_id = corpus_embedding_complete.item_id
+       FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN 'not_queued';
+    END IF;
+    IF q.version <> corpus_embedding_complete.version THEN
+        -- The text changed after the claim; the trigger already made the item pending again (and
+        -- another worker may hold a claim of the new version: leave the row alone).
+        RETURN 'requeued';
+    END IF;
+    PERFORM corpus._embedding_item_store(item_table::oid, slot.id_attnum, slot.embedding_attnum, item_id, embedding);
+    DELETE FROM corpus.embedding_queue e
+     WHERE e.item_table = q.item_table AND e.embedding_column = q.embedding_column AND e.item_id = q.item_id;
+    RETURN 'stored';
+END
+$$;
+
+CREATE OR REPLACE FUNCTION corpus.corpus_embedding_enqueue(item_table regclass, embedding_column name,
+                                                only_missing boolean DEFAULT true)
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    slot corpus.embedding_slots;
+    n    bigint;
+BEGIN
+    slot := corpus._embedding_slot(item_table, embedding_column);
+    EXECUTE format('INSERT INTO corpus.embedding_queue AS q (item_table, embedding_column, item_id, reason)
+                    SELECT %s::oid, %L, t.%I::text, CASE WHEN t.%I IS NULL THEN ''missing'' ELSE ''requested'' END
+                      FROM %s t WHERE %s
+                    ON CONFLICT (item_table, embedding_column, item_id) DO UPDATE
+                       SET version = nextval(''corpus.embedding_queue_version_seq''), reason = EXCLUDED.reason,
+                           enqueued_at = now(), state = ''pending'', claimed_by = NULL, claimed_at = NULL,
+                           lease_until = NULL, attempts = 0, last_error = NULL',
+                   item_table::oid, slot.embedding_column, corpus._slot_column(item_table, slot.id_attnum),
+                   corpus._slot_column(item_table, slot.embedding_attnum), item_table,
+                   CASE WHEN only_missing
+                        THEN format('t.%I IS NULL', corpus._slot_column(item_table, slot.embedding_attnum))
+                        ELSE 'true' END);
+    GET DIAGNOSTICS n = ROW_COUNT;
+    IF n > 0 THEN
+        PERFORM pg_notify('pg_corpus_embedding', item_table::text);
+    END IF;
+    RETURN n;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION corpus._embedding_model_batch(item_table regclass, embedding_column name, after text,
+                                              batch_size integer, OUT n bigint, OUT last text)
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    slot corpus.embedding_slots;
+BEGIN
+    SELECT * INTO STRICT slot FROM corpus.embedding_slots s
+     WHERE s.item_table = _embedding_model_batch.item_table
+       AND s.embedding_column = _embedding_model_batch.embedding_column;
+    EXECUTE format('WITH batch AS (SELECT t.%1$I AS id FROM %2$s t
+                                    WHERE $1 IS NULL OR t.%1$I > $1::%5$s
+                                    ORDER BY t.%1$I LIMIT $2),
+                        q AS (INSERT INTO corpus.embedding_queue AS q (item_table, embedding_column, item_id, reason)
+                              SELECT %3$s::oid, %4$L, id::text, ''model_changed'' FROM batch
+                              ON CONFLICT (item_table, embedding_column, item_id) DO UPDATE
+                                 SET version = nextval(''corpus.embedding_queue_version_seq''),
+                                     reason = ''model_changed'', enqueued_at = now(), state = ''pending'',
+                                     claimed_by = NULL, claimed_at = NULL, lease_until = NULL, attempts = 0,
+                                     last_error = NULL)
+                   SELECT count(*), max(id)::text FROM batch',
+                   corpus._slot_column(item_table, slot.id_attnum), item_table, item_table::oid,
+                   slot.embedding_column, slot.id_type)
+       INTO n, last USING after, batch_size;
+    IF n > 0 THEN
+        PERFORM pg_notify('pg_corpus_embedding', item_table::text);
+    END IF;
+END
+$$;
+
+CREATE FUNCTION corpus._follow_item_table_changes() RETURNS event_trigger
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    slot corpus.embedding_slots;
+BEGIN
+    FOR slot IN
+        WITH RECURSIVE altered(relid) AS (
+            SELECT c.objid FROM pg_event_trigger_ddl_commands() c WHERE c.classid = 'pg_class'::regclass
+            UNION
+            SELECT i.inhrelid FROM pg_inherits i JOIN altered a ON i.inhparent = a.relid)
+        SELECT s.* FROM corpus.embedding_slots s WHERE s.item_table::oid IN (SELECT relid FROM altered)
+    LOOP
+        BEGIN
+            PERFORM corpus._write_embedding_trigger(slot);
+        EXCEPTION WHEN OTHERS THEN
+            RAISE WARNING 'pg_corpus: could not rewrite the re-embed trigger of %.%: %', slot.item_table,
+                          slot.embedding_column, SQLERRM
+                  USING HINT = 'Run SELECT * FROM corpus.corpus_health_check(); for what to do.';
+        END;
+    END LOOP;
+END
+$$;
+-- (an event trigger function: PostgreSQL calls it only as the event trigger, never directly)
+REVOKE ALL ON FUNCTION corpus._follow_item_table_changes() FROM PUBLIC;
+CREATE EVENT TRIGGER pg_corpus_follow_item_tables ON ddl_command_end WHEN TAG IN ('ALTER TABLE')
+    EXECUTE FUNCTION corpus._follow_item_table_changes();
+
+-- Whether the current role may read every source of a corpus in full: the item tables' id and
+-- text search columns, and the parent tables' keys (what the statistics are computed from).
+-- A corpus without sources has no items: everyone reads all of them.
+CREATE OR REPLACE FUNCTION corpus._reads_corpus_in_full(corpus text) RETURNS boolean
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT coalesce(pg_catalog.bool_and(
+               corpus._reads_in_full(s.item_table, ARRAY[s.id_column, s.tsv_column, s.parent_fk])
+               AND (s.parent_table IS NULL OR corpus._reads_in_full(s.parent_table, ARRAY[s.parent_key]))), true)
+      FROM corpus.sources AS s
+     WHERE s.corpus = _reads_corpus_in_full.corpus
+$$;
+
+-- Write every slot's trigger function again with the 0.2.0 body. The functions belong to the
+-- registering role, not to the extension (dump and restore keep them with their triggers), and
+-- an extension script may replace only its own objects: each joins the extension for its
+-- rewrite and leaves it again.
+DO $$
+DECLARE
+    slot corpus.embedding_slots;
+BEGIN
+    FOR slot IN SELECT * FROM corpus.embedding_slots LOOP
+        IF pg_catalog.to_regprocedure(pg_catalog.format('corpus.%I()', slot.trigger_function)) IS NULL THEN
+            CONTINUE;   -- the health check reports the missing trigger
+        END IF;
+        EXECUTE pg_catalog.format('ALTER EXTENSION pg_corpus ADD FUNCTION corpus.%I()', slot.trigger_function);
+        PERFORM corpus._write_embedding_trigger(slot);
+        EXECUTE pg_catalog.format('ALTER EXTENSION pg_corpus DROP FUNCTION corpus.%I()', slot.trigger_function);
+    END LOOP;
+END
+$$;

@@ -1,0 +1,208 @@
+//! The embedding worker's reads and writes of item tables (pg_corpus_core::items), run as the
+//! table's owner in a restricted security context once the calling role's own column privileges
+//! have been checked: a tenant's triggers, policies and generated columns on its table then run
+//! with the tenant's rights, never with the worker's (which reach every registered table).
+
+use std::ffi::CString;
+
+use pg_corpus_core::items::{self, ItemTable};
+use pg_corpus_core::{CoreError, SqlState};
+use pgrx::datum::DatumWithOid;
+use pgrx::pg_sys;
+use pgrx::spi::Spi;
+
+use super::access::as_role_restricted;
+use super::spi_failure;
+
+/// An item table, its owner and the current names and types of the columns a slot names by
+/// attribute number.
+struct Opened {
+    oid: pg_sys::Oid,
+    table: ItemTable,
+    owner: pg_sys::Oid,
+}
+
+fn open(oid: pg_sys::Oid) -> Result<Opened, CoreError> {
+    // SAFETY: relcache lookup by OID, released before returning; names are copied out.
+    unsafe {
+        let rel = pg_sys::RelationIdGetRelation(oid);
+        if rel.is_null() {
+            return Err(CoreError::new(
+                SqlState::UndefinedTable,
+                format!("item table with OID {} does not exist", oid.to_u32()),
+                "The table was dropped; its queue entries go with its slot (see corpus.embedding_slots).",
+            ));
+        }
+        let form = (*rel).rd_rel;
+        let owner = (*form).relowner;
+        let name = std::ffi::CStr::from_ptr((*form).relname.data.as_ptr()).to_string_lossy().into_owned();
+        let ns = pg_sys::get_namespace_name((*form).relnamespace);
+        pg_sys::RelationClose(rel);
+        let schema =
+            if ns.is_null() { String::new() } else { std::ffi::CStr::from_ptr(ns).to_string_lossy().into_owned() };
+        Ok(Opened { oid, table: ItemTable { schema, name }, owner })
+    }
+}
+
+impl Opened {
+    /// The current name and type of column `attnum` (42703 when it was dropped).
+    fn column(&self, attnum: i16) -> Result<(String, pg_sys::Oid), CoreError> {
+        // SAFETY: syscache lookups; missing_ok turns a dropped column into NULL.
+        unsafe {
+            let name = pg_sys::get_attname(self.oid, attnum, true);
+            if name.is_null() || attnum <= 0 {
+                return Err(items::column_gone(&self.table, attnum));
+            }
+            let name = std::ffi::CStr::from_ptr(name).to_string_lossy().into_owned();
+            Ok((name, pg_sys::get_atttype(self.oid, attnum)))
+        }
+    }
+
+    /// 42501 unless the calling role holds `mode` on column `attnum` (or on the whole table).
+    fn require(&self, attnum: i16, name: &str, mode: u32, privilege: &str) -> Result<(), CoreError> {
+        // SAFETY: ACL checks by OID for the current user.
+        let ok = unsafe {
+            let user = pg_sys::GetUserId();
+            pg_sys::pg_class_aclcheck(self.oid, user, mode as pg_sys::AclMode) == pg_sys::AclResult::ACLCHECK_OK
+                || pg_sys::pg_attribute_aclcheck(self.oid, attnum, user, mode as pg_sys::AclMode)
+                    == pg_sys::AclResult::ACLCHECK_OK
+        };
+        if ok {
+            Ok(())
+        } else {
+            Err(items::column_denied(&self.table, name, privilege))
+        }
+    }
+
+    /// 42501 when row-level security applies to the calling role on this table.
+    fn require_no_row_security(&self) -> Result<(), CoreError> {
+        // SAFETY: checks by OID for the current user, noError.
+        let r = unsafe { pg_sys::check_enable_rls(self.oid, pg_sys::InvalidOid, true) };
+        if r as u32 == pg_sys::CheckEnableRlsResult::RLS_ENABLED {
+            return Err(items::row_security_denied(&self.table));
+        }
+        Ok(())
+    }
+}
+
+/// `item_id` as a value of the id column's type (its input function: an id that is not one
+/// raises that type's own error, e.g. 22P02).
+fn id_value(type_oid: pg_sys::Oid, item_id: &str) -> Result<DatumWithOid<'static>, CoreError> {
+    let text = CString::new(item_id).map_err(|_| {
+        CoreError::new(
+            SqlState::InvalidParameterValue,
+            "item_id contains a NUL character",
+            "Pass the id as the queue shows it.",
+        )
+    })?;
+    // SAFETY: the type's input function on a valid C string; the datum lives in the current
+    // memory context for the statement that uses it.
+    unsafe {
+        let (mut input, mut ioparam) = (pg_sys::InvalidOid, pg_sys::InvalidOid);
+        pg_sys::getTypeInputInfo(type_oid, &mut input, &mut ioparam);
+        let datum = pg_sys::OidInputFunctionCall(input, text.as_ptr().cast_mut(), ioparam, -1);
+        Ok(DatumWithOid::new(datum, type_oid))
+    }
+}
+
+/// The text to embed for one item (None: the item is gone). The caller needs SELECT on the id
+/// and input columns.
+pub fn item_text(
+    table: pg_sys::Oid,
+    id_attnum: i16,
+    input_attnums: &[i16],
+    item_id: &str,
+) -> Result<Option<String>, CoreError> {
+    let t = open(table)?;
+    let (id, id_type) = t.column(id_attnum)?;
+    t.require(id_attnum, &id, pg_sys::ACL_SELECT, "SELECT")?;
+    let mut inputs = Vec::with_capacity(input_attnums.len());
+    for &a in input_attnums {
+        let (name, _) = t.column(a)?;
+        t.require(a, &name, pg_sys::ACL_SELECT, "SELECT")?;
+        inputs.push(name);
+    }
+    t.require_no_row_security()?;
+    let sql = items::text_sql(&t.table, &id, &inputs);
+    let key = id_value(id_type, item_id)?;
+    as_role_restricted(t.owner, || {
+        Spi::connect(|client| {
+            let rows = client.select(sql.as_str(), Some(1), &[key])?;
+            if rows.is_empty() {
+                Ok(None)
+            } else {
+                Ok(Some(rows.first().get_one::<String>()?.unwrap_or_default()))
+            }
+        })
+        .map_err(spi_failure)
+    })
+}
+
+/// Check the caller may store embeddings in `embedding_attnum` of `table`; the opened table,
+/// the id and embedding columns' current names and the id's type.
+fn writable(
+    table: pg_sys::Oid,
+    id_attnum: i16,
+    embedding_attnum: i16,
+) -> Result<(Opened, String, pg_sys::Oid, String), CoreError> {
+    let t = open(table)?;
+    let (id, id_type) = t.column(id_attnum)?;
+    let (embedding, _) = t.column(embedding_attnum)?;
+    t.require(id_attnum, &id, pg_sys::ACL_SELECT, "SELECT")?;
+    t.require(embedding_attnum, &embedding, pg_sys::ACL_UPDATE, "UPDATE")?;
+    t.require_no_row_security()?;
+    Ok((t, id, id_type, embedding))
+}
+
+/// Lock the item's row for the store that follows (false: the item is gone).
+pub fn lock_item(table: pg_sys::Oid, id_attnum: i16, embedding_attnum: i16, item_id: &str) -> Result<bool, CoreError> {
+    let (t, id, id_type, _) = writable(table, id_attnum, embedding_attnum)?;
+    let sql = items::lock_sql(&t.table, &id);
+    let key = id_value(id_type, item_id)?;
+    as_role_restricted(t.owner, || {
+        Spi::connect_mut(|client| Ok(!client.update(sql.as_str(), Some(1), &[key])?.is_empty())).map_err(spi_failure)
+    })
+}
+
+/// Store `embedding` (a datum of its own type: the column's assignment rules apply) for the
+/// item; false when no row has that id.
+pub fn store_embedding(
+    table: pg_sys::Oid,
+    id_attnum: i16,
+    embedding_attnum: i16,
+    item_id: &str,
+    embedding: DatumWithOid<'static>,
+) -> Result<bool, CoreError> {
+    let (t, id, id_type, column) = writable(table, id_attnum, embedding_attnum)?;
+    let sql = items::store_sql(&t.table, &column, &id);
+    let key = id_value(id_type, item_id)?;
+    as_role_restricted(t.owner, || {
+        Spi::connect_mut(|client| Ok(client.update(sql.as_str(), None, &[embedding, key])?.len() > 0))
+            .map_err(spi_failure)
+    })
+}
+
+/// 42501 unless the calling role is an embedding worker: one that may claim work, which is
+/// UPDATE on `corpus.embedding_queue` (the documented worker grant). These functions run a
+/// tenant's code as the tenant; only the worker's own calls should make it run.
+pub fn require_worker() -> Result<(), CoreError> {
+    // SAFETY: catalog lookups by name and an ACL check by OID.
+    let ok = unsafe {
+        let ns = pg_sys::get_namespace_oid(c"corpus".as_ptr(), true);
+        let queue =
+            if ns == pg_sys::InvalidOid { ns } else { pg_sys::get_relname_relid(c"embedding_queue".as_ptr(), ns) };
+        queue != pg_sys::InvalidOid
+            && pg_sys::pg_class_aclcheck(queue, pg_sys::GetUserId(), pg_sys::ACL_UPDATE as pg_sys::AclMode)
+                == pg_sys::AclResult::ACLCHECK_OK
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(CoreError::new(
+            SqlState::InsufficientPrivilege,
+            "only an embedding worker reads and stores item embeddings this way",
+            "Grant the worker role its documented privileges: GRANT SELECT, UPDATE, DELETE ON corpus.embedding_queue TO <worker role>;",
+        )
+        .with_detail("An embedding worker is a role with UPDATE on corpus.embedding_queue."))
+    }
+}
