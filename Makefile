@@ -35,16 +35,23 @@ test:
 # Re-runnable: the cluster is reused when it runs, and load_sample.py recreates the database.
 
 demo:
-	scripts/setup.sh
-	$(MAKE) --no-print-directory install
-	@set -e; \
+	@start=$$(date +%s); \
+	elapsed() { echo "    ($$(( $$(date +%s) - start )) s since the start)"; }; \
+	set -e; \
+	echo "==> [1/4] setup: system packages, pgvector, cargo-pgrx, python venv"; \
+	scripts/setup.sh; elapsed; \
+	echo "==> [2/4] build and install the extension (about 10 minutes the first time)"; \
+	$(MAKE) --no-print-directory install; elapsed; \
+	echo "==> [3/4] private cluster in $(DEMO_DIR), loading demo/sample"; \
 	uri="$$(scripts/pgcluster.sh start $(DEMO_DIR))"; \
-	echo "==> loading demo/sample into $$uri"; \
-	db="$$($(PYTHON) demo/load_sample.py "$$uri")"; \
-	$(PYTHON) demo/demo.py "$$db"; \
+	db="$$($(PYTHON) demo/load_sample.py "$$uri")"; elapsed; \
+	echo "==> [4/4] searches"; \
+	$(PYTHON) demo/demo.py "$$db"; elapsed; \
+	tcp="postgresql://postgres@127.0.0.1:$$(cat $(DEMO_DIR)/port)/pg_corpus_demo"; \
 	echo; \
-	echo "The demo database: psql \"$$db\""; \
-	echo "Search your own text: $(PYTHON) demo/demo.py \"$$db\" --query \"...\" (see demo/README.md)"; \
+	echo "The demo database (psql, psycopg, SQLAlchemy as postgresql+psycopg://…): $$tcp"; \
+	echo "  psql \"$$tcp\""; \
+	echo "Search your own text: $(PYTHON) demo/demo.py \"$$tcp\" --query \"...\" (see demo/README.md)"; \
 	echo "stop it with: make demo-stop"
 
 demo-stop:

@@ -198,9 +198,26 @@ def main():
         if args.query:
             free_query(conn, args)
         else:
-            print("=== corpus.corpus_hybrid_search on the sample queries (k = %d)" % args.k)
+            analysers(conn)
+            print("\n=== corpus.corpus_hybrid_search on the sample queries (k = %d)" % args.k)
             sample_queries(conn, args.k)
             corpus_rules(conn, args.k)
+
+
+def analysers(conn):
+    """Which analyser builds and reads each source's BM25 column."""
+    print("=== the sources and their lexical analysers")
+    rows = conn.execute(
+        "SELECT s.corpus, s.name, s.item_table::text, s.tsv_column, "
+        "       coalesce('pg_corpus ' || s.language, 'PostgreSQL ' || s.ts_config::text), "
+        "       pg_get_expr(d.adbin, d.adrelid) "
+        "  FROM corpus.sources s "
+        "  JOIN pg_attribute a ON a.attrelid = s.item_table AND a.attname = s.tsv_column "
+        "  LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum "
+        " ORDER BY 1, 2").fetchall()
+    for corpus, source, table, column, analyser, expression in rows:
+        print(f"  {corpus:20} {source:9} {table}.{column}: {analyser}"
+              + (f"  ({expression})" if expression else ""))
 
 
 if __name__ == "__main__":

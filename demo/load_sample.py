@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
 """Load the demo sample (demo/sample/) into a fresh database and define the three corpora.
 
-    python demo/load_sample.py URI [--dbname pg_corpus_demo] [--no-extension]
+    python demo/load_sample.py URI [--dbname pg_corpus_demo]
 
 URI is any database of the target cluster (e.g. what `scripts/pgcluster.sh start DIR` prints).
 The database DBNAME is dropped (with FORCE: open sessions on it are ended) and created anew, so
-running this twice gives the same result. Steps: tests/fixtures/legal_schema.sql, COPY of the
-fixture, tests/fixtures/legal_indexes.sql, CREATE EXTENSION pg_corpus, legal_corpora.sql.
---no-extension stops before the extension (to test the data without pg_corpus installed).
+running this twice gives the same result. Steps: tests/fixtures/legal_schema.sql (creates the
+extensions; its lexical columns are built by the analyser), COPY of the fixture,
+legal_indexes.sql, legal_corpora.sql (language => 'hebrew' on every source).
 
 Prints the URI of the loaded database on stdout (progress goes to stderr).
 """
@@ -94,8 +94,6 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("uri", help="libpq URI of any database of the cluster")
     ap.add_argument("--dbname", default="pg_corpus_demo", help="database to (re)create")
-    ap.add_argument("--no-extension", action="store_true",
-                    help="load schema and data only: skip CREATE EXTENSION pg_corpus and the corpora")
     args = ap.parse_args()
 
     started = time.monotonic()
@@ -111,12 +109,11 @@ def main():
         # After the load: HNSW builds are faster on full tables; the script also ANALYZEs.
         conn.execute((FIXTURES / "legal_indexes.sql").read_text())
         conn.commit()
-        if not args.no_extension:
-            conn.execute("CREATE EXTENSION pg_corpus")
-            conn.execute((FIXTURES / "legal_corpora.sql").read_text())
-            conn.commit()
-            names = [r[0] for r in conn.execute("SELECT name FROM corpus.corpus_list() ORDER BY 1")]
-            log(f"  corpora: {', '.join(names)}")
+        conn.execute((FIXTURES / "legal_corpora.sql").read_text())
+        conn.commit()
+        for name, source, language in conn.execute(
+                "SELECT corpus, name, coalesce(language, 'none: ' || ts_config::text) FROM corpus.sources ORDER BY 1, 2"):
+            log(f"  corpus {name:20} source {source:9} analyser {language}")
     log(f"loaded in {time.monotonic() - started:.1f} s")
     print(demo_uri)
 

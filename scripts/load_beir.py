@@ -332,17 +332,22 @@ def _copy(conn, table, columns, rows):
 
 def _ensure_language_column(conn, language, log):
     """precedent_chunks.content_bm25_<language>: pg_corpus' analyser as a generated column with
-    a GIN index (one column per language, so sets of several languages share the table)."""
-    column = f"content_bm25_{language}"
-    if not re.fullmatch(r"[a-z]{2,20}", language):
-        raise LoadError(f"invalid language {language!r}")
+    a GIN index (one column per language, so sets of several languages share the table); with
+    no language, precedent_chunks.content_tsv_simple: PostgreSQL's to_tsvector('simple', ...)
+    (the legal schema's own content_tsv is built by the analyser in Hebrew)."""
+    if language is None:
+        column, expression = "content_tsv_simple", sql.SQL("to_tsvector('simple', content)")
+    else:
+        if not re.fullmatch(r"[a-z]{2,20}", language):
+            raise LoadError(f"invalid language {language!r}")
+        column = f"content_bm25_{language}"
+        expression = sql.SQL("corpus.bm25_document(content, {})").format(sql.Literal(language))
     exists = _one(conn, "SELECT count(*) FROM pg_attribute WHERE attrelid = 'precedent_chunks'::regclass "
                         "AND attname = %s AND NOT attisdropped", (column,))
     if not exists:
-        log(f"  adding precedent_chunks.{column} (corpus.bm25_document(content, '{language}')) + GIN index")
+        log(f"  adding precedent_chunks.{column} ({expression.as_string(conn)}) + GIN index")
         conn.execute(sql.SQL("ALTER TABLE precedent_chunks ADD COLUMN {} tsvector "
-                             "GENERATED ALWAYS AS (corpus.bm25_document(content, {})) STORED").format(
-                                 sql.Identifier(column), sql.Literal(language)))
+                             "GENERATED ALWAYS AS ({}) STORED").format(sql.Identifier(column), expression))
         conn.execute(sql.SQL("CREATE INDEX {} ON precedent_chunks USING gin ({})").format(
             sql.Identifier(f"precedent_chunks_{column}_idx"), sql.Identifier(column)))
     return column
@@ -436,8 +441,8 @@ def load_beir(conn, folder, corpus, gold_set, source_kind=None, limit_queries=No
                  f"BEIR folder {folder.name} (case_law.source_kind = {kind}), "
                  "loaded by scripts/load_beir.py"))
         # --language: pg_corpus' analyser (a generated column per language); else PostgreSQL's
-        # to_tsvector('simple', ...) column of the legal schema
-        tsv_column = _ensure_language_column(conn, language, log) if language else "content_tsv"
+        # to_tsvector('simple', ...) (a column of its own)
+        tsv_column = _ensure_language_column(conn, language, log)
         conn.execute(
             """SELECT corpus.corpus_add_source(%s, 'chunks', 'precedent_chunks',
                    text_column => 'content', tsv_column => %s,
