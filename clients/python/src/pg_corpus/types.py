@@ -1,0 +1,135 @@
+"""Typed rows of the extension's functions."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One row of ``corpus_hybrid_search``: the fused rank, where the item comes from, and what
+    each branch said about it."""
+
+    rank: int
+    corpus: str
+    source: str
+    item_id: str
+    parent_id: str
+    score: float
+    semantic_rank: int | None
+    semantic_distance: float | None
+    lexical_rank: int | None
+    lexical_score: float | None
+    content: str
+    locator: dict[str, Any] = field(default_factory=dict)
+    metadata: dict[str, Any] = field(default_factory=dict)
+    embedding_stale: bool = False
+
+
+@dataclass(frozen=True)
+class Subplan:
+    """One row of ``corpus_explain``: a subplan's exact SQL and parameters."""
+
+    source: str
+    branch: str
+    strategy: str
+    sql: str
+    params: Any
+
+
+@dataclass(frozen=True)
+class HealthRow:
+    """One row of ``corpus_health_check``."""
+
+    check: str
+    corpus: str | None
+    source: str | None
+    status: str
+    count: int
+    detail: Any
+    hint: str | None
+
+
+@dataclass(frozen=True)
+class EvalRun:
+    """One row of ``corpus_evaluate``: a stored run of one mode."""
+
+    run_id: int | None
+    mode: str
+    queries: int
+    precision_at_k: float
+    recall_at_k: float
+    mrr: float
+    ndcg_at_k: float
+
+
+@dataclass(frozen=True)
+class RunComparison:
+    """One row of ``corpus_compare_runs``: run B against run A for one metric."""
+
+    metric: str
+    queries: int
+    mean_a: float
+    mean_b: float
+    delta: float
+    wins: int
+    losses: int
+    ties: int
+    p_value: float
+
+
+@dataclass(frozen=True)
+class QueryComparison:
+    """One row of ``corpus_compare_queries``."""
+
+    query_id: str
+    value_a: float | None
+    value_b: float | None
+    delta: float | None
+
+
+@dataclass(frozen=True)
+class CorpusInfo:
+    """One row of ``corpus_list``."""
+
+    name: str
+    description: str | None
+    isolation: dict[str, Any]
+    required_filters: list[str]
+    filter_fields: dict[str, Any]
+    sources: list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class QueryKey:
+    """One row of ``bm25_query``: a key the lexical branch looks up."""
+
+    key: str
+    weight: float
+    count: int
+
+
+@dataclass(frozen=True)
+class LexicalRefresh:
+    """One row of ``corpus_refresh_lexical_stats``."""
+
+    corpus: str
+    documents: int
+    terms: int
+    refreshed: bool
+
+
+@dataclass(frozen=True)
+class QueuedItem:
+    """An item claimed for embedding (``corpus_embedding_claim``); hand it back to
+    ``complete``, ``fail`` or ``release``."""
+
+    item_table: str
+    embedding_column: str
+    item_id: str
+    version: int
+    content: str
+    model: str | None
+    dimensions: int
+    reason: str
+    attempts: int

@@ -1,0 +1,171 @@
+"""The MCP server through the SDK's own client, over stdio (and once over streamable HTTP),
+against the demo sample with the legal tools configuration: tools listed with their schemas,
+every tool called, hits with provenance, errors as tool errors that say what to add, and no
+tool ever returning an item of another corpus (the seed's leak, #56, through MCP)."""
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import anyio
+import psycopg
+import pytest
+from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+
+import pg_corpus
+from pg_corpus import mcp_server
+
+CONFIG = Path(pg_corpus.__file__).parent / "examples" / "legal.toml"
+TOOLS = ["search_precedent_library", "search_internal_decisions", "search_case_documents", "find_similar_cases",
+         "corpus_health"]
+
+
+def server_args(dsn, *extra):
+    return ["-m", "pg_corpus.mcp_server", "--dsn", dsn, "--config", str(CONFIG), "--embedder", "hash", *extra]
+
+
+def text(result):
+    return "\n".join(c.text for c in result.content if getattr(c, "text", None))
+
+
+async def with_session(dsn, body):
+    params = StdioServerParameters(command=sys.executable, args=server_args(dsn), env={**os.environ})
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            return await body(session)
+
+
+def run(dsn, body):
+    return anyio.run(with_session, dsn, body)
+
+
+def kind_of(conn, corpus_hits):
+    """case_law.source_kind of each (source, item) hit, read independently of the extension."""
+    out = set()
+    for h in corpus_hits:
+        table = {"chunks": "precedent_chunks", "halachot": "halachot"}[h["source"]]
+        row = conn.execute(f"SELECT c.source_kind FROM {table} t JOIN case_law c ON c.id = t.case_law_id "
+                           "WHERE t.id = %s", [int(h["item_id"])]).fetchone()
+        out.add(row[0])
+    return out
+
+
+def test_tools_are_listed_with_their_corpora_scope_and_filters(demo_dsn):
+    async def body(s):
+        return (await s.list_tools()).tools
+    tools = {t.name: t for t in run(demo_dsn, body)}
+    assert sorted(tools) == sorted(TOOLS)
+    docs = tools["search_case_documents"].input_schema
+    assert docs["required"] == ["query", "practice_area"]
+    assert set(docs["properties"]) == {"query", "k", "practice_area", "section", "case_id"}
+    library = tools["search_precedent_library"].input_schema
+    assert "source_kind" not in library["properties"]           # the isolation column is never a parameter
+    assert set(library["properties"]) == {"query", "k", "court", "practice_area", "case_number"}
+    assert tools["search_precedent_library"].output_schema["properties"]["hits"]
+    assert "precedent library" in tools["search_precedent_library"].description
+
+
+def test_every_tool_answers_with_provenance(demo_dsn, conn):
+    chunk = conn.execute("SELECT p.id, p.content FROM precedent_chunks p JOIN case_law c ON c.id = p.case_law_id "
+                         "WHERE c.source_kind = 'external_upload' ORDER BY p.id LIMIT 1").fetchone()
+
+    async def body(s):
+        out = {}
+        out["library"] = await s.call_tool("search_precedent_library", {"query": chunk[1][:120], "k": 5})
+        out["internal"] = await s.call_tool("search_internal_decisions", {"query": "ועדת ערר החלטה", "k": 5})
+        out["docs"] = await s.call_tool("search_case_documents", {"query": "wing in a propeller slipstream",
+                                                                   "practice_area": "aerodynamics", "k": 3})
+        out["similar"] = await s.call_tool("find_similar_cases", {"item_id": str(chunk[0]), "source": "chunks",
+                                                                   "k": 3})
+        out["health"] = await s.call_tool("corpus_health", {})
+        return out
+    r = run(demo_dsn, body)
+    for name, result in r.items():
+        assert not result.is_error, (name, text(result))
+    library = r["library"].structured_content["hits"]
+    # (the hash embedder's query vectors are not e5's: the lexical branch finds the chunk's own text)
+    assert str(chunk[0]) in {h["item_id"] for h in library if h["lexical_rank"] is not None}
+    for hit in library:
+        assert hit["corpus"] == "external_precedents" and hit["provenance"]["case_number"]
+        assert hit["provenance"]["case_number"] in text(r["library"])
+    assert all(h["provenance"].get("page") is not None for h in r["docs"].structured_content["hits"])
+    similar = r["similar"].structured_content["hits"]
+    assert len(similar) == 3 and str(chunk[0]) not in {h["item_id"] for h in similar}
+    assert r["health"].structured_content["rows"]
+
+
+def test_a_missing_scope_filter_or_a_bad_filter_is_a_tool_error_that_says_what_to_do(demo_dsn):
+    async def body(s):
+        return (await s.call_tool("search_case_documents", {"query": "wing"}),
+                await s.call_tool("search_precedent_library", {"query": "x", "court": 5}),
+                await s.call_tool("find_similar_cases", {"item_id": "no-such-item"}))
+    missing, bad, unknown = run(demo_dsn, body)
+    assert missing.is_error and "practice_area" in text(missing)
+    assert bad.is_error
+    assert unknown.is_error and "item_id" in text(unknown)
+
+
+def test_no_tool_returns_an_item_of_another_corpus(demo_dsn, conn):
+    """The external items' own texts, searched through the internal tool (and the other way
+    round): every hit belongs to the tool's corpus, checked against case_law.source_kind."""
+    rows = conn.execute("SELECT c.source_kind, left(p.content, 150) FROM precedent_chunks p "
+                        "JOIN case_law c ON c.id = p.case_law_id ORDER BY p.id LIMIT 40").fetchall()
+
+    async def body(s):
+        seen = {"search_precedent_library": [], "search_internal_decisions": []}
+        for kind, content in rows:
+            tool = "search_internal_decisions" if kind == "external_upload" else "search_precedent_library"
+            res = await s.call_tool(tool, {"query": content, "k": 10})
+            assert not res.is_error, text(res)
+            seen[tool] += res.structured_content["hits"]
+        return seen
+    seen = run(demo_dsn, body)
+    assert seen["search_internal_decisions"] and seen["search_precedent_library"]
+    assert kind_of(conn, seen["search_internal_decisions"]) == {"internal_committee"}
+    assert kind_of(conn, seen["search_precedent_library"]) == {"external_upload"}
+
+
+def test_a_configuration_that_does_not_fit_the_catalog_is_refused(demo_dsn, tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[[tools]]\nname = "x"\ncorpus = "external_precedents"\ndescription = "x"\n'
+                   'filter_fields = ["source_kind"]\n')
+    res = subprocess.run([sys.executable, *server_args(demo_dsn)[:-4], "--config", str(bad), "--embedder", "hash"],
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 2 and "source_kind" in res.stderr and "not a filter field" in res.stderr
+    with pytest.raises(mcp_server.ConfigError):
+        mcp_server.load_config('[[tools]]\nname = "x"\ncorpus = "c"\ndescription = "d"\nkind = "other"\n')
+
+
+def test_streamable_http(demo_dsn):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, *server_args(demo_dsn, "--transport", "http", "--port", str(port))],
+                            stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                assert proc.poll() is None and time.monotonic() < deadline, "the HTTP server did not come up"
+                time.sleep(0.1)
+
+        async def body():
+            async with streamable_http_client(f"http://127.0.0.1:{port}/mcp") as (read, write):
+                async with ClientSession(read, write) as session:
+                    await session.initialize()
+                    tools = (await session.list_tools()).tools
+                    res = await session.call_tool("search_precedent_library", {"query": "בית המשפט", "k": 2})
+                    return tools, res
+        tools, res = anyio.run(body)
+        assert len(tools) == len(TOOLS) and not res.is_error and len(res.structured_content["hits"]) == 2
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
