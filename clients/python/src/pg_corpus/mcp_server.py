@@ -22,7 +22,7 @@ import inspect
 import logging
 import sys
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Annotated, Any, Awaitable, Callable
 
 from pydantic import BaseModel, Field
@@ -140,12 +140,19 @@ def tool_hit(h: Hit) -> ToolHit:
                    provenance=dict(h.locator), metadata=dict(h.metadata), text=h.content)
 
 
+# how a reviewer reads a citation: the case or document first, a supporting quote last
+PROVENANCE_ORDER = ["case_number", "document_id", "page", "section", "chunk_index", "chunk_id", "halacha_id"]
+PROVENANCE_LAST = {"quote"}
+
+
 def render(result: SearchResult) -> str:
     if not result.hits:
         return f"No results in {result.corpus} for {result.query!r}."
     lines = [f"{len(result.hits)} results in {result.corpus} for {result.query!r}:"]
     for h in result.hits:
-        where = ", ".join(f"{k} {v}" for k, v in h.provenance.items() if v not in (None, ""))
+        keys = sorted(h.provenance, key=lambda k: (k in PROVENANCE_LAST, PROVENANCE_ORDER.index(k)
+                                                   if k in PROVENANCE_ORDER else len(PROVENANCE_ORDER), k))
+        where = ", ".join(f"{k} {h.provenance[k]}" for k in keys if h.provenance[k] not in (None, ""))
         lines.append(f"{h.rank}. [{where}] {h.text}")
     return "\n".join(lines)
 
@@ -274,8 +281,9 @@ def similar_tool(tool: ToolConfig, info: CorpusInfo, backend: Backend) -> Callab
                     if not (h.item_id == item_id and h.source == found_in)][:k]
         except PgCorpusError as e:
             return CallToolResult(content=[TextContent(text=error_text(e))], is_error=True)
+        # ranked again without the item itself
         result = SearchResult(corpus=tool.corpus, query=f"like {found_in} {item_id}", filters={},
-                              hits=[tool_hit(h) for h in hits])
+                              hits=[tool_hit(replace(h, rank=i)) for i, h in enumerate(hits, start=1)])
         return CallToolResult(content=[TextContent(text=render(result))],
                               structured_content=result.model_dump(mode="json"))
 
