@@ -310,7 +310,12 @@ BEGIN
             SELECT c.objid FROM pg_event_trigger_ddl_commands() c WHERE c.classid = 'pg_class'::regclass
             UNION
             SELECT i.inhrelid FROM pg_inherits i JOIN altered a ON i.inhparent = a.relid)
-        SELECT s.* FROM corpus.embedding_slots s WHERE s.item_table::oid IN (SELECT relid FROM altered)
+        SELECT s.* FROM corpus.embedding_slots s
+         WHERE s.item_table::oid IN (SELECT relid FROM altered)
+           -- only the trigger functions registration made (this runs with the extension
+           -- owner's rights: a hand-written slot row must not make it create functions)
+           AND s.trigger_function ~ '^_embedding_trigger_[0-9]+_[0-9]+$'
+           AND pg_catalog.to_regprocedure(pg_catalog.format('corpus.%I()', s.trigger_function)) IS NOT NULL
     LOOP
         BEGIN
             PERFORM corpus._write_embedding_trigger(slot);

@@ -34,6 +34,17 @@ fn open(oid: pg_sys::Oid) -> Result<Opened, CoreError> {
             ));
         }
         let form = (*rel).rd_rel;
+        let kind = (*form).relkind as u8;
+        if kind != pg_sys::RELKIND_RELATION && kind != pg_sys::RELKIND_PARTITIONED_TABLE {
+            pg_sys::RelationClose(rel);
+            // (a view's or foreign table's owner is not who the worker's statements may run as:
+            // a security_invoker view would then read with its owner's rights)
+            return Err(CoreError::new(
+                SqlState::DatatypeMismatch,
+                format!("relation with OID {} is not a table", oid.to_u32()),
+                "Embedding slots are registered on tables and partitioned tables only.",
+            ));
+        }
         let owner = (*form).relowner;
         let name = std::ffi::CStr::from_ptr((*form).relname.data.as_ptr()).to_string_lossy().into_owned();
         let ns = pg_sys::get_namespace_name((*form).relnamespace);

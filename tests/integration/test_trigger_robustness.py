@@ -157,3 +157,16 @@ def test_dropping_a_registered_column_needs_cascade_and_then_writes_still_work(d
     rows = db.execute("SELECT status, detail->>'sqlstate' FROM corpus.corpus_health_check() "
                       "WHERE corpus = 'dropped_c' AND \"check\" = 'catalog_drift'").fetchall()
     assert rows == [("fail", "42703")], rows
+
+
+def test_the_rename_follower_rewrites_only_functions_registration_made(db):
+    """The event trigger runs with the extension owner's rights: a slot row written by hand
+    that names another function must not make it create or replace that function."""
+    db.execute("""CREATE TABLE planted (id int PRIMARY KEY, pid int NOT NULL, body text NOT NULL,
+                      tsv tsvector, emb vector(3))""")
+    register(db, "planted_c", "planted")
+    db.execute("UPDATE corpus.embedding_slots SET trigger_function = 'corpus_hybrid_search' "
+               "WHERE item_table = 'planted'::regclass")
+    db.execute("ALTER TABLE planted RENAME COLUMN body TO content")
+    assert db.execute("SELECT count(*) FROM pg_proc WHERE pronamespace = 'corpus'::regnamespace "
+                      "AND proname = 'corpus_hybrid_search' AND pronargs = 0").fetchone()[0] == 0

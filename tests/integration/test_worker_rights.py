@@ -132,3 +132,20 @@ def test_only_a_worker_may_call_the_owner_rights_accessors(db):
         assert e.value.diag.message_hint
         db.execute("RESET ROLE")
     assert db.execute("SELECT count(*) FROM items WHERE emb IS NOT NULL").fetchone()[0] == 0
+
+
+def test_the_owner_rights_accessors_serve_tables_only(db):
+    """A security_invoker view would read with its owner's rights if the worker ran as that
+    owner: views (and anything but a table) are refused before anything is read."""
+    db.execute(f"SET ROLE {TENANT}")
+    db.execute("CREATE VIEW items_view WITH (security_invoker = true) AS SELECT * FROM items")
+    db.execute(f"GRANT SELECT ON items_view TO {WORKER}")
+    db.execute("RESET ROLE")
+    db.execute(f"SET ROLE {WORKER}")
+    try:
+        with pytest.raises(psycopg.errors.DatatypeMismatch) as e:
+            db.execute("SELECT corpus._embedding_item_text('items_view'::regclass::oid, 1::int2, '{3}', '1')")
+        assert "not a table" in e.value.diag.message_primary and e.value.diag.message_hint
+    finally:
+        db.execute("RESET ROLE")
+        db.execute("DROP VIEW items_view")
