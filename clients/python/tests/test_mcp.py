@@ -169,3 +169,20 @@ def test_streamable_http(demo_dsn):
     finally:
         proc.terminate()
         proc.wait(timeout=20)
+
+
+def test_the_dsn_may_come_from_the_environment(demo_dsn):
+    """DATABASE_URL instead of --dsn (a password stays out of the process list); neither is an
+    error that says so."""
+    async def body():
+        params = StdioServerParameters(command=sys.executable, env={**os.environ, "DATABASE_URL": demo_dsn},
+                                       args=["-m", "pg_corpus.mcp_server", "--config", str(CONFIG), "--embedder", "hash"])
+        async with stdio_client(params) as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                return await session.call_tool("corpus_health", {})
+    assert not anyio.run(body).is_error
+    env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
+    res = subprocess.run([sys.executable, "-m", "pg_corpus.mcp_server", "--config", str(CONFIG)],
+                         capture_output=True, text=True, timeout=60, env=env)
+    assert res.returncode == 2 and "DATABASE_URL" in res.stderr

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import inspect
 import logging
+import os
 import sys
 import tomllib
 from dataclasses import dataclass, field, replace
@@ -332,7 +333,10 @@ def build_server(config: ServerConfig, corpora: dict[str, CorpusInfo], backend: 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="pg-corpus-mcp", description=__doc__.split("\n\n")[0] if __doc__ else None)
-    ap.add_argument("--dsn", required=True, help="libpq URI or conninfo of the database")
+    ap.add_argument("--dsn", default=os.environ.get("DATABASE_URL"),
+                    help="libpq URI or conninfo of the database (default: $DATABASE_URL; an empty "
+                         "string uses libpq's PG* environment variables, keeping a password out of "
+                         "the process list)")
     ap.add_argument("--config", required=True, help="TOML file with [server] and [[tools]] tables")
     ap.add_argument("--transport", choices=["stdio", "http"], default="stdio")
     ap.add_argument("--host", default="127.0.0.1")
@@ -341,6 +345,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dimensions", type=int, default=384, help="dimensions of the hash embedder")
     ap.add_argument("--pool-size", type=int, default=4)
     args = ap.parse_args(argv)
+    if args.dsn is None:
+        ap.error("--dsn is required (or set DATABASE_URL)")
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
     try:
         with open(args.config, encoding="utf-8") as f:
