@@ -85,11 +85,19 @@ impl Opened {
         }
     }
 
-    /// 42501 when row-level security applies to the calling role on this table.
+    /// 42501 when row-level security applies to the calling role on this table, or to its owner
+    /// (FORCE ROW LEVEL SECURITY): the statements run as the owner, and rows its policies hide
+    /// would read as gone (their queue entries dropped) instead of being embedded.
     fn require_no_row_security(&self) -> Result<(), CoreError> {
-        // SAFETY: checks by OID for the current user, noError.
-        let r = unsafe { pg_sys::check_enable_rls(self.oid, pg_sys::InvalidOid, true) };
-        if r as u32 == pg_sys::CheckEnableRlsResult::RLS_ENABLED {
+        // SAFETY: checks by OID for the current user and for the owner, noError.
+        let (caller, owner) = unsafe {
+            (
+                pg_sys::check_enable_rls(self.oid, pg_sys::InvalidOid, true),
+                pg_sys::check_enable_rls(self.oid, self.owner, true),
+            )
+        };
+        let enabled = pg_sys::CheckEnableRlsResult::RLS_ENABLED as i32;
+        if caller == enabled || owner == enabled {
             return Err(items::row_security_denied(&self.table));
         }
         Ok(())

@@ -149,3 +149,19 @@ def test_the_owner_rights_accessors_serve_tables_only(db):
     finally:
         db.execute("RESET ROLE")
         db.execute("DROP VIEW items_view")
+
+
+def test_row_security_forced_on_the_owner_is_refused_not_read_as_gone(db):
+    """The statements run as the owner: with FORCE ROW LEVEL SECURITY a policy could hide the
+    row from it, and claim would take the item for deleted and drop it from the queue."""
+    db.execute(f"ALTER TABLE items OWNER TO {TENANT}")
+    db.execute(f"ALTER ROLE {WORKER} BYPASSRLS")
+    db.execute(f"SET ROLE {TENANT}")
+    db.execute("ALTER TABLE items ENABLE ROW LEVEL SECURITY")
+    db.execute("ALTER TABLE items FORCE ROW LEVEL SECURITY")
+    db.execute("CREATE POLICY nothing ON items USING (false)")
+    db.execute("RESET ROLE")
+    with pytest.raises(psycopg.errors.InsufficientPrivilege) as e:
+        claim(db)
+    assert "NO FORCE ROW LEVEL SECURITY" in e.value.diag.message_hint
+    assert db.execute("SELECT count(*) FROM corpus.embedding_queue").fetchone()[0] == 2   # nothing dropped

@@ -74,8 +74,9 @@ pub fn row_security_denied(table: &ItemTable) -> CoreError {
         SqlState::InsufficientPrivilege,
         format!("row-level security applies to the embedding worker on table {}", table.display()),
         format!(
-            "The worker reads and writes every queued item of the tables it serves: exempt its role \
-             (ALTER ROLE <worker role> BYPASSRLS) or serve {} with a role no policy restricts.",
+            "The worker reads and writes every queued item of the tables it serves, as the table's owner: \
+             exempt the worker's role (ALTER ROLE <worker role> BYPASSRLS), and do not force row-level \
+             security on the owner (ALTER TABLE {} NO FORCE ROW LEVEL SECURITY).",
             table.sql()
         ),
     )
