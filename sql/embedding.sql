@@ -114,6 +114,25 @@ AS $$
     SELECT coalesce((SELECT up.tgrelid FROM up WHERE up.tgparentid = 0), relid)
 $$;
 
+-- A slot's columns now: by the name it was registered with while a live column has that name
+-- (a dump/restore renumbers the columns after a dropped one), else by its attribute number (a
+-- rename keeps the number). The trigger, claim and complete all resolve columns here.
+CREATE FUNCTION corpus._slot_attnums(slot corpus.embedding_slots, OUT id_attnum smallint,
+                                     OUT embedding_attnum smallint, OUT input_attnums smallint[])
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT coalesce((SELECT a.attnum FROM pg_attribute a WHERE a.attrelid = slot.item_table
+                        AND a.attname = slot.id_column AND a.attnum > 0 AND NOT a.attisdropped), slot.id_attnum),
+           coalesce((SELECT a.attnum FROM pg_attribute a WHERE a.attrelid = slot.item_table
+                        AND a.attname = slot.embedding_column AND a.attnum > 0 AND NOT a.attisdropped),
+                    slot.embedding_attnum),
+           (SELECT array_agg(coalesce((SELECT a.attnum FROM pg_attribute a WHERE a.attrelid = slot.item_table
+                                          AND a.attname = slot.input_columns[u.n] AND a.attnum > 0
+                                          AND NOT a.attisdropped), u.attnum) ORDER BY u.n)
+              FROM unnest(slot.input_attnums) WITH ORDINALITY u(attnum, n))
+$$;
+
 -- (Re)write a slot's trigger function with its columns' current names; false (and nothing
 -- written) when one of them was dropped.
 CREATE FUNCTION corpus._write_embedding_trigger(slot corpus.embedding_slots) RETURNS boolean
@@ -121,14 +140,15 @@ LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $fn$
 DECLARE
-    id_column        name := corpus._slot_column(slot.item_table, slot.id_attnum);
-    embedding_column name := corpus._slot_column(slot.item_table, slot.embedding_attnum);
+    cols             record := corpus._slot_attnums(slot);
+    id_column        name := corpus._slot_column(slot.item_table, cols.id_attnum);
+    embedding_column name := corpus._slot_column(slot.item_table, cols.embedding_attnum);
     input_columns    name[];
     inputs_changed   text;
     body             text;
 BEGIN
     SELECT array_agg(corpus._slot_column(slot.item_table, a) ORDER BY n) INTO input_columns
-      FROM unnest(slot.input_attnums) WITH ORDINALITY u(a, n);
+      FROM unnest(cols.input_attnums) WITH ORDINALITY u(a, n);
     IF id_column IS NULL OR embedding_column IS NULL OR array_position(input_columns, NULL) IS NOT NULL THEN
         RETURN false;
     END IF;
@@ -259,6 +279,17 @@ BEGIN
         RETURN;
     END IF;
 
+    -- The id is turned into text in the trigger, which runs with the registering role's rights:
+    -- only a built-in base type, whose casts and operators no table owner can define.
+    IF NOT EXISTS (SELECT 1 FROM pg_attribute a JOIN pg_type ty ON ty.oid = a.atttypid
+                    WHERE a.attrelid = item_table AND a.attnum = id_attnum
+                      AND ty.typnamespace = 'pg_catalog'::regnamespace AND ty.typtype = 'b') THEN
+        RAISE EXCEPTION USING ERRCODE = '42804',
+            MESSAGE = format('id column "%s" of %s must have a built-in type', id_column, item_table),
+            DETAIL = format('It is of type %s.', (SELECT format_type(a.atttypid, a.atttypmod) FROM pg_attribute a
+                                                  WHERE a.attrelid = item_table AND a.attnum = id_attnum)),
+            HINT = 'Use an id of a built-in type such as bigint, integer, text or uuid.';
+    END IF;
     fname := format('_embedding_trigger_%s_%s', item_table::oid, attnum);
     tname := format('pg_corpus_embedding_%s', attnum);
     INSERT INTO corpus.embedding_slots (item_table, embedding_column, id_column, id_type, input_columns, model,
@@ -315,7 +346,10 @@ BEGIN
            -- only the trigger functions registration made (this runs with the extension
            -- owner's rights: a hand-written slot row must not make it create functions)
            AND s.trigger_function ~ '^_embedding_trigger_[0-9]+_[0-9]+$'
-           AND pg_catalog.to_regprocedure(pg_catalog.format('corpus.%I()', s.trigger_function)) IS NOT NULL
+           -- the slot's own trigger on its own table calls that function
+           AND EXISTS (SELECT 1 FROM pg_trigger t
+                        WHERE t.tgrelid = s.item_table AND t.tgname = s.trigger_name
+                          AND t.tgfoid = pg_catalog.to_regprocedure(pg_catalog.format('corpus.%I()', s.trigger_function)))
     LOOP
         BEGIN
             PERFORM corpus._write_embedding_trigger(slot);
@@ -419,6 +453,7 @@ AS $$
 DECLARE
     r    record;
     slot corpus.embedding_slots;
+    cols record;
     txt  text;
 BEGIN
     IF batch_size IS NULL OR batch_size < 1 OR batch_size > 10000 THEN
@@ -450,8 +485,9 @@ BEGIN
     LOOP
         SELECT * INTO slot FROM corpus.embedding_slots s
          WHERE s.item_table = r.item_table AND s.embedding_column = r.embedding_column;
-        IF corpus._slot_column(r.item_table, slot.id_attnum) IS NULL
-           OR EXISTS (SELECT 1 FROM unnest(slot.input_attnums) a WHERE corpus._slot_column(r.item_table, a) IS NULL) THEN
+        cols := corpus._slot_attnums(slot);
+        IF corpus._slot_column(r.item_table, cols.id_attnum) IS NULL
+           OR EXISTS (SELECT 1 FROM unnest(cols.input_attnums) a WHERE corpus._slot_column(r.item_table, a) IS NULL) THEN
             -- a column of the slot was dropped (with CASCADE, which dropped its trigger too):
             -- nothing to embed from; a dead letter the health check reports
             UPDATE corpus.embedding_queue q
@@ -462,7 +498,7 @@ BEGIN
         END IF;
         -- read as the table's owner once this role's privileges are checked (src/worker.rs):
         -- the tenant's policies and functions never run with the worker's rights
-        txt := corpus._embedding_item_text(r.item_table::oid, slot.id_attnum, slot.input_attnums, r.item_id);
+        txt := corpus._embedding_item_text(r.item_table::oid, cols.id_attnum, cols.input_attnums, r.item_id);
         IF txt IS NULL THEN
             -- the item is gone: nothing to embed
             DELETE FROM corpus.embedding_queue q
@@ -488,6 +524,7 @@ AS $$
 DECLARE
     q    corpus.embedding_queue;
     slot corpus.embedding_slots;
+    cols record;
 BEGIN
     slot := corpus._embedding_slot(item_table, embedding_column);
     IF embedding IS NULL THEN
@@ -511,7 +548,8 @@ BEGIN
     -- concurrent writer takes them; the opposite order deadlocks with that writer.
     -- (as the table's owner once this role's privileges are checked, like the store below:
     -- the tenant's triggers on its table run with the tenant's rights, src/worker.rs)
-    PERFORM corpus._embedding_item_lock(item_table::oid, slot.id_attnum, slot.embedding_attnum, item_id);
+    cols := corpus._slot_attnums(slot);
+    PERFORM corpus._embedding_item_lock(item_table::oid, cols.id_attnum, cols.embedding_attnum, item_id);
     SELECT * INTO q FROM corpus.embedding_queue e
      WHERE e.item_table = corpus_embedding_complete.item_table
        AND e.embedding_column = corpus_embedding_complete.embedding_column
@@ -525,7 +563,7 @@ BEGIN
         -- another worker may hold a claim of the new version: leave the row alone).
         RETURN 'requeued';
     END IF;
-    PERFORM corpus._embedding_item_store(item_table::oid, slot.id_attnum, slot.embedding_attnum, item_id, embedding);
+    PERFORM corpus._embedding_item_store(item_table::oid, cols.id_attnum, cols.embedding_attnum, item_id, embedding);
     DELETE FROM corpus.embedding_queue e
      WHERE e.item_table = q.item_table AND e.embedding_column = q.embedding_column AND e.item_id = q.item_id;
     RETURN 'stored';

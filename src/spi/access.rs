@@ -65,7 +65,17 @@ pub(crate) fn as_role_restricted<R>(
     let restricted = (pg_sys::SECURITY_LOCAL_USERID_CHANGE | pg_sys::SECURITY_RESTRICTED_OPERATION) as i32;
     // SAFETY: switches to an existing role for the statements of `f` only (see Restore).
     unsafe { pg_sys::SetUserIdAndSecContext(role, context | restricted) };
-    f()
+    // Settings the other role's code changes (a tenant's trigger running `SET search_path` or
+    // set_config(..., false)) must not outlive it in the caller's session: a nest level of its
+    // own, rolled back, as PostgreSQL ends REFRESH MATERIALIZED VIEW and index builds; the
+    // search_path pinned inside it.
+    // SAFETY: paired with AtEOXact_GUC below; an error unwinds through the transaction's abort,
+    // which pops every nest level.
+    let nest = unsafe { pg_sys::NewGUCNestLevel() };
+    super::set_option("search_path", "pg_catalog, pg_temp");
+    let out = f();
+    unsafe { pg_sys::AtEOXact_GUC(false, nest) };
+    out
 }
 
 /// Whether the current role holds SELECT on `table` (the whole table, or this column).

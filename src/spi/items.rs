@@ -20,6 +20,7 @@ struct Opened {
     oid: pg_sys::Oid,
     table: ItemTable,
     owner: pg_sys::Oid,
+    namespace: pg_sys::Oid,
 }
 
 fn open(oid: pg_sys::Oid) -> Result<Opened, CoreError> {
@@ -46,12 +47,13 @@ fn open(oid: pg_sys::Oid) -> Result<Opened, CoreError> {
             ));
         }
         let owner = (*form).relowner;
+        let namespace = (*form).relnamespace;
         let name = std::ffi::CStr::from_ptr((*form).relname.data.as_ptr()).to_string_lossy().into_owned();
-        let ns = pg_sys::get_namespace_name((*form).relnamespace);
+        let ns = pg_sys::get_namespace_name(namespace);
         pg_sys::RelationClose(rel);
         let schema =
             if ns.is_null() { String::new() } else { std::ffi::CStr::from_ptr(ns).to_string_lossy().into_owned() };
-        Ok(Opened { oid, table: ItemTable { schema, name }, owner })
+        Ok(Opened { oid, table: ItemTable { schema, name }, owner, namespace })
     }
 }
 
@@ -82,6 +84,67 @@ impl Opened {
             Ok(())
         } else {
             Err(items::column_denied(&self.table, name, privilege))
+        }
+    }
+
+    /// 42501 unless the calling role may use the table's schema; 42704 unless a registered
+    /// embedding slot of this table has exactly these columns (the functions serve the queue's
+    /// slots, not any table a worker can write to).
+    fn require_slot(
+        &self,
+        id_attnum: i16,
+        embedding_attnum: Option<i16>,
+        input_attnums: Option<&[i16]>,
+    ) -> Result<(), CoreError> {
+        // SAFETY: an ACL check by OID for the current user.
+        #[cfg(feature = "pg15")]
+        let usage = unsafe {
+            pg_sys::pg_namespace_aclcheck(self.namespace, pg_sys::GetUserId(), pg_sys::ACL_USAGE as pg_sys::AclMode)
+        };
+        // SAFETY: as above (PostgreSQL 16 replaced the per-class functions).
+        #[cfg(not(feature = "pg15"))]
+        let usage = unsafe {
+            pg_sys::object_aclcheck(
+                pg_sys::NamespaceRelationId,
+                self.namespace,
+                pg_sys::GetUserId(),
+                pg_sys::ACL_USAGE as pg_sys::AclMode,
+            )
+        };
+        if usage != pg_sys::AclResult::ACLCHECK_OK {
+            return Err(CoreError::new(
+                SqlState::InsufficientPrivilege,
+                format!("permission denied for schema {}", self.table.schema),
+                format!("GRANT USAGE ON SCHEMA {} TO <worker role>;", pg_corpus_core::sql::ident(&self.table.schema)),
+            ));
+        }
+        let found = Spi::connect(|client| {
+            client
+                .select(
+                    "SELECT EXISTS (SELECT 1 FROM corpus.embedding_slots s, corpus._slot_attnums(s) c
+                                     WHERE s.item_table = $1::pg_catalog.oid AND c.id_attnum = $2
+                                       AND ($3::pg_catalog.int2 IS NULL OR c.embedding_attnum = $3)
+                                       AND ($4::pg_catalog.int2[] IS NULL OR c.input_attnums = $4))",
+                    None,
+                    &[
+                        DatumWithOid::from(self.oid),
+                        DatumWithOid::from(id_attnum),
+                        DatumWithOid::from(embedding_attnum),
+                        DatumWithOid::from(input_attnums.map(|a| a.to_vec())),
+                    ],
+                )?
+                .first()
+                .get_one::<bool>()
+        })
+        .map_err(spi_failure)?;
+        if found == Some(true) {
+            Ok(())
+        } else {
+            Err(CoreError::new(
+                SqlState::UndefinedObject,
+                format!("no registered embedding slot of table {} has these columns", self.table.display()),
+                "These functions serve corpus.corpus_embedding_claim and _complete for the slots in corpus.embedding_slots.",
+            ))
         }
     }
 
@@ -133,6 +196,7 @@ pub fn item_text(
     item_id: &str,
 ) -> Result<Option<String>, CoreError> {
     let t = open(table)?;
+    t.require_slot(id_attnum, None, Some(input_attnums))?;
     let (id, id_type) = t.column(id_attnum)?;
     t.require(id_attnum, &id, pg_sys::ACL_SELECT, "SELECT")?;
     let mut inputs = Vec::with_capacity(input_attnums.len());
@@ -143,8 +207,9 @@ pub fn item_text(
     }
     t.require_no_row_security()?;
     let sql = items::text_sql(&t.table, &id, &inputs);
-    let key = id_value(id_type, item_id)?;
     as_role_restricted(t.owner, || {
+        // (the id's input function inside: a domain's CHECK is the tenant's code)
+        let key = id_value(id_type, item_id)?;
         Spi::connect(|client| {
             let rows = client.select(sql.as_str(), Some(1), &[key])?;
             if rows.is_empty() {
@@ -163,22 +228,23 @@ fn writable(
     table: pg_sys::Oid,
     id_attnum: i16,
     embedding_attnum: i16,
-) -> Result<(Opened, String, pg_sys::Oid, String), CoreError> {
+) -> Result<(Opened, String, pg_sys::Oid, String, pg_sys::Oid), CoreError> {
     let t = open(table)?;
+    t.require_slot(id_attnum, Some(embedding_attnum), None)?;
     let (id, id_type) = t.column(id_attnum)?;
-    let (embedding, _) = t.column(embedding_attnum)?;
+    let (embedding, embedding_type) = t.column(embedding_attnum)?;
     t.require(id_attnum, &id, pg_sys::ACL_SELECT, "SELECT")?;
     t.require(embedding_attnum, &embedding, pg_sys::ACL_UPDATE, "UPDATE")?;
     t.require_no_row_security()?;
-    Ok((t, id, id_type, embedding))
+    Ok((t, id, id_type, embedding, embedding_type))
 }
 
 /// Lock the item's row for the store that follows (false: the item is gone).
 pub fn lock_item(table: pg_sys::Oid, id_attnum: i16, embedding_attnum: i16, item_id: &str) -> Result<bool, CoreError> {
-    let (t, id, id_type, _) = writable(table, id_attnum, embedding_attnum)?;
+    let (t, id, id_type, _, _) = writable(table, id_attnum, embedding_attnum)?;
     let sql = items::lock_sql(&t.table, &id);
-    let key = id_value(id_type, item_id)?;
     as_role_restricted(t.owner, || {
+        let key = id_value(id_type, item_id)?;
         Spi::connect_mut(|client| Ok(!client.update(sql.as_str(), Some(1), &[key])?.is_empty())).map_err(spi_failure)
     })
 }
@@ -192,10 +258,17 @@ pub fn store_embedding(
     item_id: &str,
     embedding: DatumWithOid<'static>,
 ) -> Result<bool, CoreError> {
-    let (t, id, id_type, column) = writable(table, id_attnum, embedding_attnum)?;
+    let (t, id, id_type, column, column_type) = writable(table, id_attnum, embedding_attnum)?;
+    if embedding.oid() != column_type {
+        return Err(CoreError::new(
+            SqlState::DatatypeMismatch,
+            format!("the embedding is not of the type of column \"{column}\" of table {}", t.table.display()),
+            "Pass a value of the embedding column's own type (pgvector's vector).",
+        ));
+    }
     let sql = items::store_sql(&t.table, &column, &id);
-    let key = id_value(id_type, item_id)?;
     as_role_restricted(t.owner, || {
+        let key = id_value(id_type, item_id)?;
         Spi::connect_mut(|client| Ok(client.update(sql.as_str(), None, &[embedding, key])?.len() > 0))
             .map_err(spi_failure)
     })

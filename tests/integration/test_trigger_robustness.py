@@ -170,3 +170,17 @@ def test_the_rename_follower_rewrites_only_functions_registration_made(db):
     db.execute("ALTER TABLE planted RENAME COLUMN body TO content")
     assert db.execute("SELECT count(*) FROM pg_proc WHERE pronamespace = 'corpus'::regnamespace "
                       "AND proname = 'corpus_hybrid_search' AND pronargs = 0").fetchone()[0] == 0
+
+
+def test_an_id_of_a_type_a_table_owner_defines_is_refused(db):
+    """The re-embed trigger turns the id into text with the registering role's rights: an id
+    of a type whose casts a table owner could define (an enum, a domain) is refused."""
+    db.execute("CREATE TYPE kind AS ENUM ('a', 'b')")
+    db.execute("""CREATE TABLE enum_ids (id kind PRIMARY KEY, pid int NOT NULL, body text NOT NULL,
+                      tsv tsvector, emb vector(3))""")
+    db.execute("SELECT corpus.corpus_create('enum_c')")
+    with pytest.raises(psycopg.errors.DatatypeMismatch) as e:
+        db.execute("""SELECT corpus.corpus_add_source('enum_c', 'items', 'enum_ids', text_column => 'body',
+                          tsv_column => 'tsv', embedding_column => 'emb', parent_fk => 'pid', min_length => 5)""")
+    assert "built-in type" in e.value.diag.message_primary and e.value.diag.message_hint
+    assert db.execute("SELECT count(*) FROM corpus.sources WHERE corpus = 'enum_c'").fetchone()[0] == 0

@@ -165,3 +165,47 @@ def test_row_security_forced_on_the_owner_is_refused_not_read_as_gone(db):
         claim(db)
     assert "NO FORCE ROW LEVEL SECURITY" in e.value.diag.message_hint
     assert db.execute("SELECT count(*) FROM corpus.embedding_queue").fetchone()[0] == 2   # nothing dropped
+
+
+def test_settings_the_tenants_code_changes_do_not_stay_in_the_workers_session(db):
+    """A tenant's trigger that sets search_path (or any setting) for the session: the worker's
+    session after complete has its own settings back (a later unqualified name of the worker
+    must not resolve in the tenant's schema)."""
+    db.execute(f"SET ROLE {TENANT}")
+    db.execute("""CREATE FUNCTION hook() RETURNS trigger LANGUAGE plpgsql AS $$
+                  BEGIN PERFORM pg_catalog.set_config('search_path', 'evil, pg_catalog', false);
+                        PERFORM pg_catalog.set_config('statement_timeout', '1', false);
+                        RETURN NEW; END $$""")
+    db.execute("CREATE TRIGGER hook BEFORE UPDATE OF emb ON items FOR EACH ROW EXECUTE FUNCTION hook()")
+    db.execute("RESET ROLE")
+    db.execute(f"ALTER TABLE items OWNER TO {TENANT}")
+    before = db.execute("SELECT current_setting('search_path'), current_setting('statement_timeout')").fetchone()
+    claimed = claim(db)
+    assert complete(db, "1", claimed["1"][0]) == "stored"
+    assert db.execute("SELECT current_setting('search_path'), current_setting('statement_timeout')"
+                      ).fetchone() == before
+    db.execute("DROP TRIGGER hook ON items")
+    db.execute("DROP FUNCTION hook()")
+
+
+def test_the_accessors_serve_registered_slots_only(db):
+    """A worker may write the embedding column of a table it was granted, but the owner-rights
+    functions only act on the columns of a registered slot."""
+    db.execute(f"SET ROLE {TENANT}")
+    db.execute("CREATE TABLE unregistered (id int PRIMARY KEY, body text, emb vector(3))")
+    db.execute("INSERT INTO unregistered VALUES (1, 'x', NULL)")
+    db.execute(f"GRANT SELECT, UPDATE ON unregistered TO {WORKER}")
+    db.execute("RESET ROLE")
+    db.execute(f"SET ROLE {WORKER}")
+    try:
+        for sql in ("SELECT corpus._embedding_item_text('unregistered'::regclass::oid, 1::int2, '{2}', '1')",
+                    "SELECT corpus._embedding_item_store('unregistered'::regclass::oid, 1::int2, 3::int2, '1', "
+                    "'[1,1,1]'::vector)",
+                    "SELECT corpus._embedding_item_store('items'::regclass::oid, 1::int2, 3::int2, '1', "
+                    "'[1,1,1]'::vector)"):   # a registered table, but not its slot's columns
+            with pytest.raises(psycopg.errors.UndefinedObject) as e:
+                db.execute(sql)
+            assert "no registered embedding slot" in e.value.diag.message_primary
+    finally:
+        db.execute("RESET ROLE")
+        db.execute("DROP TABLE unregistered")

@@ -59,16 +59,26 @@ def _call(function: str, positional: Sequence[tuple[Any, str | None]], named: Se
     args: list[sql.Composable] = []
     params: list[Any] = []
     for value, cast in positional:
-        args.append(sql.SQL("%s") + (sql.SQL("::" + cast) if cast else sql.SQL("")))
+        args.append(sql.SQL("%s") + _cast(cast))
         params.append(value)
     for name, value, cast in named:
         if value is UNSET:
             continue
-        args.append(sql.Identifier(name) + sql.SQL(" => %s") + (sql.SQL("::" + cast) if cast else sql.SQL("")))
+        args.append(sql.Identifier(name) + sql.SQL(" => %s") + _cast(cast))
         params.append(value)
     target = sql.SQL("corpus.") + sql.Identifier(function) + sql.SQL("(") + sql.SQL(", ").join(args) + sql.SQL(")")
     query = (sql.SQL(f"SELECT {select} FROM ") if returns_rows else sql.SQL("SELECT ")) + target
     return Call(query, params, read)
+
+
+def _cast(cast: str | None) -> sql.Composable:
+    """``::pg_catalog.<type>``: schema-qualified, so that no search_path the session ends up
+    with can substitute another type (or domain) for a built-in one."""
+    if not cast:
+        return sql.SQL("")
+    base, array = (cast[:-2], "[]") if cast.endswith("[]") else (cast, "")
+    name = {"int": "int4", "integer": "int4", "bigint": "int8", "smallint": "int2", "boolean": "bool"}.get(base, base)
+    return sql.SQL("::pg_catalog.") + sql.Identifier(name) + sql.SQL(array)
 
 
 def rows_of(cls: type[T]) -> Callable[[Rows], list[T]]:
@@ -201,9 +211,10 @@ def claim(batch_size: Any, lease: Any, worker: Any, only_table: Any) -> Call[lis
                  [("batch_size", batch_size, "int"), ("lease", lease, "interval"), ("worker", worker, "text"),
                   ("only_table", only_table, "regclass")],
                  rows_of(t.QueuedItem),
-                 select="item_table::oid::int8 AS table_oid, item_table::text AS item_table, "
-                        "embedding_column::text AS embedding_column, item_id, version, content, model, dimensions, "
-                        "reason, attempts")
+                 select="item_table::pg_catalog.oid::pg_catalog.int8 AS table_oid, "
+                        "item_table::pg_catalog.text AS item_table, "
+                        "embedding_column::pg_catalog.text AS embedding_column, item_id, version, content, model, "
+                        "dimensions, reason, attempts")
 
 
 def _item(item: t.QueuedItem) -> list[tuple[Any, str | None]]:
