@@ -6,7 +6,8 @@ loads) unless the page starts with `<!-- docs-test: database=empty -->`.
   `-- fails with SQLSTATE` and must fail with exactly that, with a hint;
 - ```python blocks run with the project's interpreter, DATABASE_URL naming that database;
 - ```sh lines run with bash (DATABASE_URL set) unless they say why not
-  (`# not run by the docs test: …`);
+  (`# not run by the docs test: …` at the end of the line, or as the block's first line for the
+  whole block);
 - every fenced block names its language, so no example escapes."""
 import os
 import re
@@ -82,7 +83,10 @@ def test_every_example_runs_in_order(page, cluster):
         elif lang == "python":
             run_process([sys.executable, "-c", body], dsn, where, body)
         else:
-            for line in body.strip().splitlines():
+            lines = body.strip().splitlines()
+            if lines and lines[0].startswith("#") and NOT_RUN.search(lines[0]):
+                continue  # the whole block says why it is not run
+            for line in lines:
                 if not NOT_RUN.search(line):
                     run_process(["bash", "-c", line], dsn, where, line)
 
