@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+r"""Every mode of the extension in one warm session, on the sizes bench/scale.py built: the
+figures with the database's caches warm and no other session evicting them, next to
+bench/scale.py's interleaved client figures (docs/scale.md). Reuses bench/scale.py's cache
+folder, cluster start, corpora and query table, and its SQL of each method.
+
+    .venv/bin/python bench/scale_session.py --sizes 100000,1000000 --queries 40
+
+Prints a markdown table per size: p50/p95 (client ms) of hybrid, semantic, lexical and the
+empty corpus, the per-query difference hybrid − (semantic + lexical), the hybrid/semantic and
+lexical/semantic ratios, and pgbench's latency of the empty corpus' search (one client, the
+query vector read from bench_queries: no client-side parsing), next to a trivial statement of
+the same shape.
+"""
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psycopg
+from psycopg.conninfo import make_conninfo
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import scale  # noqa: E402
+
+METHODS = ("hybrid", "semantic", "lexical", "empty")
+PGBENCH_EMPTY = f"""\\set q random(1, 100)
+SELECT * FROM corpus.corpus_hybrid_search('{scale.EMPTY}', (SELECT qvec FROM bench_queries WHERE qid = :q),
+  (SELECT qtext FROM bench_queries WHERE qid = :q), k => 10);
+"""
+PGBENCH_TRIVIAL = """\\set q random(1, 100)
+SELECT (SELECT qvec FROM bench_queries WHERE qid = :q) IS NULL, (SELECT qtext FROM bench_queries WHERE qid = :q);
+"""
+
+
+def pct(xs, p):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
+
+
+def pgbench_ms(uri, script, seconds):
+    """pgbench's average latency (ms) of one client running `script` for `seconds`."""
+    with tempfile.NamedTemporaryFile("w", suffix=".sql", delete=False) as f:
+        f.write(script)
+    try:
+        out = subprocess.run([str(scale.PGBENCH), "-n", "-c", "1", "-T", str(seconds),
+                              "-f", f.name, make_conninfo(uri, dbname=scale.DBNAME)],
+                             capture_output=True, text=True, check=True).stdout
+    finally:
+        os.unlink(f.name)
+    return float(re.search(r"latency average = ([0-9.]+) ms", out).group(1))
+
+
+def measure(uri, queries, k, rounds, seconds):
+    conn = psycopg.connect(make_conninfo(uri, dbname=scale.DBNAME), autocommit=True)
+    qs = [{"vtext": v, "text": t} for v, t in conn.execute(
+        "SELECT qvec::text, qtext FROM bench_queries ORDER BY qid LIMIT %s", (queries,)).fetchall()]
+    times = {m: [[] for _ in qs] for m in METHODS}
+    for r in range(rounds + 1):          # round 0 warms the caches and is not counted
+        for i, q in enumerate(qs):
+            for m in METHODS:
+                dt = scale.run_one(conn, m, q, k)[0] * 1000
+                if r:
+                    times[m][i].append(dt)
+    conn.close()
+    per_query = {m: [statistics.median(t) for t in times[m]] for m in METHODS}
+    diff = [h - s - lx for h, s, lx in zip(per_query["hybrid"], per_query["semantic"], per_query["lexical"])]
+    return per_query, diff, pgbench_ms(uri, PGBENCH_EMPTY, seconds), pgbench_ms(uri, PGBENCH_TRIVIAL, seconds)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--sizes", default="100000,1000000")
+    p.add_argument("--queries", type=int, default=40)
+    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--k", type=int, default=10)
+    p.add_argument("--pgbench-seconds", type=int, default=10)
+    p.add_argument("--shared-buffers", default="100000=2176MB,1000000=8448MB",
+                   help="size=setting,…: the server's shared_buffers per size (bench/scale.py's run)")
+    p.add_argument("--cache-dir", default=None)
+    a = p.parse_args(argv)
+    print(f"Run of {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {a.queries} queries, k = {a.k}, "
+          f"{a.rounds} rounds after a warming one, one session; load average {os.getloadavg()[0]:.2f}\n")
+    for size in [int(s) for s in a.sizes.split(",")]:
+        buffers = dict(x.split("=", 1) for x in a.shared_buffers.split(","))
+        uri = scale.start_cluster(scale.cache_dir(a) / str(size), {"shared_buffers": buffers.get(str(size), "2GB")})
+        per_query, diff, empty_pgbench, trivial_pgbench = measure(uri, a.queries, a.k, a.rounds, a.pgbench_seconds)
+        p50 = {m: pct(v, 50) for m, v in per_query.items()}
+        print(f"#### {size:,} chunks\n\n| method | p50 ms | p95 ms |\n|---|---:|---:|")
+        for m in METHODS:
+            print(f"| {scale.SHORT.get(m, m)} | {p50[m]:.2f} | {pct(per_query[m], 95):.2f} |")
+        print(f"\n- hybrid / semantic {p50['hybrid'] / p50['semantic']:.2f}×, lexical / semantic "
+              f"{p50['lexical'] / p50['semantic']:.2f}×; hybrid − (semantic + lexical) per query: median "
+              f"{statistics.median(diff):.2f} ms, max {max(diff):.2f} ms")
+        print(f"- empty corpus by pgbench (1 client, vectors read in the database): {empty_pgbench:.3f} ms per "
+              f"search; a statement reading the same two values: {trivial_pgbench:.3f} ms\n")
+
+
+if __name__ == "__main__":
+    main()
