@@ -23,7 +23,12 @@ CREATE TABLE corpus.gold_queries (
     query_vec  vector,
     filters    jsonb NOT NULL DEFAULT '{}'
                CONSTRAINT gold_queries_filters_check CHECK (jsonb_typeof(filters) = 'object'),
-    PRIMARY KEY (gold_set, query_id)
+    PRIMARY KEY (gold_set, query_id),
+    -- queries fused with this one when corpus_evaluate(..., extra_queries => true) runs it:
+    -- corpus_hybrid_search's extra_queries (rewrites, HyDE passages' vectors, sub-questions)
+    extra_queries jsonb
+               CONSTRAINT gold_queries_extra_queries_check
+               CHECK (extra_queries IS NULL OR jsonb_typeof(extra_queries) = 'array')
 );
 
 -- One judgment per (query, target): a duplicate is a unique violation naming both.

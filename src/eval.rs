@@ -41,6 +41,23 @@ fn ranking(gold: &GoldSet, judgments: Option<&HashMap<String, i32>>, rows: &[Sea
     out
 }
 
+/// A gold query's stored extra queries as a search in `mode` takes them: a semantic run keeps
+/// those with a vector, a lexical run those with text (the search refuses a query that gives
+/// its mode nothing); anything malformed is left for the search to refuse.
+fn for_mode(extra: &serde_json::Value, mode: &str) -> serde_json::Value {
+    let needs = match mode {
+        "semantic" => "vector",
+        "lexical" => "text",
+        _ => return extra.clone(),
+    };
+    match extra {
+        serde_json::Value::Array(items) => serde_json::Value::Array(
+            items.iter().filter(|q| q.get(needs).is_some_and(|v| !v.is_null())).cloned().collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 fn evaluate_mode(
     gold: &GoldSet,
@@ -49,6 +66,7 @@ fn evaluate_mode(
     max_per_parent: Option<i32>,
     rrf_k: i32,
     candidates: Option<i32>,
+    extra_queries: bool,
 ) -> Result<Vec<(String, QueryMetrics, Vec<String>)>, CoreError> {
     let empty = HashMap::new();
     gold.queries
@@ -72,6 +90,7 @@ fn evaluate_mode(
                 rrf_k,
                 include_stale: false,
                 feedback: None,
+                extra_queries: if extra_queries { for_mode(&q.extra_queries, mode) } else { serde_json::Value::Null },
             };
             let rows = search::run(&gold.corpus, args).map_err(|e| {
                 let msg = format!("gold query \"{}\": {}", q.id, e.message);
@@ -85,10 +104,39 @@ fn evaluate_mode(
         .collect()
 }
 
-/// Run every query of a gold set in each mode, store the runs, return their aggregates.
+/// `corpus_evaluate` as releases 0.1.0 and 0.2.0 declare it (7 arguments), for a database whose
+/// library is newer than its extension until `ALTER EXTENSION pg_corpus UPDATE`: no SQL of
+/// its own (see `search::corpus_hybrid_search`).
 #[allow(clippy::too_many_arguments)]
-#[pg_extern(volatile, parallel_unsafe)]
+#[pg_extern(volatile, parallel_unsafe, sql = false)]
 fn corpus_evaluate(
+    gold_set: Option<&str>,
+    modes: Option<Vec<Option<String>>>,
+    k: Option<i32>,
+    max_per_parent: Option<i32>,
+    rrf_k: Option<i32>,
+    candidates: Option<i32>,
+    store: Option<bool>,
+) -> TableIterator<
+    'static,
+    (
+        name!(run_id, Option<i64>),
+        name!(mode, String),
+        name!(queries, i32),
+        name!(precision_at_k, f64),
+        name!(recall_at_k, f64),
+        name!(mrr, f64),
+        name!(ndcg_at_k, f64),
+    ),
+> {
+    corpus_evaluate_v3(gold_set, modes, k, max_per_parent, rrf_k, candidates, store, Some(false))
+}
+
+/// Run every query of a gold set in each mode, store the runs, return their aggregates. A new C
+/// symbol in 0.3.0 (its arguments changed).
+#[allow(clippy::too_many_arguments)]
+#[pg_extern(volatile, parallel_unsafe, name = "corpus_evaluate")]
+fn corpus_evaluate_v3(
     gold_set: Option<&str>,
     modes: default!(Option<Vec<Option<String>>>, "ARRAY['semantic', 'lexical', 'hybrid']"),
     k: default!(Option<i32>, 10),
@@ -96,6 +144,7 @@ fn corpus_evaluate(
     rrf_k: default!(Option<i32>, 60),
     candidates: default!(Option<i32>, "NULL"),
     store: default!(Option<bool>, true),
+    extra_queries: default!(Option<bool>, false),
 ) -> TableIterator<
     'static,
     (
@@ -117,7 +166,8 @@ fn corpus_evaluate(
         let k = required(k, F, "k").or_raise();
         let rrf_k = required(rrf_k, F, "rrf_k").or_raise();
         let store = required(store, F, "store").or_raise();
-        evaluate(gold_set, modes, k, max_per_parent, rrf_k, candidates, store)
+        let extra_queries = required(extra_queries, F, "extra_queries").or_raise();
+        evaluate(gold_set, modes, k, max_per_parent, rrf_k, candidates, store, extra_queries)
     })
 }
 
@@ -130,6 +180,7 @@ fn evaluate(
     rrf_k: i32,
     candidates: Option<i32>,
     store: bool,
+    extra_queries: bool,
 ) -> TableIterator<'static, (Option<i64>, String, i32, f64, f64, f64, f64)> {
     let gold = spi::eval::load_gold_set(gold_set).or_raise();
     if gold.queries.is_empty() {
@@ -152,13 +203,14 @@ fn evaluate(
             ));
         }
         let started = spi::eval::clock_timestamp().or_raise();
-        let per_query = evaluate_mode(&gold, mode, k, max_per_parent, rrf_k, candidates).or_raise();
+        let per_query = evaluate_mode(&gold, mode, k, max_per_parent, rrf_k, candidates, extra_queries).or_raise();
         let figures: Vec<QueryMetrics> = per_query.iter().map(|(_, m, _)| *m).collect();
         let agg = metrics::mean(&figures);
         let run_id = if store {
             // Everything that changes a ranking, so that two runs show what differed.
             let params = serde_json::json!({
                 "k": k, "max_per_parent": max_per_parent, "rrf_k": rrf_k, "candidates": candidates,
+                "extra_queries": extra_queries,
                 "settings": spi::eval::ranking_settings().unwrap_or_default(),
                 "corpus_definition": spi::eval::corpus_definition_json(&gold.corpus).unwrap_or_default(),
                 "analyzer_version": pg_corpus_core::analysis::ANALYZER_VERSION,

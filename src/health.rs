@@ -163,6 +163,7 @@ fn isolation_audit(corpus: &Corpus) -> Result<CheckRow, CoreError> {
                         rrf_k: 60,
                         include_stale: true,
                         feedback: None,
+                        extra_queries: serde_json::Value::Null,
                     };
                     searches += 1;
                     let rows = search::run(&corpus.name, args)?;

@@ -57,6 +57,7 @@ fn common_args(
     mode: Option<&str>,
     candidates: Option<i32>,
     include_stale: Option<bool>,
+    extra_queries: Option<JsonbText>,
 ) -> Result<Args, CoreError> {
     Ok(Args {
         query_vec: query_vec.map(|v| v.0),
@@ -66,6 +67,7 @@ fn common_args(
         mode: required(mode, function, "mode")?.to_string(),
         candidates,
         include_stale: required(include_stale, function, "include_stale")?,
+        extra_queries: extra_queries.map_or(Ok(serde_json::Value::Null), |j| j.parse("extra_queries"))?,
         ..Args::default()
     })
 }
@@ -92,10 +94,51 @@ pub(crate) fn run(corpus: &str, args: Args) -> Result<Vec<SearchRow>, CoreError>
     })
 }
 
-/// Hybrid (semantic + lexical) search of one corpus, fused by RRF, capped per parent.
+/// One hit as a row of `corpus_hybrid_search` (and `corpus_find_similar`).
+type HitRow = (
+    i32,
+    String,
+    String,
+    String,
+    String,
+    f64,
+    Option<i32>,
+    Option<f64>,
+    Option<i32>,
+    Option<f64>,
+    Option<String>,
+    JsonB,
+    JsonB,
+    bool,
+    JsonB,
+);
+
+fn hit_row(corpus: &str, r: SearchRow) -> HitRow {
+    (
+        r.rank,
+        corpus.to_string(),
+        r.source,
+        r.item_id,
+        r.parent_id,
+        r.score,
+        r.semantic_rank,
+        r.semantic_distance,
+        r.lexical_rank,
+        r.lexical_score,
+        r.content,
+        JsonB(r.locator),
+        JsonB(r.metadata),
+        r.embedding_stale,
+        JsonB(r.query_ranks),
+    )
+}
+
+/// Hybrid (semantic + lexical) search of one corpus, fused by RRF, capped per parent. Its C
+/// symbol is new in 0.3.0 (`corpus_hybrid_search_v3_wrapper`): the one the SQL definitions of
+/// earlier releases call keeps their arguments and columns ([`corpus_hybrid_search`]).
 #[allow(clippy::too_many_arguments)]
-#[pg_extern(stable, parallel_restricted)]
-fn corpus_hybrid_search(
+#[pg_extern(stable, parallel_restricted, name = "corpus_hybrid_search")]
+fn corpus_hybrid_search_v3(
     corpus: Option<&str>,
     query_vec: Option<Vector>,
     query_text: Option<&str>,
@@ -107,6 +150,105 @@ fn corpus_hybrid_search(
     rrf_k: default!(Option<i32>, 60),
     include_stale: default!(Option<bool>, false),
     feedback: default!(Option<bool>, "NULL"),
+    extra_queries: default!(Option<JsonbText>, "NULL"),
+) -> TableIterator<
+    'static,
+    (
+        name!(rank, i32),
+        name!(corpus, String),
+        name!(source, String),
+        name!(item_id, String),
+        name!(parent_id, String),
+        name!(score, f64),
+        name!(semantic_rank, Option<i32>),
+        name!(semantic_distance, Option<f64>),
+        name!(lexical_rank, Option<i32>),
+        name!(lexical_score, Option<f64>),
+        name!(content, Option<String>),
+        name!(locator, JsonB),
+        name!(metadata, JsonB),
+        name!(embedding_stale, bool),
+        name!(query_ranks, JsonB),
+    ),
+> {
+    const F: &str = "corpus_hybrid_search";
+    let rows = spi::pinned_search_path(|| {
+        let corpus = required(corpus, F, "corpus")?;
+        let args = Args {
+            max_per_parent,
+            rrf_k: required(rrf_k, F, "rrf_k")?,
+            feedback,
+            ..common_args(F, query_vec, query_text, k, filters, mode, candidates, include_stale, extra_queries)?
+        };
+        Ok::<_, CoreError>((corpus.to_string(), run(corpus, args)?))
+    })
+    .or_raise();
+    let (name, rows) = rows;
+    TableIterator::new(rows.into_iter().map(move |r| hit_row(&name, r)))
+}
+
+/// The exact SQL and parameters of every subplan a search with these arguments would run first
+/// (the search may repeat them with a wider window to fill k rows after capping). A new C
+/// symbol in 0.3.0, as [`corpus_hybrid_search_v3`]'s.
+#[allow(clippy::too_many_arguments)]
+#[pg_extern(stable, parallel_restricted, name = "corpus_explain")]
+fn corpus_explain_v3(
+    corpus: Option<&str>,
+    query_vec: default!(Option<Vector>, "NULL"),
+    query_text: default!(Option<&str>, "NULL"),
+    k: default!(Option<i32>, 10),
+    filters: default!(Option<JsonbText>, "'{}'"),
+    mode: default!(Option<&str>, "'hybrid'"),
+    candidates: default!(Option<i32>, "NULL"),
+    include_stale: default!(Option<bool>, false),
+    extra_queries: default!(Option<JsonbText>, "NULL"),
+) -> TableIterator<
+    'static,
+    (
+        name!(source, String),
+        name!(branch, String),
+        name!(strategy, String),
+        name!(sql, String),
+        name!(params, JsonB),
+        name!(query, String),
+    ),
+> {
+    const F: &str = "corpus_explain";
+    let rows = spi::pinned_search_path(|| {
+        let corpus = required(corpus, F, "corpus")?;
+        let args = Args {
+            max_per_parent: Some(0),
+            feedback: Some(false),
+            ..common_args(F, query_vec, query_text, k, filters, mode, candidates, include_stale, extra_queries)?
+        };
+        let mut exec = SpiExecutor::new(corpus);
+        let req = request(corpus, args, &mut exec)?;
+        engine::explain(&req, &mut exec)
+    })
+    .or_raise();
+    TableIterator::new(
+        rows.into_iter()
+            .map(|r| (r.source, r.branch.to_string(), r.strategy.to_string(), r.sql, JsonB(r.params), r.query)),
+    )
+}
+
+/// `corpus_hybrid_search` as the SQL definitions of releases 0.1.0 and 0.2.0 declare it (11
+/// arguments, 14 columns), for a database whose library is newer than its extension until
+/// `ALTER EXTENSION pg_corpus UPDATE`: no SQL of its own.
+#[allow(clippy::too_many_arguments)]
+#[pg_extern(stable, parallel_restricted, sql = false)]
+fn corpus_hybrid_search(
+    corpus: Option<&str>,
+    query_vec: Option<Vector>,
+    query_text: Option<&str>,
+    k: Option<i32>,
+    filters: Option<JsonbText>,
+    mode: Option<&str>,
+    max_per_parent: Option<i32>,
+    candidates: Option<i32>,
+    rrf_k: Option<i32>,
+    include_stale: Option<bool>,
+    feedback: Option<bool>,
 ) -> TableIterator<
     'static,
     (
@@ -126,72 +268,106 @@ fn corpus_hybrid_search(
         name!(embedding_stale, bool),
     ),
 > {
-    const F: &str = "corpus_hybrid_search";
-    let rows = spi::pinned_search_path(|| {
-        let corpus = required(corpus, F, "corpus")?;
-        let args = Args {
-            max_per_parent,
-            rrf_k: required(rrf_k, F, "rrf_k")?,
-            feedback,
-            ..common_args(F, query_vec, query_text, k, filters, mode, candidates, include_stale)?
-        };
-        Ok::<_, CoreError>((corpus.to_string(), run(corpus, args)?))
-    })
-    .or_raise();
-    let (name, rows) = rows;
-    TableIterator::new(rows.into_iter().map(move |r| {
-        (
-            r.rank,
-            name.clone(),
-            r.source,
-            r.item_id,
-            r.parent_id,
-            r.score,
-            r.semantic_rank,
-            r.semantic_distance,
-            r.lexical_rank,
-            r.lexical_score,
-            r.content,
-            JsonB(r.locator),
-            JsonB(r.metadata),
-            r.embedding_stale,
-        )
-    }))
+    let rows = corpus_hybrid_search_v3(
+        corpus,
+        query_vec,
+        query_text,
+        k,
+        filters,
+        mode,
+        max_per_parent,
+        candidates,
+        rrf_k,
+        include_stale,
+        feedback,
+        None,
+    );
+    TableIterator::new(rows.map(|r| (r.0, r.1, r.2, r.3, r.4, r.5, r.6, r.7, r.8, r.9, r.10, r.11, r.12, r.13)))
 }
 
-/// The exact SQL and parameters of every subplan a search with these arguments would run first
-/// (the search may repeat them with a wider window to fill k rows after capping).
+/// `corpus_explain` as releases 0.1.0 and 0.2.0 declare it (8 arguments, 5 columns); see
+/// [`corpus_hybrid_search`].
 #[allow(clippy::too_many_arguments)]
-#[pg_extern(stable, parallel_restricted)]
+#[pg_extern(stable, parallel_restricted, sql = false)]
 fn corpus_explain(
     corpus: Option<&str>,
-    query_vec: default!(Option<Vector>, "NULL"),
-    query_text: default!(Option<&str>, "NULL"),
-    k: default!(Option<i32>, 10),
-    filters: default!(Option<JsonbText>, "'{}'"),
-    mode: default!(Option<&str>, "'hybrid'"),
-    candidates: default!(Option<i32>, "NULL"),
-    include_stale: default!(Option<bool>, false),
+    query_vec: Option<Vector>,
+    query_text: Option<&str>,
+    k: Option<i32>,
+    filters: Option<JsonbText>,
+    mode: Option<&str>,
+    candidates: Option<i32>,
+    include_stale: Option<bool>,
 ) -> TableIterator<
     'static,
     (name!(source, String), name!(branch, String), name!(strategy, String), name!(sql, String), name!(params, JsonB)),
 > {
-    const F: &str = "corpus_explain";
+    let rows = corpus_explain_v3(corpus, query_vec, query_text, k, filters, mode, candidates, include_stale, None);
+    TableIterator::new(rows.map(|r| (r.0, r.1, r.2, r.3, r.4)))
+}
+
+/// Items of a corpus similar to one of its own items (seeds/000 `find_similar_cases`): a search by
+/// the item's stored vector and its text, under the corpus predicate, that never returns the
+/// item itself (nor, with `exclude_parent`, its parent's other items).
+#[allow(clippy::too_many_arguments)]
+#[pg_extern(stable, parallel_restricted)]
+fn corpus_find_similar(
+    corpus: Option<&str>,
+    source: Option<&str>,
+    item_id: Option<&str>,
+    k: default!(Option<i32>, 10),
+    filters: default!(Option<JsonbText>, "'{}'"),
+    mode: default!(Option<&str>, "'hybrid'"),
+    max_per_parent: default!(Option<i32>, 3),
+    exclude_parent: default!(Option<bool>, false),
+    candidates: default!(Option<i32>, "NULL"),
+    rrf_k: default!(Option<i32>, 60),
+    include_stale: default!(Option<bool>, false),
+) -> TableIterator<
+    'static,
+    (
+        name!(rank, i32),
+        name!(corpus, String),
+        name!(source, String),
+        name!(item_id, String),
+        name!(parent_id, String),
+        name!(score, f64),
+        name!(semantic_rank, Option<i32>),
+        name!(semantic_distance, Option<f64>),
+        name!(lexical_rank, Option<i32>),
+        name!(lexical_score, Option<f64>),
+        name!(content, Option<String>),
+        name!(locator, JsonB),
+        name!(metadata, JsonB),
+        name!(embedding_stale, bool),
+        name!(query_ranks, JsonB),
+    ),
+> {
+    const F: &str = "corpus_find_similar";
     let rows = spi::pinned_search_path(|| {
         let corpus = required(corpus, F, "corpus")?;
-        let args = Args {
-            max_per_parent: Some(0),
-            feedback: Some(false),
-            ..common_args(F, query_vec, query_text, k, filters, mode, candidates, include_stale)?
+        let sim = engine::SimilarArgs {
+            source: required(source, F, "source")?.to_string(),
+            item_id: required(item_id, F, "item_id")?.to_string(),
+            exclude_parent: required(exclude_parent, F, "exclude_parent")?,
+            args: Args {
+                max_per_parent,
+                rrf_k: required(rrf_k, F, "rrf_k")?,
+                ..common_args(F, None, None, k, filters, mode, candidates, include_stale, None)?
+            },
         };
-        let mut exec = SpiExecutor::new(corpus);
-        let req = request(corpus, args, &mut exec)?;
-        engine::explain(&req, &mut exec)
+        let rows = spi::with_settings(&[("jit", "off".to_string())], || {
+            let config = config();
+            let mut exec = SpiExecutor::new(corpus);
+            let definition = spi::catalog::load_corpus(corpus)?;
+            exec.with_definition(definition.clone());
+            engine::find_similar(definition, sim, config, &mut exec)
+        })?;
+        Ok::<_, CoreError>((corpus.to_string(), rows))
     })
     .or_raise();
-    TableIterator::new(
-        rows.into_iter().map(|r| (r.source, r.branch.to_string(), r.strategy.to_string(), r.sql, JsonB(r.params))),
-    )
+    let (name, rows) = rows;
+    TableIterator::new(rows.into_iter().map(move |r| hit_row(&name, r)))
 }
 
 /// Validate a corpus definition against the live tables (called by the catalog functions).

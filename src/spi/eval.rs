@@ -16,12 +16,16 @@ pub struct GoldQuery {
     pub text: Option<String>,
     pub vector: Option<Vec<f32>>,
     pub filters: serde_json::Value,
+    /// Its stored `extra_queries` (Null: none), the search argument's format.
+    pub extra_queries: serde_json::Value,
 }
 
-/// A gold query as read, its filters not parsed yet (their nesting is bounded when they are).
+/// A gold query as read, its filters and extra queries not parsed yet (their nesting is
+/// bounded when they are).
 struct GoldQueryRow {
     query: GoldQuery,
     filters: Option<JsonbText>,
+    extra_queries: Option<JsonbText>,
 }
 
 pub struct GoldSet {
@@ -50,7 +54,7 @@ pub fn load_gold_set(name: &str) -> Result<GoldSet, CoreError> {
         };
         let mut queries = Vec::new();
         for row in client.select(
-            "SELECT query_id, query_text, query_vec::real[], filters FROM corpus.gold_queries \
+            "SELECT query_id, query_text, query_vec::real[], filters, extra_queries FROM corpus.gold_queries \
              WHERE gold_set = $1 ORDER BY query_id",
             None,
             &[DatumWithOid::from(name)],
@@ -61,8 +65,10 @@ pub fn load_gold_set(name: &str) -> Result<GoldSet, CoreError> {
                     text: row.get::<String>(2)?,
                     vector: row.get::<Vec<f32>>(3)?,
                     filters: serde_json::json!({}),
+                    extra_queries: serde_json::Value::Null,
                 },
                 filters: row.get::<JsonbText>(4)?,
+                extra_queries: row.get::<JsonbText>(5)?,
             });
         }
         let mut judgments: HashMap<String, HashMap<String, i32>> = HashMap::new();
@@ -86,9 +92,12 @@ pub fn load_gold_set(name: &str) -> Result<GoldSet, CoreError> {
         ));
     };
     let mut queries = Vec::with_capacity(rows.len());
-    for GoldQueryRow { mut query, filters } in rows {
+    for GoldQueryRow { mut query, filters, extra_queries } in rows {
         if let Some(f) = filters {
             query.filters = f.parse(&format!("the filters of gold query {}", query.id))?;
+        }
+        if let Some(e) = extra_queries {
+            query.extra_queries = e.parse(&format!("the extra queries of gold query {}", query.id))?;
         }
         queries.push(query);
     }

@@ -11,7 +11,9 @@ use std::ffi::CString;
 use std::sync::Arc;
 
 use pg_corpus_core::engine::settings::Applied;
-use pg_corpus_core::engine::{ChampionList, ChampionRequest, Executor, FeedbackDoc, FetchedRow, Setting, TermStats};
+use pg_corpus_core::engine::{
+    ChampionList, ChampionRequest, Executor, FeedbackDoc, FetchedRow, SeedItem, Setting, TermStats,
+};
 use pg_corpus_core::fusion::Hit;
 use pg_corpus_core::lexical::QueryKey;
 use pg_corpus_core::plan::Subplan;
@@ -193,6 +195,18 @@ impl Executor for SpiExecutor {
                 Ok(out)
             },
         )
+    }
+
+    fn seed_item(&mut self, sql: &str, params: &[Param]) -> Result<Option<SeedItem>, CoreError> {
+        self.settle_custom(&[]);
+        select_saved(sql, &datums(params), |table| {
+            let Some(row) = table.into_iter().next() else { return Ok(None) };
+            Ok(Some(SeedItem {
+                parent_id: row.get::<String>(1)?,
+                embedding: row.get::<Vec<f32>>(2)?,
+                content: row.get::<String>(3)?,
+            }))
+        })
     }
 
     fn feedback_docs(&mut self, sql: &str, params: &[Param]) -> Result<HashMap<String, FeedbackDoc>, CoreError> {

@@ -263,13 +263,20 @@ def load_legal(conn, data):
 _DEFAULT = object()
 _TYPES = {"k": "int", "filters": "jsonb", "mode": "text", "max_per_parent": "int",
           "candidates": "int", "rrf_k": "int", "include_stale": "bool",
-          "feedback": "bool"}
+          "feedback": "bool", "extra_queries": "jsonb"}
+
+
+SEARCH_COLUMNS = ("rank, corpus, source, item_id, parent_id, score, semantic_rank, semantic_distance, "
+                  "lexical_rank, lexical_score, content, locator, metadata, query_ranks")
+# the columns of releases before 0.3.0
+SEARCH_COLUMNS_0_2 = SEARCH_COLUMNS.replace(", query_ranks", "")
 
 
 def search_sql(**kw):
     """SQL + params of one corpus_hybrid_search call; only the named arguments given are passed
     (the rest take their SQL defaults)."""
     args = ["%(corpus)s::text", "%(query_vec)s::vector", "%(query_text)s::text"]
+    columns = kw.pop("_columns", SEARCH_COLUMNS)
     params = {"corpus": kw.pop("corpus"), "query_vec": kw.pop("query_vec"),
               "query_text": kw.pop("query_text")}
     if isinstance(params["query_vec"], np.ndarray):
@@ -277,13 +284,11 @@ def search_sql(**kw):
     for name, value in kw.items():
         if value is _DEFAULT:
             continue
-        if name == "filters" and not isinstance(value, str) and value is not None:
-            value = json.dumps(value)
+        if name in ("filters", "extra_queries") and not isinstance(value, str) and value is not None:
+            value = json.dumps(value, default=lambda x: [float(v) for v in x])
         args.append(f"{name} => %({name})s::{_TYPES[name]}")
         params[name] = value
-    sql = ("SELECT rank, corpus, source, item_id, parent_id, score, semantic_rank, "
-           "semantic_distance, lexical_rank, lexical_score, content, locator, metadata "
-           f"FROM corpus.corpus_hybrid_search({', '.join(args)}) ORDER BY rank")
+    sql = f"SELECT {columns} FROM corpus.corpus_hybrid_search({', '.join(args)}) ORDER BY rank"
     return sql, params
 
 
@@ -326,7 +331,7 @@ def drop_roles(conn, roles):
 def pgc():
     return SimpleNamespace(
         ROOT=ROOT, FIXTURES=FIXTURES, LEGAL_COLUMNS=LEGAL_COLUMNS, DIM=DIM, COURTS=COURTS, PRACTICE_AREAS=PRACTICE_AREAS,
-        SECTIONS=SECTIONS, DEFAULT=_DEFAULT,
+        SECTIONS=SECTIONS, DEFAULT=_DEFAULT, SEARCH_COLUMNS=SEARCH_COLUMNS, SEARCH_COLUMNS_0_2=SEARCH_COLUMNS_0_2,
         TextGen=TextGen, make_vocab=make_vocab, unit=unit,
         random_unit_vectors=random_unit_vectors, vec_text=vec_text,
         generate_legal_data=generate_legal_data, load_legal=load_legal, copy_rows=copy_rows,

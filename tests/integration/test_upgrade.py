@@ -59,7 +59,7 @@ def searches(conn, pgc, queries):
     out = []
     for corpus, vec, text, kw in queries:
         out.append([(r["item_id"], r["rank"], r["semantic_rank"], r["lexical_rank"])
-                    for r in pgc.search(conn, corpus, vec, text, **kw)])
+                    for r in pgc.search(conn, corpus, vec, text, _columns=pgc.SEARCH_COLUMNS_0_2, **kw)])
     return out
 
 
@@ -108,6 +108,9 @@ def test_update_from_a_release_with_corpora_and_data(cluster, pgc, fresh, releas
     queued = conn.execute("SELECT item_id, reason, version FROM corpus.embedding_queue ORDER BY 1").fetchall()
     assert queued and queued[0][1] == "text_changed"
     before = searches(conn, pgc, queries)
+    # the release's SQL definitions call the installed (newer) library until the update
+    assert conn.execute("SELECT count(*) FROM corpus.corpus_explain('external_precedents', NULL, %s, "
+                        "mode => 'lexical')", [queries[0][2]]).fetchone()[0] >= 1
     catalog = conn.execute("SELECT to_jsonb(s) - 'created_at' FROM corpus.sources s ORDER BY corpus, name").fetchall()
     corpora = conn.execute("SELECT to_jsonb(c) - 'created_at' FROM corpus.corpora c ORDER BY name").fetchall()
 

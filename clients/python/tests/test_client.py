@@ -15,7 +15,7 @@ import pg_corpus
 from pg_corpus import AsyncClient, Client
 
 HIT_COLUMNS = ("rank, corpus, source, item_id, parent_id, score, semantic_rank, semantic_distance, lexical_rank, "
-               "lexical_score, content, locator, metadata, embedding_stale")
+               "lexical_score, content, locator, metadata, embedding_stale, query_ranks")
 
 
 def item_vector(conn, table, item_id):
@@ -82,6 +82,31 @@ def test_a_connection_a_pool_and_their_async_forms_agree(conn, demo_dsn):
                 [r["item_id"] for r in expected]
             assert await client.health("external_precedents")
     asyncio.run(run())
+
+
+def test_extra_queries_and_find_similar_return_what_the_sql_functions_return(conn, demo_dsn):
+    vec = item_vector(conn, "precedent_chunks", 10030)
+    other = item_vector(conn, "precedent_chunks", 10031)
+    extra_sql = json.dumps([{"text": "בית המשפט המחוזי", "label": "rewrite"},
+                            {"vector": [float(x) for x in other], "weight": 0.5}])
+    expected = raw_search(conn, "external_precedents", vec, "שופטת", f", extra_queries => '{extra_sql}'::jsonb")
+    with Client(demo_dsn) as client:
+        hits = client.search("external_precedents", vec, "שופטת",
+                             extra_queries=[{"text": "בית המשפט המחוזי", "label": "rewrite"},
+                                            {"vector": other, "weight": 0.5}])    # a numpy vector
+        assert as_rows(hits) == expected
+        assert {q["query"] for h in hits for q in h.query_ranks} == {"original", "rewrite", "extra_2"}
+        plans = client.explain("external_precedents", vec, "שופטת", extra_queries=[{"text": "מחוזי"}])
+        assert {p.query for p in plans} == {"original", "extra_1"}
+        with conn.cursor(row_factory=dict_row) as cur:
+            want = cur.execute(f"SELECT {HIT_COLUMNS} FROM corpus.corpus_find_similar('external_precedents', "
+                               "'chunks', '10030', k => 5, exclude_parent => true)").fetchall()
+        got = client.find_similar("external_precedents", "chunks", 10030, k=5, exclude_parent=True)
+        assert as_rows(got) == want and len(got) == 5
+        seed_parent = conn.execute("SELECT case_law_id::text FROM precedent_chunks WHERE id = 10030").fetchone()[0]
+        assert all(h.item_id != "10030" and h.parent_id != seed_parent for h in got)
+        with pytest.raises(pg_corpus.UnknownCorpus):
+            client.find_similar("external_precedents", "chunks", "no-such-item")
 
 
 @pytest.mark.parametrize("call,family,sqlstate", [

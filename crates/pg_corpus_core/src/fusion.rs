@@ -31,11 +31,43 @@ pub struct SourceInfo {
     pub lexical_weight: f64,
 }
 
-/// One ranked input of the fusion: a branch's corpus-wide list, best first.
+/// Which query of a search produced a list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum QueryTag {
+    /// The call's own query_vec / query_text.
+    Original,
+    /// The feedback round's moved vector and expanded text.
+    Feedback,
+    /// The i-th (0-based) of the call's extra_queries.
+    Extra(usize),
+}
+
+/// One ranked input of the fusion: a branch's corpus-wide list of one query, best first.
 #[derive(Debug, Clone)]
 pub struct RankedList {
     pub branch: Branch,
     pub hits: Vec<Hit>,
+    pub query: QueryTag,
+    /// Multiplies every RRF contribution of the list (an extra query's weight; 1 otherwise).
+    pub weight: f64,
+}
+
+impl RankedList {
+    /// The same list, attributed to `query` with `weight`.
+    pub fn of_query(self, query: QueryTag, weight: f64) -> RankedList {
+        RankedList { query, weight, ..self }
+    }
+}
+
+/// Where one list ranked a fused hit.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct QueryHit {
+    pub query: QueryTag,
+    pub branch: Branch,
+    /// 1-based.
+    pub rank: usize,
+    /// Distance (semantic) or score (lexical).
+    pub raw: f64,
 }
 
 /// Compare item ids the way their SQL type would: numerically when both are integers (so that
@@ -64,7 +96,7 @@ pub fn order_hits(branch: Branch, hits: &mut [Hit]) {
 pub fn merge_branch(branch: Branch, per_source: Vec<Vec<Hit>>) -> RankedList {
     let mut hits: Vec<Hit> = per_source.into_iter().flatten().collect();
     order_hits(branch, &mut hits);
-    RankedList { branch, hits }
+    RankedList { branch, hits, query: QueryTag::Original, weight: 1.0 }
 }
 
 /// Whether a subplan that returned `rows` of a `window` may have left eligible items out, so
@@ -85,13 +117,22 @@ pub struct Fused {
     pub semantic: Option<(usize, f64)>,
     /// (rank, score) in the lexical list.
     pub lexical: Option<(usize, f64)>,
+    /// Every list that ranked it, in fusion order.
+    pub queries: Vec<QueryHit>,
 }
 
 impl Fused {
+    /// The best rank of its original-query (or feedback) branches; for a hit only extra
+    /// queries found, the best rank any of them gave it.
     fn best_rank(&self) -> usize {
         let s = self.semantic.map_or(usize::MAX, |(r, _)| r);
         let l = self.lexical.map_or(usize::MAX, |(r, _)| r);
-        s.min(l)
+        let own = s.min(l);
+        if own == usize::MAX {
+            self.queries.iter().map(|q| q.rank).min().unwrap_or(usize::MAX)
+        } else {
+            own
+        }
     }
 }
 
@@ -104,7 +145,9 @@ pub fn fused_order(a: &Fused, b: &Fused) -> Ordering {
         .then_with(|| cmp_ids(&a.item_id, &b.item_id))
 }
 
-/// Fuse ranked lists (each already in rank order) with RRF.
+/// Fuse ranked lists (each already in rank order) with RRF: each list adds
+/// `list weight × source-branch weight / (rrf_k + rank)`. The `semantic` and `lexical` ranks
+/// of a hit are those of the first list of that branch that is not an extra query's.
 pub fn rrf(lists: &[RankedList], sources: &[SourceInfo], rrf_k: f64) -> Vec<Fused> {
     let mut by_item: HashMap<(usize, &str), Fused> = HashMap::new();
     for list in lists {
@@ -124,6 +167,7 @@ pub fn rrf(lists: &[RankedList], sources: &[SourceInfo], rrf_k: f64) -> Vec<Fuse
                 score: 0.0,
                 semantic: None,
                 lexical: None,
+                queries: Vec::new(),
             });
             let (slot, weight) = match list.branch {
                 Branch::Semantic => (&mut entry.semantic, info.semantic_weight),
@@ -131,10 +175,11 @@ pub fn rrf(lists: &[RankedList], sources: &[SourceInfo], rrf_k: f64) -> Vec<Fuse
             };
             // Every list adds its share; with several lists of one branch (feedback) the item's
             // rank and raw score in that branch are the first list's.
-            if slot.is_none() {
+            if slot.is_none() && !matches!(list.query, QueryTag::Extra(_)) {
                 *slot = Some((rank, hit.raw));
             }
-            entry.score += weight / (rrf_k + rank as f64);
+            entry.queries.push(QueryHit { query: list.query, branch: list.branch, rank, raw: hit.raw });
+            entry.score += list.weight * weight / (rrf_k + rank as f64);
         }
     }
     let mut out: Vec<Fused> = by_item.into_values().collect();
@@ -178,7 +223,7 @@ mod tests {
     }
 
     fn list(branch: Branch, hits: Vec<Hit>) -> RankedList {
-        RankedList { branch, hits }
+        RankedList { branch, hits, query: QueryTag::Original, weight: 1.0 }
     }
 
     fn sources(n: usize) -> Vec<SourceInfo> {

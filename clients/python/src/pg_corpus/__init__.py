@@ -11,7 +11,7 @@ from .errors import (BadFilter, BadVector, InvalidArgument, MissingScopeFilter, 
 from .types import (CorpusInfo, EvalRun, HealthRow, Hit, LexicalRefresh, QueryComparison, QueryKey, QueuedItem,
                     RunComparison, Subplan)
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 __all__ = [
     "AsyncClient", "BadFilter", "BadVector", "Client", "CorpusInfo", "EvalRun", "HealthRow", "Hit",
     "InvalidArgument", "LexicalRefresh", "MissingScopeFilter", "PermissionDenied", "PgCorpusError",

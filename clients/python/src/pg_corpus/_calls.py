@@ -102,21 +102,47 @@ def nothing(rows: Rows) -> None:
     return None
 
 
+def extra_queries(queries: Any) -> Any:
+    """``extra_queries`` as jsonb: each query's vector (a numpy array or a sequence of floats)
+    becomes a JSON array of numbers; None and UNSET pass through."""
+    if queries is None or queries is UNSET:
+        return queries
+    out = []
+    for q in queries:
+        q = dict(q)
+        if q.get("vector") is not None:
+            q["vector"] = [float(x) for x in q["vector"]]
+        out.append(q)
+    return Jsonb(out)
+
+
 def search(corpus: str, vec: VectorLike, text: str | None, k: int, filters: Any, mode: Any, max_per_parent: Any,
-           candidates: Any, rrf_k: Any, include_stale: Any, feedback: Any) -> Call[list[t.Hit]]:
+           candidates: Any, rrf_k: Any, include_stale: Any, feedback: Any,
+           extra: Any = UNSET) -> Call[list[t.Hit]]:
     return _call("corpus_hybrid_search", [(corpus, "text"), (vector(vec), None), (text, "text")],
                  [("k", k, "int"), ("filters", _json(filters), "jsonb"), ("mode", mode, "text"),
                   ("max_per_parent", max_per_parent, "int"), ("candidates", candidates, "int"),
                   ("rrf_k", rrf_k, "int"), ("include_stale", include_stale, "boolean"),
-                  ("feedback", feedback, "boolean")],
+                  ("feedback", feedback, "boolean"), ("extra_queries", extra_queries(extra), "jsonb")],
+                 rows_of(t.Hit))
+
+
+def find_similar(corpus: str, source: str, item_id: str, k: Any, filters: Any, mode: Any, max_per_parent: Any,
+                 exclude_parent: Any, candidates: Any, rrf_k: Any, include_stale: Any) -> Call[list[t.Hit]]:
+    return _call("corpus_find_similar", [(corpus, "text"), (source, "text"), (str(item_id), "text")],
+                 [("k", k, "int"), ("filters", _json(filters), "jsonb"), ("mode", mode, "text"),
+                  ("max_per_parent", max_per_parent, "int"), ("exclude_parent", exclude_parent, "boolean"),
+                  ("candidates", candidates, "int"), ("rrf_k", rrf_k, "int"),
+                  ("include_stale", include_stale, "boolean")],
                  rows_of(t.Hit))
 
 
 def explain(corpus: str, vec: VectorLike, text: str | None, k: Any, filters: Any, mode: Any, candidates: Any,
-            include_stale: Any) -> Call[list[t.Subplan]]:
+            include_stale: Any, extra: Any = UNSET) -> Call[list[t.Subplan]]:
     return _call("corpus_explain", [(corpus, "text"), (vector(vec), None), (text, "text")],
                  [("k", k, "int"), ("filters", _json(filters), "jsonb"), ("mode", mode, "text"),
-                  ("candidates", candidates, "int"), ("include_stale", include_stale, "boolean")],
+                  ("candidates", candidates, "int"), ("include_stale", include_stale, "boolean"),
+                  ("extra_queries", extra_queries(extra), "jsonb")],
                  rows_of(t.Subplan))
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import weakref
 from contextlib import asynccontextmanager, contextmanager
-from typing import Any, AsyncIterator, Iterator, Sequence, TypeVar
+from typing import Any, AsyncIterator, Iterator, Mapping, Sequence, TypeVar
 
 import psycopg
 from pgvector.psycopg import register_vector, register_vector_async
@@ -79,16 +79,30 @@ class Client:
     def search(self, corpus: str, vector: c.VectorLike = None, text: str | None = None, *, k: int = 10,
                filters: dict[str, Any] | None = UNSET, mode: str = UNSET, max_per_parent: int | None = UNSET,
                candidates: int | None = UNSET, rrf_k: int = UNSET, include_stale: bool = UNSET,
-               feedback: bool | None = UNSET) -> list[t.Hit]:
-        """``corpus_hybrid_search``: the fused hits (list of :class:`Hit`)."""
+               feedback: bool | None = UNSET,
+               extra_queries: Sequence[Mapping[str, Any]] | None = UNSET) -> list[t.Hit]:
+        """``corpus_hybrid_search``: the fused hits (list of :class:`Hit`). ``extra_queries``:
+        queries fused with this one, each a mapping with ``text``, ``vector`` (numpy array or
+        floats) or both, and optional ``weight`` and ``label``."""
         return self._run(c.search(corpus, vector, text, k, filters, mode, max_per_parent, candidates, rrf_k,
-                                  include_stale, feedback))
+                                  include_stale, feedback, extra_queries))
+
+    def find_similar(self, corpus: str, source: str, item_id: str | int, *, k: int = 10,
+                     filters: dict[str, Any] | None = UNSET, mode: str = UNSET, max_per_parent: int | None = UNSET,
+                     exclude_parent: bool = UNSET, candidates: int | None = UNSET, rrf_k: int = UNSET,
+                     include_stale: bool = UNSET) -> list[t.Hit]:
+        """``corpus_find_similar``: items like one of the corpus' own items, never the item itself
+        (nor, with ``exclude_parent``, its parent's other items)."""
+        return self._run(c.find_similar(corpus, source, str(item_id), k, filters, mode, max_per_parent,
+                                        exclude_parent, candidates, rrf_k, include_stale))
 
     def explain(self, corpus: str, vector: c.VectorLike = None, text: str | None = None, *, k: int = UNSET,
                 filters: dict[str, Any] | None = UNSET, mode: str = UNSET, candidates: int | None = UNSET,
-                include_stale: bool = UNSET) -> list[t.Subplan]:
+                include_stale: bool = UNSET,
+                extra_queries: Sequence[Mapping[str, Any]] | None = UNSET) -> list[t.Subplan]:
         """``corpus_explain``: the SQL and parameters of every subplan (list of :class:`Subplan`)."""
-        return self._run(c.explain(corpus, vector, text, k, filters, mode, candidates, include_stale))
+        return self._run(c.explain(corpus, vector, text, k, filters, mode, candidates, include_stale,
+                                   extra_queries))
 
     # -- health and evaluation -----------------------------------------------------------
     def health(self, corpus: str | None = None) -> list[t.HealthRow]:
@@ -223,16 +237,27 @@ class AsyncClient:
     async def search(self, corpus: str, vector: c.VectorLike = None, text: str | None = None, *, k: int = 10,
                filters: dict[str, Any] | None = UNSET, mode: str = UNSET, max_per_parent: int | None = UNSET,
                candidates: int | None = UNSET, rrf_k: int = UNSET, include_stale: bool = UNSET,
-               feedback: bool | None = UNSET) -> list[t.Hit]:
-        """``corpus_hybrid_search``: the fused hits (list of :class:`Hit`)."""
+               feedback: bool | None = UNSET,
+               extra_queries: Sequence[Mapping[str, Any]] | None = UNSET) -> list[t.Hit]:
+        """``corpus_hybrid_search``: the fused hits (list of :class:`Hit`); see :meth:`Client.search`."""
         return await self._run(c.search(corpus, vector, text, k, filters, mode, max_per_parent, candidates, rrf_k,
-                                  include_stale, feedback))
+                                        include_stale, feedback, extra_queries))
+
+    async def find_similar(self, corpus: str, source: str, item_id: str | int, *, k: int = 10,
+                     filters: dict[str, Any] | None = UNSET, mode: str = UNSET, max_per_parent: int | None = UNSET,
+                     exclude_parent: bool = UNSET, candidates: int | None = UNSET, rrf_k: int = UNSET,
+                     include_stale: bool = UNSET) -> list[t.Hit]:
+        """``corpus_find_similar``; see :meth:`Client.find_similar`."""
+        return await self._run(c.find_similar(corpus, source, str(item_id), k, filters, mode, max_per_parent,
+                                        exclude_parent, candidates, rrf_k, include_stale))
 
     async def explain(self, corpus: str, vector: c.VectorLike = None, text: str | None = None, *, k: int = UNSET,
                 filters: dict[str, Any] | None = UNSET, mode: str = UNSET, candidates: int | None = UNSET,
-                include_stale: bool = UNSET) -> list[t.Subplan]:
+                include_stale: bool = UNSET,
+                extra_queries: Sequence[Mapping[str, Any]] | None = UNSET) -> list[t.Subplan]:
         """``corpus_explain``: the SQL and parameters of every subplan (list of :class:`Subplan`)."""
-        return await self._run(c.explain(corpus, vector, text, k, filters, mode, candidates, include_stale))
+        return await self._run(c.explain(corpus, vector, text, k, filters, mode, candidates, include_stale,
+                                         extra_queries))
 
     # -- health and evaluation -----------------------------------------------------------
     async def health(self, corpus: str | None = None) -> list[t.HealthRow]:

@@ -8,7 +8,7 @@ Each ``[[tools]]`` table of the configuration maps a tool to a corpus (see
 
 - ``kind = "search"`` (default): ``query`` and ``k``, one parameter per scope filter the corpus
   requires (required in the tool's schema too) and per filter field the model may propose;
-- ``kind = "similar"``: items like one of the corpus' own items, by its stored vector;
+- ``kind = "similar"``: items like one of the corpus' own items (``corpus_find_similar``);
 - ``kind = "health"``: the corpus' health check.
 
 The corpus predicate stays inside the extension: a tool can only name a corpus, the filters it
@@ -23,7 +23,7 @@ import logging
 import os
 import sys
 import tomllib
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Annotated, Any, Awaitable, Callable
 
 import psycopg
@@ -31,7 +31,7 @@ from pydantic import BaseModel, Field
 
 from . import embedders
 from .client import AsyncClient
-from .errors import PgCorpusError, translate
+from .errors import PgCorpusError, UnknownCorpus
 from .types import CorpusInfo, Hit
 
 log = logging.getLogger("pg_corpus.mcp")
@@ -190,31 +190,6 @@ class Backend:
         if self._opened:
             await self.pool.close()
 
-    async def item_vector(self, corpus: CorpusInfo, source: str | None, item_id: str) -> Any:
-        """The stored vector of one of the corpus' items, and its source (an id of another corpus
-        is not found: the item must be a hit of its own vector's search)."""
-        client = await self.ready()
-        from psycopg import sql
-
-        for s in corpus.sources:
-            if source is not None and s["source"] != source:
-                continue
-            query = sql.SQL("SELECT {} FROM {} WHERE {}::text = %s").format(
-                sql.Identifier(s["embedding_column"]), sql.SQL(s["item_table"]), sql.Identifier(s["id_column"]))
-            async with self.pool.connection() as conn:
-                await client._register(conn)
-                try:
-                    row = await (await conn.execute(query, [item_id])).fetchone()
-                except psycopg.Error as e:
-                    raise translate(e) from e
-            if row is None or row[0] is None:
-                continue
-            vector = row[0]
-            own = await client.search(corpus.name, vector, None, k=1, mode="semantic")
-            if own and own[0].item_id == item_id and own[0].source == s["source"]:
-                return vector, s["source"]
-        return None, None
-
 
 def _param(name: str, annotation: Any, default: Any = inspect.Parameter.empty) -> inspect.Parameter:
     return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
@@ -263,6 +238,9 @@ def search_tool(tool: ToolConfig, info: CorpusInfo, backend: Backend) -> Callabl
 
 
 def similar_tool(tool: ToolConfig, info: CorpusInfo, backend: Backend) -> Callable[..., Awaitable[Any]]:
+    """Items like one of the corpus' own items (``corpus_find_similar``: by its stored vector and
+    its text, under the corpus predicate; the item itself is never a hit). An id of another
+    corpus is the same error as a missing one."""
     from mcp_types import CallToolResult, TextContent
 
     sources = [s["source"] for s in info.sources]
@@ -271,26 +249,36 @@ def similar_tool(tool: ToolConfig, info: CorpusInfo, backend: Backend) -> Callab
         _param("source", Annotated[str | None, Field(description=f"its source, one of {', '.join(sources)}")],
                None),
         _param("k", Annotated[int, Field(ge=1, le=tool.k_max, description="how many results")], tool.k),
+        _param("exclude_same_parent", Annotated[bool, Field(description="leave out the other items of its parent "
+                                                                          "(e.g. the same case)")], False),
     ]
+    for f in tool.required:
+        typ = FIELD_TYPES.get(info.filter_fields[f], str)
+        params.append(_param(f, Annotated[typ, Field(description=f"required scope: {f} ({info.filter_fields[f]})")]))
     returns = Annotated[CallToolResult, SearchResult]
 
-    async def handler(item_id: str, source: str | None = None, k: int = tool.k) -> CallToolResult:
-        try:
-            client = await backend.ready()
-            vector, found_in = await backend.item_vector(info, source, item_id)
-            if vector is None:
-                return CallToolResult(content=[TextContent(
-                    text=f"No item {item_id!r} in {tool.corpus}" + (f" (source {source})" if source else "")
-                    + ". Pass the item_id of a result this corpus returned.")], is_error=True)
-            hits = [h for h in await client.search(tool.corpus, vector, None, k=k + 1, mode="semantic")
-                    if not (h.item_id == item_id and h.source == found_in)][:k]
-        except PgCorpusError as e:
-            return CallToolResult(content=[TextContent(text=error_text(e))], is_error=True)
-        # ranked again without the item itself
-        result = SearchResult(corpus=tool.corpus, query=f"like {found_in} {item_id}", filters={},
-                              hits=[tool_hit(replace(h, rank=i)) for i, h in enumerate(hits, start=1)])
-        return CallToolResult(content=[TextContent(text=render(result))],
-                              structured_content=result.model_dump(mode="json"))
+    async def handler(**kwargs: Any) -> CallToolResult:
+        item_id, source = kwargs.pop("item_id"), kwargs.pop("source", None)
+        k, exclude = kwargs.pop("k", tool.k), kwargs.pop("exclude_same_parent", False)
+        filters = {f: v for f, v in kwargs.items() if v is not None}
+        client = await backend.ready()
+        last: PgCorpusError | None = None
+        for s in [source] if source else sources:
+            try:
+                hits = await client.find_similar(tool.corpus, s, item_id, k=k, filters=filters, mode=tool.mode,
+                                                 exclude_parent=exclude)
+            except UnknownCorpus as e:      # not an item of this source (or of this corpus)
+                last = e
+                continue
+            except PgCorpusError as e:
+                return CallToolResult(content=[TextContent(text=error_text(e))], is_error=True)
+            result = SearchResult(corpus=tool.corpus, query=f"like {s} {item_id}", filters=filters,
+                                  hits=[tool_hit(h) for h in hits])
+            return CallToolResult(content=[TextContent(text=render(result))],
+                                  structured_content=result.model_dump(mode="json"))
+        text = error_text(last) if last else f"No item {item_id!r} in {tool.corpus}."
+        return CallToolResult(content=[TextContent(text=text + "\nPass the item_id (and source) of a result this "
+                                                           "corpus returned.")], is_error=True)
 
     return _as_tool(handler, tool.name, params, returns)
 

@@ -24,6 +24,8 @@ class Hit:
     locator: dict[str, Any] = field(default_factory=dict)
     metadata: dict[str, Any] = field(default_factory=dict)
     embedding_stale: bool = False
+    #: every query and branch that ranked the hit: ``{"query", "branch", "rank", "distance" | "score"}``
+    query_ranks: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,8 @@ class Subplan:
     strategy: str
     sql: str
     params: Any
+    #: the query the subplan searches for: ``"original"`` or an extra query's label
+    query: str = "original"
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ pub mod cache;
 mod request;
 mod run;
 pub mod settings;
+mod similar;
 #[cfg(test)]
 mod tests;
 
@@ -29,6 +30,7 @@ use crate::sql::Param;
 pub use request::{Args, Config, Mode, Request, Scorer};
 pub use run::{explain, partial_index_probe, search, ExplainRow, SearchRow};
 pub use settings::Setting;
+pub use similar::{find_similar, SimilarArgs};
 
 /// Document frequencies of some keys in a corpus' lexical statistics, with its totals.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -64,6 +66,14 @@ pub struct FetchedRow {
     pub content: Option<String>,
     pub locator: Value,
     pub metadata: Value,
+}
+
+/// The item a find-similar search starts from ([`crate::plan::similar_seed`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SeedItem {
+    pub parent_id: Option<String>,
+    pub embedding: Option<Vec<f32>>,
+    pub content: Option<String>,
 }
 
 /// An item feedback learns from ([`crate::plan::feedback_fetch`]).
@@ -103,4 +113,6 @@ pub trait Executor {
     fn fetch_rows(&mut self, sql: &str, params: &[Param]) -> Result<Vec<FetchedRow>>;
     /// Run a [`crate::plan::queued_items`] query: (source index, item id) of the queued items.
     fn queued_items(&mut self, sql: &str, params: &[Param]) -> Result<Vec<(usize, String)>>;
+    /// Run a [`crate::plan::similar_seed`] query (None: no such item in the corpus).
+    fn seed_item(&mut self, sql: &str, params: &[Param]) -> Result<Option<SeedItem>>;
 }

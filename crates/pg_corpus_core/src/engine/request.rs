@@ -18,6 +18,30 @@ use crate::resolve::{Corpus, Distance};
 /// nothing more.
 pub const MAX_QUERY_CHARS: usize = 10_000;
 
+/// Extra queries one search may fuse with its original query (each runs its own branches).
+pub const MAX_EXTRA_QUERIES: usize = 16;
+/// The largest weight of an extra query (the original query's is 1).
+pub const MAX_QUERY_WEIGHT: f64 = 100.0;
+/// Labels a caller cannot give an extra query: they name the original query and the feedback
+/// round in `query_ranks`.
+pub const RESERVED_LABELS: [&str; 2] = ["original", "feedback"];
+const MAX_LABEL_CHARS: usize = 100;
+
+/// One query fused with the original one (multi-query retrieval: an LLM's rewrites, a HyDE
+/// passage's embedding, sub-questions), validated against the corpus and the mode.
+#[derive(Debug, Clone)]
+pub struct ExtraQuery {
+    pub label: String,
+    /// Its vector, when the mode has a semantic branch.
+    pub vector: Option<Vec<f32>>,
+    /// Its text, when the mode has a lexical branch.
+    pub text: Option<String>,
+    /// Multiplies the RRF contribution of each of its lists.
+    pub weight: f64,
+    /// BM25 plans of its text (None: no text, or the ts_rank_cd scorer).
+    pub lexical: Option<LexicalPlans>,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
     Hybrid,
@@ -99,6 +123,9 @@ pub struct Args {
     pub rrf_k: i32,
     pub include_stale: bool,
     pub feedback: Option<bool>,
+    /// `extra_queries`: a JSON array of `{"text", "vector", "weight", "label"}` objects (NULL
+    /// or `[]`: none).
+    pub extra_queries: Value,
 }
 
 impl Default for Args {
@@ -114,6 +141,7 @@ impl Default for Args {
             rrf_k: 60,
             include_stale: false,
             feedback: None,
+            extra_queries: Value::Null,
         }
     }
 }
@@ -166,6 +194,13 @@ pub struct Request {
     pub lexical: Option<LexicalPlans>,
     /// A second, pseudo-relevance feedback round ([`crate::feedback`]).
     pub feedback: bool,
+    /// Queries fused with the original one, in the caller's order.
+    pub extra: Vec<ExtraQuery>,
+    /// Items never returned (find-similar's own item): (source index, item id).
+    pub exclude_items: Vec<(usize, String)>,
+    /// A parent whose items are never returned (find-similar's `exclude_parent`): (parent
+    /// scope, parent id).
+    pub exclude_parent: Option<(String, String)>,
     /// `pg_class.reltuples` of each source's item table (negative: never analysed).
     pub table_rows: Vec<f64>,
     pub config: Config,
@@ -256,12 +291,8 @@ impl Request {
     ) -> Result<Request> {
         let conds = filters::parse(&corpus, &args.filters)?;
         let Checked { mode, k, window, max_per_parent, rrf_k } = checked;
-        let text = args
-            .query_text
-            .as_deref()
-            .map(str::trim)
-            .filter(|t| !t.is_empty())
-            .map(|t| t.chars().take(MAX_QUERY_CHARS).collect::<String>());
+        let text = args.query_text.as_deref().and_then(query_text);
+        let mut extra = extra_queries(&corpus, mode, &args.extra_queries)?;
         let wants_vector = mode == Mode::Semantic || (mode == Mode::Hybrid && args.query_vec.is_some());
         let vector = match (wants_vector, args.query_vec) {
             (true, Some(v)) => Some(check_vector(&corpus, v)?),
@@ -287,15 +318,27 @@ impl Request {
         if vector.is_none() && text.is_none() {
             return Err(bad(
                 "nothing to search for: no query vector and empty query text".into(),
-                "Pass query_vec, query_text or both.",
+                "Pass query_vec, query_text or both; extra_queries are fused with them, they do not replace them.",
             ));
         }
         let tables: Vec<i64> = corpus.sources.iter().map(|s| s.item.oid).collect();
         let table_rows = if tables.is_empty() { Vec::new() } else { exec.table_rows(&tables)? };
-        let lexical = match (&text, config.scorer) {
-            (Some(t), Scorer::Bm25) => Some(lexical_plans(&corpus, t, &table_rows, &config, exec)?),
-            _ => None,
+        // the BM25 plans of the original text and of every extra query's, from one lookup of
+        // the statistics of all their keys
+        let texts: Vec<&str> =
+            text.iter().chain(extra.iter().filter_map(|q| q.text.as_ref())).map(String::as_str).collect();
+        let (lexical, extra_plans) = match config.scorer {
+            Scorer::Bm25 if !texts.is_empty() => {
+                let mut plans = lexical_plans(&corpus, &texts, &table_rows, &config, exec)?.into_iter();
+                let original = if text.is_some() { plans.next() } else { None };
+                (original, plans.collect::<Vec<_>>())
+            }
+            _ => (None, Vec::new()),
         };
+        let mut extra_plans = extra_plans.into_iter();
+        for q in extra.iter_mut().filter(|q| q.text.is_some()) {
+            q.lexical = extra_plans.next();
+        }
         // Feedback needs both branches and BM25. Asked for in the call, anything else is an
         // error; by pg_corpus.hybrid_feedback, it applies where it can.
         let can_feed_back = vector.is_some() && lexical.is_some();
@@ -321,32 +364,191 @@ impl Request {
             include_stale: args.include_stale,
             lexical,
             feedback,
+            extra,
+            exclude_items: Vec::new(),
+            exclude_parent: None,
             table_rows,
             config,
         })
     }
+
+    /// Whether a fused hit is one the request excludes.
+    pub fn excludes(&self, f: &crate::fusion::Fused) -> bool {
+        self.exclude_items.iter().any(|(s, id)| *s == f.source && *id == f.item_id)
+            || self.exclude_parent.as_ref().is_some_and(|(scope, id)| *scope == f.parent_scope && *id == f.parent_id)
+    }
+
+    /// Whether any query of the search (original or extra) has a vector.
+    pub fn any_vector(&self) -> bool {
+        self.vector.is_some() || self.extra.iter().any(|q| q.vector.is_some())
+    }
+
+    /// The label `query_ranks` gives a query.
+    pub fn label(&self, q: crate::fusion::QueryTag) -> &str {
+        match q {
+            crate::fusion::QueryTag::Original => RESERVED_LABELS[0],
+            crate::fusion::QueryTag::Feedback => RESERVED_LABELS[1],
+            crate::fusion::QueryTag::Extra(i) => self.extra.get(i).map_or("extra", |e| e.label.as_str()),
+        }
+    }
 }
 
-/// Analyse the query for every source (pg_corpus' analyser for sources with a language,
-/// PostgreSQL's text search configuration otherwise) and look all keys up in the corpus'
-/// statistics in one round trip.
+/// A query text as the lexical branch uses it: trimmed, at most [`MAX_QUERY_CHARS`]
+/// characters; None when empty.
+fn query_text(t: &str) -> Option<String> {
+    let t = t.trim();
+    (!t.is_empty()).then(|| t.chars().take(MAX_QUERY_CHARS).collect())
+}
+
+fn extra_error(msg: String) -> CoreError {
+    bad(
+        msg,
+        "extra_queries is a JSON array of objects such as \
+         [{\"text\": \"a rewrite\"}, {\"vector\": [0.1, …], \"weight\": 0.5, \"label\": \"hyde\"}]: \
+         each with text, a vector or both, an optional weight in (0, 100] and an optional label.",
+    )
+}
+
+/// Validate `extra_queries` against the corpus and the mode: what each query's branches use.
+/// An extra query that gives the mode nothing to search (a text-only query in a semantic
+/// search) is an error, as is anything malformed: extra queries come from programs, and a
+/// silently ignored one would hide a bug.
+pub fn extra_queries(corpus: &Corpus, mode: Mode, value: &Value) -> Result<Vec<ExtraQuery>> {
+    let items = match value {
+        Value::Null => return Ok(Vec::new()),
+        Value::Array(items) => items,
+        other => return Err(extra_error(format!("extra_queries must be a JSON array, got {}", json_type(other)))),
+    };
+    if items.len() > MAX_EXTRA_QUERIES {
+        return Err(extra_error(format!(
+            "extra_queries holds {} queries, at most {MAX_EXTRA_QUERIES} are fused",
+            items.len()
+        )));
+    }
+    let mut out: Vec<ExtraQuery> = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let n = i + 1;
+        let Value::Object(fields) = item else {
+            return Err(extra_error(format!("extra query {n} must be a JSON object, got {}", json_type(item))));
+        };
+        if let Some(unknown) = fields.keys().find(|k| !["text", "vector", "weight", "label"].contains(&k.as_str())) {
+            return Err(extra_error(format!("extra query {n} has an unknown key \"{unknown}\"")));
+        }
+        let text = match fields.get("text") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(t)) => query_text(t),
+            Some(other) => {
+                return Err(extra_error(format!(
+                    "extra query {n}: \"text\" must be a string, got {}",
+                    json_type(other)
+                )))
+            }
+        };
+        let vector = match fields.get("vector") {
+            None | Some(Value::Null) => None,
+            Some(Value::Array(xs)) => {
+                let mut v = Vec::with_capacity(xs.len());
+                for x in xs {
+                    match x.as_f64() {
+                        Some(f) => v.push(f as f32),
+                        None => {
+                            return Err(extra_error(format!(
+                                "extra query {n}: \"vector\" must be an array of numbers, got an element of type {}",
+                                json_type(x)
+                            )))
+                        }
+                    }
+                }
+                Some(
+                    check_vector(corpus, v)
+                        .map_err(|e| CoreError { message: format!("extra query {n}: {}", e.message), ..e })?,
+                )
+            }
+            Some(other) => {
+                return Err(extra_error(format!(
+                    "extra query {n}: \"vector\" must be an array of numbers, got {}",
+                    json_type(other)
+                )))
+            }
+        };
+        let weight = match fields.get("weight") {
+            None | Some(Value::Null) => 1.0,
+            Some(w) => match w.as_f64() {
+                Some(w) if w > 0.0 && w <= MAX_QUERY_WEIGHT => w,
+                _ => {
+                    return Err(extra_error(format!(
+                        "extra query {n}: \"weight\" must be a number in (0, {MAX_QUERY_WEIGHT}], got {w}"
+                    )))
+                }
+            },
+        };
+        let label = match fields.get("label") {
+            None | Some(Value::Null) => format!("extra_{n}"),
+            Some(Value::String(l)) if !l.trim().is_empty() && l.chars().count() <= MAX_LABEL_CHARS => l.clone(),
+            Some(other) => {
+                return Err(extra_error(format!(
+                    "extra query {n}: \"label\" must be a non-empty string of at most {MAX_LABEL_CHARS} characters, got {other}"
+                )))
+            }
+        };
+        if RESERVED_LABELS.contains(&label.as_str()) || out.iter().any(|q| q.label == label) {
+            return Err(extra_error(format!(
+                "extra query {n}: label \"{label}\" is taken (\"original\" and \"feedback\" are reserved, and labels are unique)"
+            )));
+        }
+        let (vector, text) = match mode {
+            Mode::Semantic => (vector, None),
+            Mode::Lexical => (None, text),
+            Mode::Hybrid => (vector, text),
+        };
+        if vector.is_none() && text.is_none() {
+            let needs = match mode {
+                Mode::Semantic => "a vector (a semantic search)",
+                Mode::Lexical => "non-empty text (a lexical search)",
+                Mode::Hybrid => "non-empty text, a vector or both",
+            };
+            return Err(extra_error(format!("extra query {n} has nothing to search for: it needs {needs}")));
+        }
+        out.push(ExtraQuery { label, vector, text, weight, lexical: None });
+    }
+    Ok(out)
+}
+
+fn json_type(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// Analyse each query text for every source (pg_corpus' analyser for sources with a language,
+/// PostgreSQL's text search configuration otherwise) and look all their keys up in the corpus'
+/// statistics in one round trip: one plan per text, in order.
 fn lexical_plans(
     corpus: &Corpus,
-    text: &str,
+    texts: &[&str],
     table_rows: &[f64],
     config: &Config,
     exec: &mut dyn Executor,
-) -> Result<LexicalPlans> {
+) -> Result<Vec<LexicalPlans>> {
     let params = Bm25Params::new(config.bm25_k1, config.bm25_b)?;
-    let mut keys_per_source = Vec::with_capacity(corpus.sources.len());
-    for src in &corpus.sources {
-        let keys: Vec<QueryKey> = match src.language {
-            Some(lang) => lexical::query_keys(text, lang),
-            None => exec.ts_query_keys(src.ts_config, text)?,
-        };
-        keys_per_source.push(keys);
+    let mut keys_per_text = Vec::with_capacity(texts.len());
+    for text in texts {
+        let mut keys_per_source = Vec::with_capacity(corpus.sources.len());
+        for src in &corpus.sources {
+            let keys: Vec<QueryKey> = match src.language {
+                Some(lang) => lexical::query_keys(text, lang),
+                None => exec.ts_query_keys(src.ts_config, text)?,
+            };
+            keys_per_source.push(keys);
+        }
+        keys_per_text.push(keys_per_source);
     }
-    let mut all: Vec<String> = keys_per_source.iter().flatten().map(|k| k.key.clone()).collect();
+    let mut all: Vec<String> = keys_per_text.iter().flatten().flatten().map(|k| k.key.clone()).collect();
     all.sort();
     all.dedup();
     let stats = exec.term_stats(&corpus.name, &all)?;
@@ -358,5 +560,15 @@ fn lexical_plans(
             None => Ok(None),
         })
         .collect::<Result<Vec<_>>>()?;
-    Ok(LexicalPlans { keys_per_source, stats, corpus: corpus_stats, params, corpus_share, corpus_parents })
+    Ok(keys_per_text
+        .into_iter()
+        .map(|keys_per_source| LexicalPlans {
+            keys_per_source,
+            stats: stats.clone(),
+            corpus: corpus_stats,
+            params,
+            corpus_share,
+            corpus_parents: corpus_parents.clone(),
+        })
+        .collect())
 }

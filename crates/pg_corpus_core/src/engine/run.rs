@@ -10,7 +10,7 @@ use super::{settings, ChampionRequest, Executor, FeedbackDoc, Request, Setting};
 use crate::error::Result;
 use crate::feedback;
 use crate::filters::Condition;
-use crate::fusion::{self, Fused, RankedList, SourceInfo};
+use crate::fusion::{self, Fused, QueryHit, QueryTag, RankedList, SourceInfo};
 use crate::lexical::{self, CandidatePlan, ChampionHead};
 use crate::plan::{self, Branch, Strategy, Subplan};
 use crate::resolve::Corpus;
@@ -103,7 +103,7 @@ pub fn semantic_plans(req: &Request, exec: &mut dyn Executor) -> Result<Vec<Sema
         let selectivity = if total > 0.0 { (slice / total).clamp(1e-6, 1.0) } else { 1.0 };
         let empty = (slice <= EMPTY_PROBE_MAX_ESTIMATE || parents <= EMPTY_PROBE_MAX_ESTIMATE)
             && !any_row(plan::slice_probe(&req.corpus, idx, &req.conds), exec)?;
-        let strategy = if req.vector.is_none() || empty {
+        let strategy = if !req.any_vector() || empty {
             Strategy::Exact
         } else if slice > exact_max || covered_by_partial_index(req, idx, selectivity, exec)? {
             Strategy::Approximate
@@ -140,16 +140,39 @@ pub fn partial_index_probe(
     (p, settings::ann(window, selectivity, max_scan_tuples))
 }
 
-/// What one round searches for: the request's query, or feedback's moved one.
+/// What one round searches for: the request's query, one of its extra queries, or feedback's
+/// moved one.
 #[derive(Clone, Copy)]
 struct RoundQuery<'a> {
+    tag: QueryTag,
+    weight: f64,
     vector: Option<&'a [f32]>,
+    text: Option<&'a str>,
     lexical: Option<&'a LexicalPlans>,
 }
 
 impl Request {
     fn query(&self) -> RoundQuery<'_> {
-        RoundQuery { vector: self.vector.as_deref(), lexical: self.lexical.as_ref() }
+        RoundQuery {
+            tag: QueryTag::Original,
+            weight: 1.0,
+            vector: self.vector.as_deref(),
+            text: self.text.as_deref(),
+            lexical: self.lexical.as_ref(),
+        }
+    }
+
+    /// The original query, then every extra query: all of them run in every round.
+    fn queries(&self) -> Vec<RoundQuery<'_>> {
+        let mut out = vec![self.query()];
+        out.extend(self.extra.iter().enumerate().map(|(i, q)| RoundQuery {
+            tag: QueryTag::Extra(i),
+            weight: q.weight,
+            vector: q.vector.as_deref(),
+            text: q.text.as_deref(),
+            lexical: q.lexical.as_ref(),
+        }));
+        out
     }
 
     /// The BM25 candidate budget for a window: the setting's, or below 1 the automatic one for
@@ -241,7 +264,7 @@ fn subplans(
         if let Some(v) = q.vector {
             out.push(plan::semantic(&req.corpus, idx, &req.conds, v, window as i64, sem[idx].strategy));
         }
-        match (&req.text, q.lexical, &plans) {
+        match (q.text, q.lexical, &plans) {
             (Some(_), Some(lex), Some(plans)) => {
                 if let Some(cp) = &plans[idx] {
                     let scope = lexical::scope_check_costed(
@@ -279,43 +302,52 @@ fn subplan_settings(req: &Request, sem: &[SemanticPlan], p: &Subplan, window: us
     settings::for_subplan(p, window, selectivity, req.lexical.is_some(), &req.config)
 }
 
-/// One round: every subplan with `window` rows, each branch's per-source lists merged into a
-/// corpus-wide list. Also says whether another round with a wider window could find more.
+/// One round: every subplan of every query with `window` rows, each branch's per-source lists
+/// of a query merged into a corpus-wide list (semantic, then lexical, per query, in query
+/// order). Also says whether another round with a wider window could find more.
 fn run_round(
     req: &Request,
-    q: RoundQuery,
+    queries: &[RoundQuery],
     sem: &[SemanticPlan],
     window: usize,
     exec: &mut dyn Executor,
 ) -> Result<(Vec<RankedList>, bool)> {
-    let mut semantic = Vec::new();
-    let mut lexical = Vec::new();
+    // per query: (its semantic per-source lists, its lexical ones)
+    let mut per_query: Vec<(Vec<Vec<fusion::Hit>>, Vec<Vec<fusion::Hit>>)> = Vec::with_capacity(queries.len());
     // A source that filled its window may hold more eligible items beyond it; so may a pruned
     // lexical subplan that returned fewer rows than the window (a wider window, and so a larger
     // candidate budget, can find them). Counted before stale embeddings are dropped.
     let mut saturated = false;
-    for p in subplans(req, q, sem, window, exec)? {
-        let settings = subplan_settings(req, sem, &p, window);
-        let hits = exec.branch_hits(&p, &settings)?;
-        saturated |= fusion::may_hold_more(hits.len(), window, p.pruned);
-        match p.branch {
-            Branch::Semantic => semantic.push(hits),
-            Branch::Lexical => lexical.push(hits),
+    for &q in queries {
+        let (mut semantic, mut lexical) = (Vec::new(), Vec::new());
+        for p in subplans(req, q, sem, window, exec)? {
+            let settings = subplan_settings(req, sem, &p, window);
+            let hits = exec.branch_hits(&p, &settings)?;
+            saturated |= fusion::may_hold_more(hits.len(), window, p.pruned);
+            match p.branch {
+                Branch::Semantic => semantic.push(hits),
+                Branch::Lexical => lexical.push(hits),
+            }
         }
+        per_query.push((semantic, lexical));
     }
     if !req.include_stale {
-        // stale embeddings are not used by the semantic branch (PRODUCT.md invariant 5)
-        let stale = queued(req, semantic.iter().flatten().map(|h| (h.source, h.item_id.as_str())), exec)?;
+        // stale embeddings are not used by the semantic branch (PRODUCT.md invariant 5): one
+        // lookup of the queue for the semantic hits of every query
+        let all = per_query.iter().flat_map(|(s, _)| s.iter().flatten());
+        let stale = queued(req, all.map(|h| (h.source, h.item_id.as_str())), exec)?;
         if !stale.is_empty() {
-            for hits in &mut semantic {
+            for hits in per_query.iter_mut().flat_map(|(s, _)| s.iter_mut()) {
                 hits.retain(|h| !stale.contains(&(h.source, h.item_id.clone())));
             }
         }
     }
     let mut lists = Vec::new();
-    for (branch, per_source) in [(Branch::Semantic, semantic), (Branch::Lexical, lexical)] {
-        if !per_source.is_empty() {
-            lists.push(fusion::merge_branch(branch, per_source));
+    for (q, (semantic, lexical)) in queries.iter().zip(per_query) {
+        for (branch, per_source) in [(Branch::Semantic, semantic), (Branch::Lexical, lexical)] {
+            if !per_source.is_empty() {
+                lists.push(fusion::merge_branch(branch, per_source).of_query(q.tag, q.weight));
+            }
         }
     }
     Ok((lists, saturated))
@@ -396,7 +428,14 @@ fn feedback_round(
         let more = exec.term_stats(&req.corpus.name, &new_keys)?;
         expanded.stats.df.extend(more.df);
     }
-    run_round(req, RoundQuery { vector: Some(&moved), lexical: Some(&expanded) }, sem, window, exec)
+    let q = RoundQuery {
+        tag: QueryTag::Feedback,
+        weight: 1.0,
+        vector: Some(&moved),
+        text: req.text.as_deref(),
+        lexical: Some(&expanded),
+    };
+    run_round(req, &[q], sem, window, exec)
 }
 
 /// One hit of a search, with its provenance (`corpus_hybrid_search`'s row).
@@ -415,6 +454,27 @@ pub struct SearchRow {
     pub locator: Value,
     pub metadata: Value,
     pub embedding_stale: bool,
+    /// Every query and branch that ranked the hit: `[{"query", "branch", "rank", "distance" |
+    /// "score"}]`, in fusion order.
+    pub query_ranks: Value,
+}
+
+/// `query_ranks` of a hit: the label of each query that ranked it, with the branch, rank and
+/// raw value.
+pub fn query_ranks(req: &Request, hits: &[QueryHit]) -> Value {
+    Value::Array(
+        hits.iter()
+            .map(|h| {
+                let mut o = serde_json::Map::new();
+                o.insert("query".into(), Value::from(req.label(h.query)));
+                o.insert("branch".into(), Value::from(h.branch.name()));
+                o.insert("rank".into(), Value::from(h.rank as u64));
+                let raw = serde_json::Number::from_f64(h.raw).map_or(Value::Null, Value::Number);
+                o.insert(if h.branch == Branch::Semantic { "distance" } else { "score" }.into(), raw);
+                Value::Object(o)
+            })
+            .collect(),
+    )
 }
 
 fn source_infos(req: &Request) -> Vec<SourceInfo> {
@@ -435,21 +495,29 @@ pub fn ranked(req: &Request, exec: &mut dyn Executor) -> Result<Vec<Fused>> {
     let max_window = (req.config.max_candidates.max(1) as usize).max(req.window);
     let sources = source_infos(req);
     let mut window = req.window;
+    let queries = req.queries();
     loop {
-        let (lists, saturated) = run_round(req, req.query(), &sem, window, exec)?;
+        let (lists, saturated) = run_round(req, &queries, &sem, window, exec)?;
         let (lists, saturated) = if req.feedback {
             let first = fusion::rrf(&lists, &sources, req.rrf_k);
             let (more, more_saturated) = feedback_round(req, &sem, window, &first, exec)?;
-            // RRF(feedback vector, first lexical list, feedback lexical list)
+            // RRF(feedback vector, first lexical list, feedback lexical list, extra queries'
+            // lists): the feedback vector replaces the original one
+            let (original, extra): (Vec<RankedList>, Vec<RankedList>) =
+                lists.into_iter().partition(|l| l.query == QueryTag::Original);
             let mut fused_lists: Vec<RankedList> =
                 more.iter().filter(|l| l.branch == Branch::Semantic).cloned().collect();
-            fused_lists.extend(lists.into_iter().filter(|l| l.branch == Branch::Lexical));
+            fused_lists.extend(original.into_iter().filter(|l| l.branch == Branch::Lexical));
             fused_lists.extend(more.into_iter().filter(|l| l.branch == Branch::Lexical));
+            fused_lists.extend(extra);
             (fused_lists, saturated || more_saturated)
         } else {
             (lists, saturated)
         };
-        let fused = fusion::rrf(&lists, &sources, req.rrf_k);
+        let mut fused = fusion::rrf(&lists, &sources, req.rrf_k);
+        if !req.exclude_items.is_empty() || req.exclude_parent.is_some() {
+            fused.retain(|f| !req.excludes(f));
+        }
         let rows = fusion::cap(&fused, req.max_per_parent, req.k);
         if window >= max_window || !fusion::needs_wider_window(rows.len(), req.k, saturated) {
             return Ok(rows);
@@ -480,6 +548,7 @@ pub fn search(req: &Request, exec: &mut dyn Executor) -> Result<Vec<SearchRow>> 
         let Some(row) = fetched.remove(&(f.source, f.item_id.clone())) else {
             continue;
         };
+        let query_ranks = query_ranks(req, &f.queries);
         out.push(SearchRow {
             rank: out.len() as i32 + 1,
             source: req.corpus.sources[f.source].name.clone(),
@@ -494,6 +563,7 @@ pub fn search(req: &Request, exec: &mut dyn Executor) -> Result<Vec<SearchRow>> 
             locator: row.locator,
             metadata: row.metadata,
             embedding_stale,
+            query_ranks,
         });
     }
     Ok(out)
@@ -509,13 +579,18 @@ pub struct ExplainRow {
     pub sql: String,
     /// Its parameters (the query vector shown by its dimension).
     pub params: Value,
+    /// The query it searches for: "original", or an extra query's label (probes: "original").
+    pub query: String,
 }
 
 /// The exact SQL and parameters of every subplan a search would run first (it may repeat them
 /// with a wider window to fill k rows after capping).
 pub fn explain(req: &Request, exec: &mut dyn Executor) -> Result<Vec<ExplainRow>> {
     let sem = semantic_plans(req, exec)?;
-    let plans = subplans(req, req.query(), &sem, req.window, exec)?;
+    let mut plans = Vec::new();
+    for q in req.queries() {
+        plans.extend(subplans(req, q, &sem, req.window, exec)?.into_iter().map(|p| (q.tag, p)));
+    }
     // a source whose slice the probe found empty runs no subplan: show the probe instead
     let probes: Vec<ExplainRow> = sem
         .iter()
@@ -527,11 +602,12 @@ pub fn explain(req: &Request, exec: &mut dyn Executor) -> Result<Vec<ExplainRow>
             strategy: "empty_slice",
             sql,
             params: serde_json::to_value(&params).unwrap_or(Value::Null),
+            query: req.label(QueryTag::Original).to_string(),
         })
         .collect();
     let mut rows: Vec<ExplainRow> = plans
         .into_iter()
-        .map(|p| {
+        .map(|(tag, p)| {
             let params: Vec<Value> = p
                 .params
                 .iter()
@@ -554,6 +630,7 @@ pub fn explain(req: &Request, exec: &mut dyn Executor) -> Result<Vec<ExplainRow>
                 strategy: p.strategy.name(),
                 sql: format!("{set_local}{}", p.sql),
                 params: Value::Array(params),
+                query: req.label(tag).to_string(),
             }
         })
         .collect();

@@ -50,6 +50,7 @@ enum Call {
     Feedback(Vec<String>),
     Fetch(Vec<String>),
     Queued(usize),
+    Seed(usize),
 }
 
 struct Fake {
@@ -73,6 +74,11 @@ struct Fake {
     parents_in_corpus: Option<bool>,
     /// Sources whose champion lists the caller may not read (none come back).
     unlisted: Vec<String>,
+    /// (first component of a query vector, item id): a semantic subplan with that vector finds
+    /// the item nearest of all (distance 0.0).
+    boost_vector: Vec<(f32, String)>,
+    /// (query key, item id): a lexical subplan scoring that key finds the item best of all.
+    boost_key: Vec<(String, String)>,
 }
 
 impl Fake {
@@ -92,6 +98,8 @@ impl Fake {
             parent_rows: 5_000.0,
             parents_in_corpus: None,
             unlisted: Vec::new(),
+            boost_vector: Vec::new(),
+            boost_key: Vec::new(),
         }
     }
 
@@ -139,28 +147,33 @@ impl Executor for Fake {
             vector0,
             sql: p.sql.clone(),
         })?;
-        let mut rows: Vec<&Item> = match p.branch {
-            Branch::Semantic => self.items[p.source].iter().collect(),
-            Branch::Lexical => {
-                self.items[p.source].iter().filter(|i| i.lexical.is_some() && (!p.pruned || i.rare)).collect()
-            }
+        let keys = match (p.branch, p.params.first()) {
+            (Branch::Lexical, Some(Param::TextArray(keys))) => keys.clone(),
+            _ => Vec::new(),
+        };
+        let boosted: Vec<&String> = match p.branch {
+            Branch::Semantic => self.boost_vector.iter().filter(|(v, _)| *v == vector0).map(|(_, id)| id).collect(),
+            Branch::Lexical => self.boost_key.iter().filter(|(k, _)| keys.contains(k)).map(|(_, id)| id).collect(),
+        };
+        let mut rows: Vec<(&Item, f64)> = match p.branch {
+            Branch::Semantic => self.items[p.source]
+                .iter()
+                .map(|i| (i, if boosted.contains(&&i.id) { 0.0 } else { i.distance }))
+                .collect(),
+            Branch::Lexical => self.items[p.source]
+                .iter()
+                .filter(|i| i.lexical.is_some() && (!p.pruned || i.rare))
+                .map(|i| (i, if boosted.contains(&&i.id) { 1e9 } else { i.lexical.unwrap() }))
+                .collect(),
         };
         match p.branch {
-            Branch::Semantic => rows.sort_by(|a, b| a.distance.total_cmp(&b.distance)),
-            Branch::Lexical => rows.sort_by(|a, b| b.lexical.unwrap().total_cmp(&a.lexical.unwrap())),
+            Branch::Semantic => rows.sort_by(|a, b| a.1.total_cmp(&b.1)),
+            Branch::Lexical => rows.sort_by(|a, b| b.1.total_cmp(&a.1)),
         }
         Ok(rows
             .into_iter()
             .take(p.limit as usize)
-            .map(|i| Hit {
-                source: p.source,
-                item_id: i.id.clone(),
-                parent_id: i.parent.clone(),
-                raw: match p.branch {
-                    Branch::Semantic => i.distance,
-                    Branch::Lexical => i.lexical.unwrap(),
-                },
-            })
+            .map(|(i, raw)| Hit { source: p.source, item_id: i.id.clone(), parent_id: i.parent.clone(), raw })
             .collect())
     }
 
@@ -255,6 +268,18 @@ impl Executor for Fake {
                 item_id: id,
             })
             .collect())
+    }
+
+    fn seed_item(&mut self, sql: &str, params: &[Param]) -> Result<Option<SeedItem>> {
+        let src = if sql.contains("\"halachot\"") { 1 } else { 0 };
+        self.record(Call::Seed(src))?;
+        assert!(sql.contains("p.\"source_kind\" = "), "the seed is looked up under the corpus predicate:\n{sql}");
+        let Some(Param::Text(id)) = params.first() else { panic!("the seed's first parameter is its id") };
+        Ok(self.items[src].iter().find(|i| &i.id == id).map(|i| SeedItem {
+            parent_id: Some(i.parent.clone()),
+            embedding: Some(vector_starting(9.0)),
+            content: Some("חוזה שכירות".into()),
+        }))
     }
 
     fn queued_items(&mut self, _sql: &str, params: &[Param]) -> Result<Vec<(usize, String)>> {
@@ -581,6 +606,290 @@ fn bad_arguments_fail_before_any_query_runs() {
         assert!(!e.hint.is_empty(), "case {i}: every error has a hint");
         assert!(f.branch_calls().is_empty(), "case {i}: no subplan ran");
     }
+}
+
+/// A vector of the corpus' dimension whose first component is `first` (the fake's boost key).
+fn vector_starting(first: f32) -> Vec<f32> {
+    let mut v = vec384();
+    v[0] = first;
+    v
+}
+
+fn extra_json(first: f32) -> Value {
+    Value::from(vector_starting(first).into_iter().map(f64::from).collect::<Vec<f64>>())
+}
+
+#[test]
+fn extra_queries_run_their_own_branches_and_are_fused_with_the_original() {
+    let mut f = default_fake();
+    f.df.insert("rewrite".into(), 20);
+    let mut a = args("hybrid");
+    a.extra_queries = json!([{"text": "rewrite"}, {"vector": extra_json(7.0), "label": "hyde"}]);
+    let rows = run(&mut f, a, Config::default()).unwrap();
+    assert_eq!(rows.len(), 10);
+    // per source: the original's two branches, the text query's lexical one, the vector query's
+    // semantic one; every subplan of a source is the same SQL shape (one builder, one predicate)
+    let branches = f.branch_calls();
+    let expected = vec![
+        (0, Branch::Semantic, 40),
+        (0, Branch::Lexical, 40),
+        (1, Branch::Semantic, 40),
+        (1, Branch::Lexical, 40),
+        (0, Branch::Lexical, 40),
+        (1, Branch::Lexical, 40),
+        (0, Branch::Semantic, 40),
+        (1, Branch::Semantic, 40),
+    ];
+    assert_eq!(branches, expected);
+    for c in &f.calls {
+        if let Call::Branch { sql, .. } = c {
+            assert!(sql.contains("p.\"source_kind\" = "), "every subplan carries the corpus predicate:\n{sql}");
+        }
+    }
+    // one statistics lookup for the keys of every text; one queue lookup per round
+    let stats: Vec<&Call> = f.calls.iter().filter(|c| matches!(c, Call::TermStats(_))).collect();
+    assert_eq!(stats.len(), 1);
+    let Call::TermStats(keys) = stats[0] else { unreachable!() };
+    assert!(keys.contains(&"rewrite".to_string()) && keys.contains(&"חוזה".to_string()), "{keys:?}");
+    let first_fetch = f.calls.iter().position(|c| matches!(c, Call::Fetch(_))).unwrap();
+    assert_eq!(f.calls[..first_fetch].iter().filter(|c| matches!(c, Call::Queued(_))).count(), 1, "one per round");
+    // provenance names the queries; the original's columns stay the original's
+    for r in &rows {
+        let labels: Vec<&str> =
+            r.query_ranks.as_array().unwrap().iter().map(|q| q["query"].as_str().unwrap()).collect();
+        assert!(labels.iter().all(|l| ["original", "extra_1", "hyde"].contains(l)), "{labels:?}");
+        let own =
+            r.query_ranks.as_array().unwrap().iter().find(|q| q["query"] == "original" && q["branch"] == "semantic");
+        assert_eq!(own.map(|q| q["rank"].as_i64().unwrap() as i32), r.semantic_rank);
+    }
+}
+
+#[test]
+fn an_item_only_an_extra_query_finds_enters_with_that_querys_weight() {
+    let target = "100003".to_string(); // the halachot's third item, out of the original's lists
+    let search = |weight: f64| {
+        let mut f = default_fake();
+        f.items[1][2] = Item { distance: 9.0, lexical: None, ..f.items[1][2].clone() };
+        f.boost_vector.push((3.0, target.clone()));
+        let mut a = args("hybrid");
+        a.extra_queries = json!([{"vector": extra_json(3.0), "weight": weight, "label": "hyde"}]);
+        run(&mut f, a, Config::default()).unwrap()
+    };
+    let strong = search(100.0);
+    // the heavy query's first two items lead: its best, and the original's best (its second)
+    let hit = strong.iter().position(|r| r.item_id == target).expect("a heavy extra query's best item is returned");
+    assert!(hit < 2, "at rank {}", hit + 1);
+    let hit = &strong[hit];
+    assert_eq!((hit.semantic_rank, hit.lexical_rank), (None, None), "the original did not find it");
+    assert_eq!(hit.query_ranks, json!([{"query": "hyde", "branch": "semantic", "rank": 1, "distance": 0.0}]));
+    assert!((hit.score - 100.0 / 61.0).abs() < 1e-12);
+    let weak = search(0.001);
+    assert!(weak.iter().all(|r| r.item_id != target), "a light one cannot outrank two original lists");
+}
+
+#[test]
+fn the_fused_score_is_the_weighted_sum_over_every_list_that_ranked_a_hit() {
+    let mut f = default_fake();
+    f.boost_vector.push((5.0, "100007".into()));
+    f.boost_key.push(("extra".into(), "100009".into()));
+    f.df.insert("extra".into(), 5);
+    let mut a = args("hybrid");
+    a.extra_queries = json!([{"vector": extra_json(5.0), "weight": 0.5}, {"text": "extra", "weight": 2.0}]);
+    let rows = run(&mut f, a, Config::default()).unwrap();
+    let weight = |label: &str| match label {
+        "extra_1" => 0.5,
+        "extra_2" => 2.0,
+        _ => 1.0,
+    };
+    for r in &rows {
+        let expected: f64 = r
+            .query_ranks
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|q| weight(q["query"].as_str().unwrap()) / (60.0 + q["rank"].as_f64().unwrap()))
+            .sum();
+        assert!((r.score - expected).abs() < 1e-12, "{} vs {expected}: {}", r.score, r.query_ranks);
+        assert!(
+            r.query_ranks.as_array().unwrap().iter().any(|q| q["query"] != "original")
+                || r.semantic_rank.is_some()
+                || r.lexical_rank.is_some()
+        );
+    }
+    // the original's best hit of each branch is still there: the original is always fused
+    assert!(rows.iter().any(|r| r.semantic_rank == Some(1)) || rows.iter().any(|r| r.lexical_rank == Some(1)));
+}
+
+#[test]
+fn extra_queries_of_a_single_branch_mode_use_that_branch_only() {
+    let mut f = default_fake();
+    let mut a = args("semantic");
+    a.extra_queries = json!([{"vector": extra_json(2.0), "text": "ignored here"}]);
+    run(&mut f, a, Config::default()).unwrap();
+    assert!(f.branch_calls().iter().all(|(_, b, _)| *b == Branch::Semantic));
+    assert_eq!(f.branch_calls().len(), 4);
+    assert!(!f.calls.iter().any(|c| matches!(c, Call::TermStats(_))), "no lexical side at all");
+    let mut f = default_fake();
+    let mut a = args("lexical");
+    a.extra_queries = json!([{"text": "שכירות"}, {"text": "חוזה", "vector": extra_json(2.0)}]);
+    run(&mut f, a, Config::default()).unwrap();
+    assert!(f.branch_calls().iter().all(|(_, b, _)| *b == Branch::Lexical));
+    assert_eq!(f.branch_calls().len(), 6);
+}
+
+#[test]
+fn a_text_only_hybrid_search_with_vector_extra_queries_plans_its_semantic_branches() {
+    let mut f = default_fake();
+    f.slice_rows = vec![50_000.0, 50_000.0];
+    let mut a = args("lexical");
+    a.mode = "hybrid".into();
+    a.extra_queries = json!([{"vector": extra_json(2.0)}]);
+    run(&mut f, a, Config::default()).unwrap();
+    let strategies: Vec<Strategy> = f
+        .calls
+        .iter()
+        .filter_map(|c| match c {
+            Call::Branch { branch: Branch::Semantic, strategy, .. } => Some(*strategy),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(strategies, vec![Strategy::Approximate; 2], "a large slice goes through HNSW for an extra vector too");
+}
+
+#[test]
+fn bad_extra_queries_fail_before_any_query_runs() {
+    let v = extra_json(1.0);
+    let many: Vec<Value> = (0..17).map(|i| json!({"text": format!("q{i}")})).collect();
+    let cases: Vec<(&str, Value, SqlState)> = vec![
+        ("hybrid", json!({"text": "x"}), SqlState::InvalidParameterValue),
+        ("hybrid", json!("x"), SqlState::InvalidParameterValue),
+        ("hybrid", Value::Array(many), SqlState::InvalidParameterValue),
+        ("hybrid", json!([1]), SqlState::InvalidParameterValue),
+        ("hybrid", json!([{}]), SqlState::InvalidParameterValue),
+        ("hybrid", json!([{"text": "  "}]), SqlState::InvalidParameterValue),
+        ("hybrid", json!([{"txt": "x"}]), SqlState::InvalidParameterValue),
+        ("hybrid", json!([{"text": 5}]), SqlState::InvalidParameterValue),
+        ("hybrid", json!([{"vector": "[1,2]"}]), SqlState::InvalidParameterValue),
+        ("hybrid", json!([{"vector": [1, "2"]}]), SqlState::InvalidParameterValue),
+        ("hybrid", json!([{"vector": [0.5, 0.5, 0.5]}]), SqlState::DataException),
+        ("hybrid", json!([{"vector": vec![0; 384]}]), SqlState::DataException),
+        ("hybrid", json!([{"vector": vec![1e300; 384]}]), SqlState::DataException),
+        ("hybrid", json!([{"text": "x", "weight": 0}]), SqlState::InvalidParameterValue),
+        ("hybrid", json!([{"text": "x", "weight": -1}]), SqlState::InvalidParameterValue),
+        ("hybrid", json!([{"text": "x", "weight": 101}]), SqlState::InvalidParameterValue),
+        ("hybrid", json!([{"text": "x", "weight": "1"}]), SqlState::InvalidParameterValue),
+        ("hybrid", json!([{"text": "x", "label": "original"}]), SqlState::InvalidParameterValue),
+        ("hybrid", json!([{"text": "x", "label": "feedback"}]), SqlState::InvalidParameterValue),
+        ("hybrid", json!([{"text": "x", "label": "a"}, {"text": "y", "label": "a"}]), SqlState::InvalidParameterValue),
+        ("hybrid", json!([{"text": "x", "label": ""}]), SqlState::InvalidParameterValue),
+        ("hybrid", json!([{"text": "x", "label": 3}]), SqlState::InvalidParameterValue),
+        ("semantic", json!([{"text": "x"}]), SqlState::InvalidParameterValue),
+        ("lexical", json!([{"vector": v}]), SqlState::InvalidParameterValue),
+    ];
+    for (i, (mode, extra, state)) in cases.into_iter().enumerate() {
+        let mut a = args(mode);
+        a.extra_queries = extra;
+        let mut f = default_fake();
+        let e = run(&mut f, a, Config::default()).unwrap_err();
+        assert_eq!(e.state, state, "case {i}: {e}");
+        assert!(!e.hint.is_empty(), "case {i}: every error has a hint");
+        assert!(f.calls.is_empty(), "case {i}: nothing ran: {:?}", f.calls);
+    }
+    // extra queries never stand in for the original query
+    let mut a = args("hybrid");
+    a.query_vec = None;
+    a.query_text = None;
+    a.extra_queries = json!([{"text": "x"}]);
+    let e = run(&mut default_fake(), a, Config::default()).unwrap_err();
+    assert_eq!(e.state, SqlState::InvalidParameterValue);
+    assert!(e.hint.contains("do not replace"), "{}", e.hint);
+}
+
+fn similar(source: &str, id: &str, mode: &str, exclude_parent: bool) -> SimilarArgs {
+    SimilarArgs {
+        source: source.into(),
+        item_id: id.into(),
+        exclude_parent,
+        args: Args { query_vec: None, query_text: None, mode: mode.into(), max_per_parent: Some(0), ..Args::default() },
+    }
+}
+
+#[test]
+fn find_similar_searches_by_the_items_own_vector_and_text_and_never_returns_it() {
+    let mut f = default_fake();
+    // the seed is the nearest item to its own vector and the best match of its own text
+    f.boost_vector.push((9.0, "12".into()));
+    f.boost_key.push(("חוזה".into(), "12".into()));
+    let rows = find_similar(corpus(), similar("chunks", "12", "hybrid", false), Config::default(), &mut f).unwrap();
+    assert_eq!(rows.len(), 10);
+    assert!(rows.iter().all(|r| !(r.source == "chunks" && r.item_id == "12")), "the item itself is left out");
+    assert_eq!(f.calls[0], Call::Seed(0), "the item is looked up first");
+    let vectors: Vec<f32> = f
+        .calls
+        .iter()
+        .filter_map(|c| match c {
+            Call::Branch { branch: Branch::Semantic, vector0, .. } => Some(*vector0),
+            _ => None,
+        })
+        .collect();
+    assert!(!vectors.is_empty() && vectors.iter().all(|&v| v == 9.0), "its own vector: {vectors:?}");
+    assert!(f.branch_calls().iter().any(|(_, b, _)| *b == Branch::Lexical), "and its text");
+    // its parent's other items are left out too when asked: item 12 is in parent 1 (ids 11-20),
+    // and its siblings 13 and 14 are near it
+    let siblings = || {
+        let mut f = default_fake();
+        for id in ["12", "13", "14"] {
+            f.boost_vector.push((9.0, id.to_string()));
+            f.boost_key.push(("חוזה".into(), id.to_string()));
+        }
+        f
+    };
+    let rows =
+        find_similar(corpus(), similar("chunks", "12", "hybrid", false), Config::default(), &mut siblings()).unwrap();
+    let found: Vec<&str> = rows.iter().map(|r| r.item_id.as_str()).collect();
+    assert!(found.contains(&"13") && found.contains(&"14") && !found.contains(&"12"), "{found:?}");
+    let rows =
+        find_similar(corpus(), similar("chunks", "12", "hybrid", true), Config::default(), &mut siblings()).unwrap();
+    assert_eq!(rows.len(), 10, "still k rows");
+    assert!(rows.iter().all(|r| r.parent_id != "1"), "{:?}", rows.iter().map(|r| &r.parent_id).collect::<Vec<_>>());
+}
+
+#[test]
+fn find_similar_refuses_an_item_outside_the_corpus_without_saying_more() {
+    let cases = [("chunks", "999999"), ("chunks", "not-a-number"), ("chunks", "1e3"), ("halachot", "12")];
+    let mut messages = Vec::new();
+    for (source, id) in cases {
+        let mut f = default_fake();
+        let e = find_similar(corpus(), similar(source, id, "hybrid", false), Config::default(), &mut f).unwrap_err();
+        assert_eq!(e.state, SqlState::UndefinedObject, "{source} {id}: {e}");
+        assert!(!e.hint.is_empty());
+        assert!(f.branch_calls().is_empty(), "no search ran");
+        messages.push(e.message.replace(id, "ID").replace(source, "SRC"));
+    }
+    assert!(messages.windows(2).all(|w| w[0] == w[1]), "one message for every kind of absence: {messages:?}");
+    let e = find_similar(corpus(), similar("nope", "1", "hybrid", false), Config::default(), &mut default_fake())
+        .unwrap_err();
+    assert_eq!(e.state, SqlState::UndefinedObject);
+    assert!(e.hint.contains("'chunks'") && e.hint.contains("'halachot'"), "{}", e.hint);
+}
+
+#[test]
+fn find_similar_never_uses_a_stale_embedding_unless_asked() {
+    let mut f = default_fake();
+    f.stale.push("12".into());
+    let e = find_similar(corpus(), similar("chunks", "12", "semantic", false), Config::default(), &mut f).unwrap_err();
+    assert_eq!(e.state, SqlState::ObjectNotInPrerequisiteState);
+    let mut f = default_fake();
+    f.stale.push("12".into());
+    let rows = find_similar(corpus(), similar("chunks", "12", "hybrid", false), Config::default(), &mut f).unwrap();
+    assert_eq!(rows.len(), 10);
+    assert!(f.branch_calls().iter().all(|(_, b, _)| *b == Branch::Lexical), "a hybrid search by its text alone");
+    let mut f = default_fake();
+    f.stale.push("12".into());
+    let mut sim = similar("chunks", "12", "semantic", false);
+    sim.args.include_stale = true;
+    find_similar(corpus(), sim, Config::default(), &mut f).unwrap();
+    assert!(f.branch_calls().iter().all(|(_, b, _)| *b == Branch::Semantic));
 }
 
 #[test]

@@ -1,0 +1,109 @@
+//! Find similar items (seeds/000 `find_similar_cases`): a search of a corpus by one of its own
+//! items — its stored vector for the semantic branch, its text for the lexical one — that never
+//! returns the item itself, nor, when asked, the other items of its parent.
+
+use std::sync::Arc;
+
+use super::request::Checked;
+use super::{run, Args, Config, Executor, Mode, Request, SearchRow};
+use crate::error::{CoreError, Result, SqlState};
+use crate::plan;
+use crate::resolve::Corpus;
+use crate::sql::literal;
+
+/// A find-similar search: the item it starts from and the search's other arguments (their
+/// query_vec and query_text are the item's).
+#[derive(Debug, Clone)]
+pub struct SimilarArgs {
+    pub source: String,
+    pub item_id: String,
+    pub exclude_parent: bool,
+    pub args: Args,
+}
+
+fn not_in_corpus(corpus: &Corpus, source: &str, item_id: &str) -> CoreError {
+    // The same answer whether the item does not exist, is another corpus' or is not searchable:
+    // a caller learns nothing about items outside the corpus.
+    CoreError::new(
+        SqlState::UndefinedObject,
+        format!("item \"{item_id}\" of source \"{source}\" is not in corpus \"{}\"", corpus.name),
+        "find_similar starts from an item the corpus can return: check the item id and the source, and that \
+         the item is searchable (its text, its parent and the source's rule).",
+    )
+}
+
+/// Whether `id` can be a value of an id column of type `sql_type` (integers and uuids are
+/// checked here: a malformed one is no item of the corpus, not a cast error).
+fn plausible_id(id: &str, sql_type: &str) -> bool {
+    match sql_type {
+        "smallint" => id.trim().parse::<i16>().is_ok(),
+        "integer" => id.trim().parse::<i32>().is_ok(),
+        "bigint" => id.trim().parse::<i64>().is_ok(),
+        "uuid" => {
+            let hex: String = id.trim().trim_matches(|c| c == '{' || c == '}').chars().filter(|&c| c != '-').collect();
+            hex.len() == 32 && hex.chars().all(|c| c.is_ascii_hexdigit())
+        }
+        _ => true,
+    }
+}
+
+/// Run a find-similar search of `corpus`. The item is looked up under the whole corpus
+/// predicate first (an item of another corpus is the same error as a missing one); its
+/// embedding is used unless it is missing or queued for re-embedding (then a semantic search
+/// is an error, a hybrid one searches by text alone, unless `include_stale`).
+pub fn find_similar(
+    corpus: Arc<Corpus>,
+    sim: SimilarArgs,
+    config: Config,
+    exec: &mut dyn Executor,
+) -> Result<Vec<SearchRow>> {
+    let checked: Checked = sim.args.check(&config)?;
+    let Some(idx) = corpus.sources.iter().position(|s| s.name == sim.source) else {
+        let names: Vec<String> = corpus.sources.iter().map(|s| literal(&s.name)).collect();
+        return Err(CoreError::new(
+            SqlState::UndefinedObject,
+            format!("corpus \"{}\" has no source \"{}\"", corpus.name, sim.source),
+            format!("Its sources: {}.", if names.is_empty() { "none".to_string() } else { names.join(", ") }),
+        ));
+    };
+    let src = &corpus.sources[idx];
+    if !plausible_id(&sim.item_id, &src.id.sql_type) {
+        return Err(not_in_corpus(&corpus, &sim.source, &sim.item_id));
+    }
+    let (sql, params) = plan::similar_seed(&corpus, idx, &sim.item_id);
+    let Some(seed) = exec.seed_item(&sql, &params)? else {
+        return Err(not_in_corpus(&corpus, &sim.source, &sim.item_id));
+    };
+    let mode = checked.mode;
+    let vector = match (mode, seed.embedding) {
+        (Mode::Lexical, _) => None,
+        (_, Some(v)) if sim.args.include_stale => Some(v),
+        (_, Some(v)) => {
+            let (sql, params) = plan::queued_items(&corpus, &[(idx, vec![sim.item_id.clone()])]);
+            if exec.queued_items(&sql, &params)?.is_empty() {
+                Some(v)
+            } else {
+                None
+            }
+        }
+        (_, None) => None,
+    };
+    if mode == Mode::Semantic && vector.is_none() {
+        return Err(CoreError::new(
+            SqlState::ObjectNotInPrerequisiteState,
+            format!("item \"{}\" of source \"{}\" has no current embedding", sim.item_id, sim.source),
+            "Its embedding is missing or queued for re-embedding: wait for the worker, pass include_stale => true, \
+             or search with mode => 'hybrid' or 'lexical' (by its text).",
+        ));
+    }
+    let text = if mode == Mode::Semantic { None } else { seed.content };
+    let args = Args { query_vec: vector, query_text: text, extra_queries: serde_json::Value::Null, ..sim.args };
+    let mut req = Request::new(corpus.clone(), args, checked, config, exec)?;
+    req.exclude_items.push((idx, sim.item_id.clone()));
+    if sim.exclude_parent {
+        if let Some(parent) = seed.parent_id {
+            req.exclude_parent = Some((src.parent_scope.clone(), parent));
+        }
+    }
+    run::search(&req, exec)
+}
