@@ -31,6 +31,15 @@ pub fn raise(e: CoreError) -> ! {
     unreachable!("ereport(ERROR) returned")
 }
 
+/// A NOTICE (SQLSTATE 00000) with a detail: what a search did that the caller should know
+/// without it being an error (a lenient search's dropped filter conditions).
+pub fn notice(message: String, detail: String, hint: &str) {
+    ErrorReport::new(PgSqlErrorCode::ERRCODE_SUCCESSFUL_COMPLETION, message, "pg_corpus")
+        .set_detail(detail)
+        .set_hint(hint.to_string())
+        .report(PgLogLevel::NOTICE);
+}
+
 /// Unwrap a core result or raise its error.
 pub trait OrRaise<T> {
     fn or_raise(self) -> T;

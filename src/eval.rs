@@ -91,6 +91,7 @@ fn evaluate_mode(
                 include_stale: false,
                 feedback: None,
                 extra_queries: if extra_queries { for_mode(&q.extra_queries, mode) } else { serde_json::Value::Null },
+                filter_mode: "strict".into(),
             };
             let rows = search::run(&gold.corpus, args).map_err(|e| {
                 let msg = format!("gold query \"{}\": {}", q.id, e.message);

@@ -164,6 +164,7 @@ fn isolation_audit(corpus: &Corpus) -> Result<CheckRow, CoreError> {
                         include_stale: true,
                         feedback: None,
                         extra_queries: serde_json::Value::Null,
+                        filter_mode: "strict".into(),
                     };
                     searches += 1;
                     let rows = search::run(&corpus.name, args)?;

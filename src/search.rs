@@ -58,6 +58,7 @@ fn common_args(
     candidates: Option<i32>,
     include_stale: Option<bool>,
     extra_queries: Option<JsonbText>,
+    filter_mode: Option<&str>,
 ) -> Result<Args, CoreError> {
     Ok(Args {
         query_vec: query_vec.map(|v| v.0),
@@ -68,6 +69,7 @@ fn common_args(
         candidates,
         include_stale: required(include_stale, function, "include_stale")?,
         extra_queries: extra_queries.map_or(Ok(serde_json::Value::Null), |j| j.parse("extra_queries"))?,
+        filter_mode: required(filter_mode, function, "filter_mode")?.to_string(),
         ..Args::default()
     })
 }
@@ -90,8 +92,21 @@ pub(crate) fn run(corpus: &str, args: Args) -> Result<Vec<SearchRow>, CoreError>
     spi::with_settings(&[("jit", "off".to_string())], || {
         let mut exec = SpiExecutor::new(corpus);
         let req = request(corpus, args, &mut exec)?;
+        report_dropped_filters(corpus, &req.rejected_filters);
         engine::search(&req, &mut exec)
     })
+}
+
+/// A lenient search's dropped filter conditions, as a NOTICE whose detail is their JSON.
+fn report_dropped_filters(corpus: &str, rejected: &[pg_corpus_core::filters::Rejected]) {
+    if rejected.is_empty() {
+        return;
+    }
+    crate::error::notice(
+        format!("the lenient search of corpus \"{corpus}\" dropped {} filter condition(s)", rejected.len()),
+        pg_corpus_core::filters::rejected_json(rejected).to_string(),
+        "corpus.corpus_check_filters(corpus, filters) says what a lenient search keeps and drops, and why.",
+    );
 }
 
 /// One hit as a row of `corpus_hybrid_search` (and `corpus_find_similar`).
@@ -151,6 +166,7 @@ fn corpus_hybrid_search_v3(
     include_stale: default!(Option<bool>, false),
     feedback: default!(Option<bool>, "NULL"),
     extra_queries: default!(Option<JsonbText>, "NULL"),
+    filter_mode: default!(Option<&str>, "'strict'"),
 ) -> TableIterator<
     'static,
     (
@@ -178,7 +194,18 @@ fn corpus_hybrid_search_v3(
             max_per_parent,
             rrf_k: required(rrf_k, F, "rrf_k")?,
             feedback,
-            ..common_args(F, query_vec, query_text, k, filters, mode, candidates, include_stale, extra_queries)?
+            ..common_args(
+                F,
+                query_vec,
+                query_text,
+                k,
+                filters,
+                mode,
+                candidates,
+                include_stale,
+                extra_queries,
+                filter_mode,
+            )?
         };
         Ok::<_, CoreError>((corpus.to_string(), run(corpus, args)?))
     })
@@ -202,6 +229,7 @@ fn corpus_explain_v3(
     candidates: default!(Option<i32>, "NULL"),
     include_stale: default!(Option<bool>, false),
     extra_queries: default!(Option<JsonbText>, "NULL"),
+    filter_mode: default!(Option<&str>, "'strict'"),
 ) -> TableIterator<
     'static,
     (
@@ -219,7 +247,18 @@ fn corpus_explain_v3(
         let args = Args {
             max_per_parent: Some(0),
             feedback: Some(false),
-            ..common_args(F, query_vec, query_text, k, filters, mode, candidates, include_stale, extra_queries)?
+            ..common_args(
+                F,
+                query_vec,
+                query_text,
+                k,
+                filters,
+                mode,
+                candidates,
+                include_stale,
+                extra_queries,
+                filter_mode,
+            )?
         };
         let mut exec = SpiExecutor::new(corpus);
         let req = request(corpus, args, &mut exec)?;
@@ -281,6 +320,7 @@ fn corpus_hybrid_search(
         include_stale,
         feedback,
         None,
+        Some("strict"),
     );
     TableIterator::new(rows.map(|r| (r.0, r.1, r.2, r.3, r.4, r.5, r.6, r.7, r.8, r.9, r.10, r.11, r.12, r.13)))
 }
@@ -302,7 +342,18 @@ fn corpus_explain(
     'static,
     (name!(source, String), name!(branch, String), name!(strategy, String), name!(sql, String), name!(params, JsonB)),
 > {
-    let rows = corpus_explain_v3(corpus, query_vec, query_text, k, filters, mode, candidates, include_stale, None);
+    let rows = corpus_explain_v3(
+        corpus,
+        query_vec,
+        query_text,
+        k,
+        filters,
+        mode,
+        candidates,
+        include_stale,
+        None,
+        Some("strict"),
+    );
     TableIterator::new(rows.map(|r| (r.0, r.1, r.2, r.3, r.4)))
 }
 
@@ -323,6 +374,7 @@ fn corpus_find_similar(
     candidates: default!(Option<i32>, "NULL"),
     rrf_k: default!(Option<i32>, 60),
     include_stale: default!(Option<bool>, false),
+    filter_mode: default!(Option<&str>, "'strict'"),
 ) -> TableIterator<
     'static,
     (
@@ -353,7 +405,7 @@ fn corpus_find_similar(
             args: Args {
                 max_per_parent,
                 rrf_k: required(rrf_k, F, "rrf_k")?,
-                ..common_args(F, None, None, k, filters, mode, candidates, include_stale, None)?
+                ..common_args(F, None, None, k, filters, mode, candidates, include_stale, None, filter_mode)?
             },
         };
         let rows = spi::with_settings(&[("jit", "off".to_string())], || {
@@ -361,13 +413,49 @@ fn corpus_find_similar(
             let mut exec = SpiExecutor::new(corpus);
             let definition = spi::catalog::load_corpus(corpus)?;
             exec.with_definition(definition.clone());
-            engine::find_similar(definition, sim, config, &mut exec)
+            let (rows, rejected) = engine::find_similar(definition, sim, config, &mut exec)?;
+            report_dropped_filters(corpus, &rejected);
+            Ok::<_, CoreError>(rows)
         })?;
         Ok::<_, CoreError>((corpus.to_string(), rows))
     })
     .or_raise();
     let (name, rows) = rows;
     TableIterator::new(rows.into_iter().map(move |r| hit_row(&name, r)))
+}
+
+/// What a search of `corpus` in `filter_mode` does with each piece of `filters` (a range's
+/// operators one by one): accepted, or dropped with the reason and the SQLSTATE a strict search
+/// raises for it. Errors are the search's own (the isolation column; a missing or invalid
+/// required scope filter; in strict mode, the first invalid piece).
+#[pg_extern(stable, parallel_restricted)]
+fn corpus_check_filters(
+    corpus: Option<&str>,
+    filters: Option<JsonbText>,
+    filter_mode: default!(Option<&str>, "'lenient'"),
+) -> TableIterator<
+    'static,
+    (
+        name!(field, String),
+        name!(accepted, bool),
+        name!(condition, JsonB),
+        name!(reason, Option<String>),
+        name!(sqlstate, Option<String>),
+    ),
+> {
+    const F: &str = "corpus_check_filters";
+    let rows = spi::pinned_search_path(|| {
+        let corpus = required(corpus, F, "corpus")?;
+        let filters = required(filters, F, "filters")?.parse("filters")?;
+        let mode = pg_corpus_core::filters::FilterMode::parse(required(filter_mode, F, "filter_mode")?)?;
+        let definition = spi::catalog::load_corpus(corpus)?;
+        pg_corpus_core::filters::check(&definition, &filters, mode)
+    })
+    .or_raise();
+    TableIterator::new(
+        rows.into_iter()
+            .map(|r| (r.field, r.accepted, JsonB(r.condition), r.reason, r.sqlstate.map(|s| s.code().to_string()))),
+    )
 }
 
 /// Validate a corpus definition against the live tables (called by the catalog functions).

@@ -8,6 +8,9 @@
 --   keep the old arguments and columns, so a database still at 0.2.0 keeps working with this
 --   library until it is updated.
 -- * corpus_find_similar: a search by one of the corpus' own items, never returning it.
+-- * Lenient filters: searches take filter_mode ('strict' or 'lenient': invalid conditions
+--   dropped and reported), filter fields may declare allowed values or a range, and
+--   corpus_check_filters says what a search keeps and drops.
 -- * Gold queries may store extra queries (corpus.gold_queries.extra_queries), which
 --   corpus_evaluate(..., extra_queries => true) fuses.
 \echo Use "ALTER EXTENSION pg_corpus UPDATE TO '0.3.0'" to load this file. \quit
@@ -30,7 +33,8 @@ CREATE FUNCTION corpus."corpus_explain"(
 	"mode" TEXT DEFAULT 'hybrid', /* Option < & str > */
 	"candidates" INT DEFAULT NULL, /* Option < i32 > */
 	"include_stale" bool DEFAULT false, /* Option < bool > */
-	"extra_queries" jsonb DEFAULT NULL /* Option < JsonbText > */
+	"extra_queries" jsonb DEFAULT NULL, /* Option < JsonbText > */
+	"filter_mode" TEXT DEFAULT 'strict' /* Option < & str > */
 ) RETURNS TABLE (
 	"source" TEXT,  /* String */
 	"branch" TEXT,  /* String */
@@ -55,7 +59,8 @@ CREATE FUNCTION corpus."corpus_hybrid_search"(
 	"rrf_k" INT DEFAULT 60, /* Option < i32 > */
 	"include_stale" bool DEFAULT false, /* Option < bool > */
 	"feedback" bool DEFAULT NULL, /* Option < bool > */
-	"extra_queries" jsonb DEFAULT NULL /* Option < JsonbText > */
+	"extra_queries" jsonb DEFAULT NULL, /* Option < JsonbText > */
+	"filter_mode" TEXT DEFAULT 'strict' /* Option < & str > */
 ) RETURNS TABLE (
 	"rank" INT,  /* i32 */
 	"corpus" TEXT,  /* String */
@@ -110,7 +115,8 @@ CREATE FUNCTION corpus."corpus_find_similar"(
 	"exclude_parent" bool DEFAULT false, /* Option < bool > */
 	"candidates" INT DEFAULT NULL, /* Option < i32 > */
 	"rrf_k" INT DEFAULT 60, /* Option < i32 > */
-	"include_stale" bool DEFAULT false /* Option < bool > */
+	"include_stale" bool DEFAULT false, /* Option < bool > */
+	"filter_mode" TEXT DEFAULT 'strict' /* Option < & str > */
 ) RETURNS TABLE (
 	"rank" INT,  /* i32 */
 	"corpus" TEXT,  /* String */
@@ -131,3 +137,18 @@ CREATE FUNCTION corpus."corpus_find_similar"(
 STABLE PARALLEL RESTRICTED
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'corpus_find_similar_wrapper';
+
+CREATE FUNCTION corpus."corpus_check_filters"(
+	"corpus" TEXT, /* Option < & str > */
+	"filters" jsonb, /* Option < JsonbText > */
+	"filter_mode" TEXT DEFAULT 'lenient' /* Option < & str > */
+) RETURNS TABLE (
+	"field" TEXT,  /* String */
+	"accepted" bool,  /* bool */
+	"condition" jsonb,  /* JsonB */
+	"reason" TEXT,  /* Option < String > */
+	"sqlstate" TEXT  /* Option < String > */
+)
+STABLE PARALLEL RESTRICTED
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'corpus_check_filters_wrapper';

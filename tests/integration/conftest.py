@@ -263,7 +263,7 @@ def load_legal(conn, data):
 _DEFAULT = object()
 _TYPES = {"k": "int", "filters": "jsonb", "mode": "text", "max_per_parent": "int",
           "candidates": "int", "rrf_k": "int", "include_stale": "bool",
-          "feedback": "bool", "extra_queries": "jsonb"}
+          "feedback": "bool", "extra_queries": "jsonb", "filter_mode": "text"}
 
 
 SEARCH_COLUMNS = ("rank, corpus, source, item_id, parent_id, score, semantic_rank, semantic_distance, "

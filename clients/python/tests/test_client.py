@@ -109,6 +109,22 @@ def test_extra_queries_and_find_similar_return_what_the_sql_functions_return(con
             client.find_similar("external_precedents", "chunks", "no-such-item")
 
 
+def test_lenient_filters_and_check_filters(conn, demo_dsn):
+    proposed = {"court": "בית המשפט העליון", "judge": "כהן", "case_number": 7}
+    with Client(demo_dsn) as client:
+        checks = client.check_filters("external_precedents", proposed)
+        assert all(isinstance(c, pg_corpus.FilterCheck) for c in checks)
+        assert {(c.field, c.accepted) for c in checks} == {("court", True), ("judge", False), ("case_number", False)}
+        assert all(c.reason and c.sqlstate for c in checks if not c.accepted)
+        lenient = client.search("external_precedents", None, "שופטת", filters=proposed, filter_mode="lenient")
+        strict = client.search("external_precedents", None, "שופטת", filters={"court": "בית המשפט העליון"})
+        assert as_rows(lenient) == as_rows(strict)
+        with pytest.raises(pg_corpus.BadFilter):
+            client.search("external_precedents", None, "שופטת", filters=proposed)
+        with pytest.raises(pg_corpus.BadFilter):
+            client.check_filters("external_precedents", {"source_kind": "x"})
+
+
 @pytest.mark.parametrize("call,family,sqlstate", [
     (lambda c: c.search("no_such_corpus", None, "x"), pg_corpus.UnknownCorpus, "42704"),
     (lambda c: c.search("case_documents", None, "wing"), pg_corpus.MissingScopeFilter, "22023"),

@@ -5,7 +5,7 @@
 use serde_json::Value;
 
 use crate::error::{CoreError, Result, SqlState};
-use crate::resolve::{scalar_text, Corpus, FieldType};
+use crate::resolve::{is_iso_date, scalar_text, Corpus, FieldLimits, FieldType};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Op {
@@ -42,9 +42,57 @@ pub struct Condition {
 const FILTER_HINT: &str =
     "Filters look like {\"field\": value}, {\"field\": [v1, v2]} or {\"field\": {\"gte\": v, \"lt\": v}}.";
 
-fn typed_value(field: &str, ty: FieldType, v: &Value) -> Result<String> {
+/// How a search treats invalid conditions (`filter_mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FilterMode {
+    /// Any invalid condition is an error (the default).
+    Strict,
+    /// Invalid conditions are dropped and reported (seeds/001 self-query: model-proposed
+    /// filters only narrow, a wrong one never breaks the search). The isolation column and the
+    /// required scope filters are never lenient.
+    Lenient,
+}
+
+impl FilterMode {
+    pub fn parse(s: &str) -> Result<FilterMode> {
+        match s {
+            "strict" => Ok(FilterMode::Strict),
+            "lenient" => Ok(FilterMode::Lenient),
+            other => Err(CoreError::new(
+                SqlState::InvalidParameterValue,
+                format!("unknown filter mode \"{other}\""),
+                "filter_mode is strict (an invalid filter is an error) or lenient (it is dropped and reported).",
+            )),
+        }
+    }
+}
+
+/// A condition a lenient search dropped: the field, the part of the filter object it was
+/// (`{"field": value}` or `{"field": {"op": value}}`), why, and the SQLSTATE a strict search
+/// raises for it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rejected {
+    pub field: String,
+    pub condition: Value,
+    pub reason: String,
+    pub sqlstate: SqlState,
+}
+
+/// Compare two bounds or values of one ordered field type: numbers numerically, dates as text.
+pub fn compare_bound(a: &Value, b: &Value) -> Option<std::cmp::Ordering> {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => x.as_f64()?.partial_cmp(&y.as_f64()?),
+        (Value::String(x), Value::String(y)) => Some(x.cmp(y)),
+        _ => None,
+    }
+}
+
+/// A filter value checked against its field's type and declared limits, in the text form the
+/// type casts from.
+pub(crate) fn typed_value(field: &str, ty: FieldType, v: &Value, limits: Option<&FieldLimits>) -> Result<String> {
     let ok = match ty {
-        FieldType::Text | FieldType::Date | FieldType::Timestamptz => v.is_string(),
+        FieldType::Text | FieldType::Timestamptz => v.is_string(),
+        FieldType::Date => v.as_str().is_some_and(|s| !s.is_empty()),
         FieldType::Integer => v.as_i64().is_some_and(|n| i32::try_from(n).is_ok()),
         FieldType::Bigint => v.is_i64(),
         FieldType::Numeric => v.is_number(),
@@ -65,91 +113,262 @@ fn typed_value(field: &str, ty: FieldType, v: &Value) -> Result<String> {
             format!("Pass {expected} for \"{field}\"."),
         ));
     }
-    Ok(scalar_text(v).expect("checked scalar above"))
+    let text = scalar_text(v).expect("checked scalar above");
+    if let Some(l) = limits {
+        if let Some(values) = &l.values {
+            if !values.contains(&text) {
+                let shown: Vec<String> = values.iter().take(20).map(|x| crate::sql::literal(x)).collect();
+                return Err(CoreError::new(
+                    SqlState::InvalidParameterValue,
+                    format!("{v} is not an allowed value of filter field \"{field}\""),
+                    format!("Allowed values: {}{}.", shown.join(", "), if values.len() > 20 { ", …" } else { "" }),
+                ));
+            }
+        }
+        let date_form = ty == FieldType::Date && (l.min.is_some() || l.max.is_some()) && !is_iso_date(&text);
+        let below = l.min.as_ref().is_some_and(|m| compare_bound(v, m) == Some(std::cmp::Ordering::Less));
+        let above = l.max.as_ref().is_some_and(|m| compare_bound(v, m) == Some(std::cmp::Ordering::Greater));
+        if date_form || below || above {
+            let range = format!(
+                "from {} to {}",
+                l.min.as_ref().map_or("any".to_string(), Value::to_string),
+                l.max.as_ref().map_or("any".to_string(), Value::to_string)
+            );
+            return Err(CoreError::new(
+                SqlState::InvalidParameterValue,
+                format!("{v} is outside the range of filter field \"{field}\" ({range})"),
+                format!("Pass a value {range}{}.", if ty == FieldType::Date { " as 'YYYY-MM-DD'" } else { "" }),
+            ));
+        }
+    }
+    Ok(text)
+}
+
+/// The conditions of one field's part of a filter object (an error for any invalid piece).
+fn field_conditions(corpus: &Corpus, field: &str, v: &Value, out: &mut Vec<(Condition, Value)>) -> Result<()> {
+    let ty = *corpus.filter_fields.get(field).ok_or_else(|| {
+        let declared: Vec<&str> = corpus.filter_fields.keys().map(String::as_str).collect();
+        CoreError::new(
+            SqlState::UndefinedColumn,
+            format!("corpus \"{}\" has no filter field \"{field}\"", corpus.name),
+            if declared.is_empty() {
+                "This corpus declares no filter fields.".to_string()
+            } else {
+                format!("Declared filter fields: {}.", declared.join(", "))
+            },
+        )
+    })?;
+    let limits = corpus.filter_limits.get(field);
+    let part = |x: Value| Value::Object([(field.to_string(), x)].into_iter().collect());
+    match v {
+        Value::Null => Err(CoreError::new(
+            SqlState::DatatypeMismatch,
+            format!("filter field \"{field}\" has a null value"),
+            "Leave the field out instead of passing null.",
+        )),
+        Value::Array(items) => {
+            if items.is_empty() {
+                return Err(CoreError::new(
+                    SqlState::InvalidParameterValue,
+                    format!("filter field \"{field}\" has an empty value list"),
+                    "An empty list would match nothing; leave the field out or give at least one value.",
+                ));
+            }
+            let values = items.iter().map(|x| typed_value(field, ty, x, limits)).collect::<Result<Vec<_>>>()?;
+            out.push((Condition { field: field.to_string(), field_type: ty, op: Op::In, values }, part(v.clone())));
+            Ok(())
+        }
+        Value::Object(ops) => {
+            if ops.is_empty() {
+                return Err(CoreError::new(
+                    SqlState::InvalidParameterValue,
+                    format!("filter field \"{field}\" has no operator"),
+                    FILTER_HINT,
+                ));
+            }
+            for (op, x) in ops {
+                out.push(op_condition(field, ty, limits, op, x)?);
+            }
+            Ok(())
+        }
+        scalar => {
+            let value = typed_value(field, ty, scalar, limits)?;
+            out.push((
+                Condition { field: field.to_string(), field_type: ty, op: Op::Eq, values: vec![value] },
+                part(v.clone()),
+            ));
+            Ok(())
+        }
+    }
+}
+
+fn op_condition(
+    field: &str,
+    ty: FieldType,
+    limits: Option<&FieldLimits>,
+    op: &str,
+    x: &Value,
+) -> Result<(Condition, Value)> {
+    let parsed = match op {
+        "eq" => Op::Eq,
+        "gt" => Op::Gt,
+        "gte" => Op::Gte,
+        "lt" => Op::Lt,
+        "lte" => Op::Lte,
+        other => {
+            return Err(CoreError::new(
+                SqlState::InvalidParameterValue,
+                format!("unknown filter operator \"{other}\" on field \"{field}\""),
+                "Operators are eq, gt, gte, lt and lte.",
+            ))
+        }
+    };
+    let value = typed_value(field, ty, x, limits)?;
+    let part = serde_json::json!({ field: { op: x } });
+    Ok((Condition { field: field.to_string(), field_type: ty, op: parsed, values: vec![value] }, part))
+}
+
+fn isolation_error(corpus: &Corpus, field: &str) -> CoreError {
+    CoreError::new(
+        SqlState::InsufficientPrivilege,
+        format!("\"{field}\" is the isolation column of corpus \"{}\" and cannot be filtered on", corpus.name),
+        "The corpus predicate is fixed by the corpus definition; search another corpus instead of overriding it.",
+    )
 }
 
 /// Validate `filters` against the corpus and return the conditions, in field order.
 pub fn parse(corpus: &Corpus, filters: &Value) -> Result<Vec<Condition>> {
+    parse_with_mode(corpus, filters, FilterMode::Strict).map(|(conds, _)| conds)
+}
+
+/// [`parse`] in a filter mode: the conditions, and the conditions a lenient search dropped. In
+/// both modes naming the isolation column is 42501 and a missing (or dropped) required scope
+/// filter is 22023; a lenient search drops the other invalid conditions one by one (a field's
+/// value, or one operator of its range) and reports each.
+pub fn parse_with_mode(corpus: &Corpus, filters: &Value, mode: FilterMode) -> Result<(Vec<Condition>, Vec<Rejected>)> {
+    let mut rejected = Vec::new();
     let obj = match filters {
-        Value::Null => return required_present(corpus, &[]).map(|_| Vec::new()),
-        Value::Object(o) => o,
-        _ => return Err(CoreError::new(SqlState::InvalidParameterValue, "filters must be a JSON object", FILTER_HINT)),
-    };
-    let mut out = Vec::new();
-    for (field, v) in obj {
-        if corpus.isolation_columns.iter().any(|c| c == field) {
-            return Err(CoreError::new(
-                SqlState::InsufficientPrivilege,
-                format!("\"{field}\" is the isolation column of corpus \"{}\" and cannot be filtered on", corpus.name),
-                "The corpus predicate is fixed by the corpus definition; search another corpus instead of overriding it.",
-            ));
+        Value::Null => return required_present(corpus, &[]).map(|_| (Vec::new(), rejected)),
+        Value::Object(o) => o.clone(),
+        other => {
+            let e = CoreError::new(SqlState::InvalidParameterValue, "filters must be a JSON object", FILTER_HINT);
+            if mode == FilterMode::Strict {
+                return Err(e);
+            }
+            rejected.push(Rejected {
+                field: String::new(),
+                condition: other.clone(),
+                reason: e.message,
+                sqlstate: e.state,
+            });
+            serde_json::Map::new()
         }
-        let ty = *corpus.filter_fields.get(field).ok_or_else(|| {
-            let declared: Vec<&str> = corpus.filter_fields.keys().map(String::as_str).collect();
-            CoreError::new(
-                SqlState::UndefinedColumn,
-                format!("corpus \"{}\" has no filter field \"{field}\"", corpus.name),
-                if declared.is_empty() {
-                    "This corpus declares no filter fields.".to_string()
-                } else {
-                    format!("Declared filter fields: {}.", declared.join(", "))
-                },
-            )
-        })?;
+    };
+    // naming the isolation column is refused first, whatever else the object holds
+    if let Some(field) = obj.keys().find(|f| corpus.isolation_columns.contains(f)) {
+        return Err(isolation_error(corpus, field));
+    }
+    let mut out: Vec<Condition> = Vec::new();
+    for (field, v) in &obj {
+        let required = corpus.required_filters.contains(field);
+        if mode == FilterMode::Strict || required {
+            let mut conds = Vec::new();
+            field_conditions(corpus, field, v, &mut conds)?;
+            out.extend(conds.into_iter().map(|(c, _)| c));
+            continue;
+        }
+        // lenient: each operator of a range on its own, anything else as a whole
         match v {
-            Value::Null => {
-                return Err(CoreError::new(
-                    SqlState::DatatypeMismatch,
-                    format!("filter field \"{field}\" has a null value"),
-                    "Leave the field out instead of passing null.",
-                ))
-            }
-            Value::Array(items) => {
-                if items.is_empty() {
-                    return Err(CoreError::new(
-                        SqlState::InvalidParameterValue,
-                        format!("filter field \"{field}\" has an empty value list"),
-                        "An empty list would match nothing; leave the field out or give at least one value.",
-                    ));
-                }
-                let values = items.iter().map(|x| typed_value(field, ty, x)).collect::<Result<Vec<_>>>()?;
-                out.push(Condition { field: field.clone(), field_type: ty, op: Op::In, values });
-            }
-            Value::Object(ops) => {
-                if ops.is_empty() {
-                    return Err(CoreError::new(
-                        SqlState::InvalidParameterValue,
-                        format!("filter field \"{field}\" has no operator"),
-                        FILTER_HINT,
-                    ));
-                }
+            Value::Object(ops) if !ops.is_empty() && corpus.filter_fields.contains_key(field) => {
+                let ty = corpus.filter_fields[field];
                 for (op, x) in ops {
-                    let op = match op.as_str() {
-                        "eq" => Op::Eq,
-                        "gt" => Op::Gt,
-                        "gte" => Op::Gte,
-                        "lt" => Op::Lt,
-                        "lte" => Op::Lte,
-                        other => {
-                            return Err(CoreError::new(
-                                SqlState::InvalidParameterValue,
-                                format!("unknown filter operator \"{other}\" on field \"{field}\""),
-                                "Operators are eq, gt, gte, lt and lte.",
-                            ))
-                        }
-                    };
-                    let value = typed_value(field, ty, x)?;
-                    out.push(Condition { field: field.clone(), field_type: ty, op, values: vec![value] });
+                    match op_condition(field, ty, corpus.filter_limits.get(field), op, x) {
+                        Ok((c, _)) => out.push(c),
+                        Err(e) => rejected.push(Rejected {
+                            field: field.clone(),
+                            condition: serde_json::json!({ field: { op: x } }),
+                            reason: e.message,
+                            sqlstate: e.state,
+                        }),
+                    }
                 }
             }
-            scalar => {
-                let value = typed_value(field, ty, scalar)?;
-                out.push(Condition { field: field.clone(), field_type: ty, op: Op::Eq, values: vec![value] });
+            _ => {
+                let mut conds = Vec::new();
+                match field_conditions(corpus, field, v, &mut conds) {
+                    Ok(()) => out.extend(conds.into_iter().map(|(c, _)| c)),
+                    Err(e) => rejected.push(Rejected {
+                        field: field.clone(),
+                        condition: serde_json::json!({ field: v }),
+                        reason: e.message,
+                        sqlstate: e.state,
+                    }),
+                }
             }
         }
     }
     required_present(corpus, &out)?;
+    Ok((out, rejected))
+}
+
+/// One piece of a filter object as `corpus_check_filters` reports it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FilterCheck {
+    pub field: String,
+    pub accepted: bool,
+    /// `{"field": value}` or `{"field": {"op": value}}`.
+    pub condition: Value,
+    pub reason: Option<String>,
+    pub sqlstate: Option<SqlState>,
+}
+
+/// What a search in `mode` does with each piece of `filters` (a range's operators one by
+/// one): accepted, or dropped with the reason. The errors a search in that mode raises are this
+/// function's errors too (in lenient mode: the isolation column, a missing or invalid required
+/// scope filter).
+pub fn check(corpus: &Corpus, filters: &Value, mode: FilterMode) -> Result<Vec<FilterCheck>> {
+    let (_, rejected) = parse_with_mode(corpus, filters, mode)?;
+    let mut out: Vec<FilterCheck> = Vec::new();
+    for r in rejected.iter().filter(|r| r.field.is_empty()) {
+        out.push(FilterCheck {
+            field: String::new(),
+            accepted: false,
+            condition: r.condition.clone(),
+            reason: Some(r.reason.clone()),
+            sqlstate: Some(r.sqlstate),
+        });
+    }
+    let Value::Object(obj) = filters else { return Ok(out) };
+    for (field, v) in obj {
+        let whole = serde_json::json!({ field: v });
+        let parts: Vec<Value> = match v {
+            Value::Object(ops) if !ops.is_empty() && corpus.filter_fields.contains_key(field) => {
+                ops.iter().map(|(op, x)| serde_json::json!({ field: { op: x } })).collect()
+            }
+            _ => vec![whole],
+        };
+        for condition in parts {
+            let dropped = rejected.iter().find(|r| r.field == *field && r.condition == condition);
+            out.push(FilterCheck {
+                field: field.clone(),
+                accepted: dropped.is_none(),
+                condition,
+                reason: dropped.map(|r| r.reason.clone()),
+                sqlstate: dropped.map(|r| r.sqlstate),
+            });
+        }
+    }
     Ok(out)
+}
+
+/// The dropped conditions as JSON (a lenient search's NOTICE detail).
+pub fn rejected_json(rejected: &[Rejected]) -> Value {
+    Value::Array(
+        rejected
+            .iter()
+            .map(|r| serde_json::json!({"condition": r.condition, "reason": r.reason, "sqlstate": r.sqlstate.code()}))
+            .collect(),
+    )
 }
 
 fn required_present(corpus: &Corpus, conds: &[Condition]) -> Result<()> {
@@ -267,5 +486,186 @@ mod tests {
         // a range does not scope the search
         assert_eq!(parse(&c, &json!({"court": {"gte": "a"}})).unwrap_err().state, SqlState::InvalidParameterValue);
         assert!(parse(&c, &json!({"court": "x"})).is_ok());
+    }
+
+    /// The legal corpus with limits: court one of three, page_number 1..500, practice_area a
+    /// required scope filter.
+    fn limited() -> Corpus {
+        let mut d = crate::resolve::tests::legal_def();
+        d["filter_fields"] = json!({
+            "court": {"type": "text", "values": ["עליון", "מחוזי", "שלום"]},
+            "page_number": {"type": "integer", "min": 1, "max": 500},
+            "practice_area": "text",
+        });
+        d["required_filters"] = json!(["practice_area"]);
+        crate::resolve::resolve(&serde_json::from_value(d).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn declared_values_and_ranges_are_enforced_in_strict_mode() {
+        let c = limited();
+        let ok = parse(&c, &json!({"practice_area": "tax", "court": "עליון", "page_number": {"gte": 1, "lte": 500}}));
+        assert_eq!(ok.unwrap().len(), 4);
+        for bad in [
+            json!({"practice_area": "tax", "court": "צבאי"}),
+            json!({"practice_area": "tax", "court": ["עליון", "צבאי"]}),
+            json!({"practice_area": "tax", "page_number": 0}),
+            json!({"practice_area": "tax", "page_number": {"lt": 501, "gt": 900}}),
+        ] {
+            let e = parse(&c, &bad).unwrap_err();
+            assert_eq!(e.state, SqlState::InvalidParameterValue, "{bad}");
+            assert!(!e.hint.is_empty());
+        }
+    }
+
+    #[test]
+    fn bad_declarations_fail_at_definition_time() {
+        let bad = SqlState::InvalidParameterValue;
+        for (spec, state) in [
+            (json!({"type": "text", "values": []}), bad),
+            (json!({"type": "text", "values": [1]}), SqlState::DatatypeMismatch),
+            (json!({"type": "integer", "min": "a"}), bad),
+            (json!({"type": "text", "min": 1}), bad),
+            (json!({"type": "integer", "min": 5, "max": 1}), bad),
+            (json!({"type": "date", "max": "2024/01/01"}), bad),
+            (json!({"type": "integer", "colour": 1}), bad),
+            (json!({"values": ["a"]}), bad),
+            (json!(5), bad),
+        ] {
+            let mut d = crate::resolve::tests::legal_def();
+            d["filter_fields"] = json!({ "court": spec.clone() });
+            let e = crate::resolve::resolve(&serde_json::from_value(d).unwrap()).unwrap_err();
+            assert_eq!(e.state, state, "{spec}: {e}");
+            assert!(!e.hint.is_empty());
+        }
+    }
+
+    #[test]
+    fn lenient_mode_drops_invalid_conditions_and_says_why() {
+        let c = limited();
+        let f = json!({"practice_area": "tax", "court": "צבאי", "judge": "x", "page_number": {"gte": 2, "lt": "ten"}});
+        let (conds, rejected) = parse_with_mode(&c, &f, FilterMode::Lenient).unwrap();
+        let kept: Vec<(&str, Op)> = conds.iter().map(|c| (c.field.as_str(), c.op)).collect();
+        assert_eq!(kept, vec![("page_number", Op::Gte), ("practice_area", Op::Eq)]);
+        let dropped: Vec<(&str, SqlState)> = rejected.iter().map(|r| (r.field.as_str(), r.sqlstate)).collect();
+        assert_eq!(
+            dropped,
+            vec![
+                ("court", SqlState::InvalidParameterValue),
+                ("judge", SqlState::UndefinedColumn),
+                ("page_number", SqlState::DatatypeMismatch)
+            ]
+        );
+        assert_eq!(rejected[2].condition, json!({"page_number": {"lt": "ten"}}));
+        // never lenient: the isolation column, and the required scope filter
+        let e =
+            parse_with_mode(&c, &json!({"practice_area": "tax", "source_kind": "x"}), FilterMode::Lenient).unwrap_err();
+        assert_eq!(e.state, SqlState::InsufficientPrivilege);
+        for f in [json!({"court": "עליון"}), json!({"practice_area": 5}), json!({"practice_area": []}), json!([1])]
+        {
+            let e = parse_with_mode(&c, &f, FilterMode::Lenient).unwrap_err();
+            assert!(e.message.contains("practice_area"), "{f}: {e}");
+        }
+    }
+
+    /// A filter object's pieces: one per operator of a range, one per other field.
+    fn pieces(f: &serde_json::Map<String, Value>) -> Vec<Value> {
+        let mut out = Vec::new();
+        for (k, v) in f {
+            match v {
+                Value::Object(ops) if !ops.is_empty() => {
+                    out.extend(ops.iter().map(|(op, x)| json!({ k: { op: x } })));
+                }
+                _ => out.push(json!({ k: v })),
+            }
+        }
+        out
+    }
+
+    fn filter_object() -> impl Strategy<Value = serde_json::Map<String, Value>> {
+        let field = prop::sample::select(vec!["court", "page_number", "judge", "practice_area"]);
+        let scalar = prop_oneof![
+            prop::sample::select(vec!["עליון", "מחוזי", "צבאי", "tax", ""]).prop_map(Value::from),
+            (-5i64..600).prop_map(Value::from),
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            Just(json!(1.5)),
+        ];
+        let value = prop_oneof![
+            scalar.clone(),
+            prop::collection::vec(scalar.clone(), 0..3).prop_map(Value::Array),
+            prop::collection::btree_map(prop::sample::select(vec!["gte", "lt", "eq", "like"]), scalar, 0..3)
+                .prop_map(|m| Value::Object(m.into_iter().map(|(k, v)| (k.to_string(), v)).collect())),
+        ];
+        prop::collection::btree_map(field, value, 0..4)
+            .prop_map(|m| m.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
+    }
+
+    proptest! {
+        /// Lenient mode drops exactly the invalid conditions: every kept piece is valid on its
+        /// own, every dropped one is what a strict search refuses (with that SQLSTATE), and the
+        /// kept conditions are what a strict search of the kept pieces uses. The required scope
+        /// filter and the isolation column are never dropped.
+        #[test]
+        fn lenient_mode_drops_exactly_the_invalid_conditions(mut f in filter_object(), isolation in any::<bool>()) {
+            let c = limited();
+            if isolation {
+                f.insert("source_kind".into(), json!("internal_committee"));
+            }
+            let strict_alone = |piece: &Value| {
+                let mut obj = piece.as_object().unwrap().clone();
+                obj.entry("practice_area").or_insert(json!("tax"));
+                parse(&c, &Value::Object(obj))
+            };
+            match parse_with_mode(&c, &Value::Object(f.clone()), FilterMode::Lenient) {
+                Err(e) => {
+                    let required_bad = f.get("practice_area").is_none_or(|v| strict_alone(&json!({"practice_area": v})).is_err()
+                        || !matches!(v, Value::String(_) | Value::Array(_)));
+                    prop_assert!(isolation || required_bad, "only isolation or the scope filter fail: {e}");
+                    if isolation { prop_assert_eq!(e.state, SqlState::InsufficientPrivilege); }
+                }
+                Ok((conds, rejected)) => {
+                    prop_assert!(!isolation);
+                    let mut kept = serde_json::Map::new();
+                    for piece in pieces(&f) {
+                        let (k, v) = piece.as_object().unwrap().iter().next().unwrap();
+                        let dropped = rejected.iter().find(|r| r.condition == piece || (r.field == *k && r.condition == json!({ k: v })));
+                        match (strict_alone(&piece), dropped) {
+                            (Ok(_), None) => {
+                                match (kept.get_mut(k), v) {
+                                    (Some(Value::Object(ops)), Value::Object(more)) => ops.extend(more.clone()),
+                                    _ => { kept.insert(k.clone(), v.clone()); }
+                                }
+                            }
+                            (Err(e), Some(r)) => prop_assert_eq!(e.state, r.sqlstate),
+                            (Ok(_), Some(r)) => prop_assert!(false, "a valid piece was dropped: {piece} ({})", r.reason),
+                            (Err(e), None) => prop_assert!(false, "an invalid piece was kept: {piece} ({e})"),
+                        }
+                    }
+                    prop_assert_eq!(parse(&c, &Value::Object(kept)).unwrap(), conds);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn check_reports_every_piece_as_a_search_treats_it() {
+        let c = limited();
+        let f = json!({"practice_area": "tax", "court": "צבאי", "page_number": {"gte": 2, "lt": "ten"}});
+        let rows = check(&c, &f, FilterMode::Lenient).unwrap();
+        let got: Vec<(Value, bool)> = rows.iter().map(|r| (r.condition.clone(), r.accepted)).collect();
+        assert_eq!(
+            got,
+            vec![
+                (json!({"court": "צבאי"}), false),
+                (json!({"page_number": {"gte": 2}}), true),
+                (json!({"page_number": {"lt": "ten"}}), false),
+                (json!({"practice_area": "tax"}), true),
+            ]
+        );
+        assert!(rows.iter().all(|r| r.accepted == r.reason.is_none() && r.accepted == r.sqlstate.is_none()));
+        // strict: the first invalid piece is the error a strict search raises
+        assert_eq!(check(&c, &f, FilterMode::Strict).unwrap_err().state, SqlState::InvalidParameterValue);
+        assert!(check(&c, &json!({"practice_area": "tax"}), FilterMode::Strict).unwrap().iter().all(|r| r.accepted));
     }
 }

@@ -273,8 +273,31 @@ pub struct Corpus {
     pub isolation_columns: Vec<String>,
     pub required_filters: Vec<String>,
     pub filter_fields: BTreeMap<String, FieldType>,
+    /// The allowed values or range a filter field declares (only fields that declare some).
+    pub filter_limits: BTreeMap<String, FieldLimits>,
     pub vector_schema: String,
     pub sources: Vec<Source>,
+}
+
+/// What a filter field declares besides its type: `{"type": "text", "values": [...]}` or
+/// `{"type": "integer", "min": 1, "max": 2000}` (filters outside them are refused, or dropped by
+/// a lenient search).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct FieldLimits {
+    /// Allowed values, in the text form PostgreSQL casts from.
+    pub values: Option<Vec<String>>,
+    /// Inclusive bounds (integer, bigint, numeric: numbers; date: 'YYYY-MM-DD' strings).
+    pub min: Option<Value>,
+    pub max: Option<Value>,
+}
+
+/// Whether a date filter value is a plain ISO 8601 date (the form bounds compare as text).
+pub fn is_iso_date(s: &str) -> bool {
+    let b = s.as_bytes();
+    b.len() == 10
+        && b[4] == b'-'
+        && b[7] == b'-'
+        && b.iter().enumerate().all(|(i, c)| i == 4 || i == 7 || c.is_ascii_digit())
 }
 
 impl Corpus {
@@ -400,21 +423,77 @@ fn check_identifier(name: &str, what: &str) -> Result<()> {
     }
 }
 
+/// One declared filter field: its type and limits (see [`FieldLimits`]).
+fn field_spec(corpus: &str, name: &str, spec: &Value) -> Result<(FieldType, Option<FieldLimits>)> {
+    let types = "Field types are text, integer, bigint, numeric, boolean, date and timestamptz.";
+    let shape = "Declare a field as \"type\" or {\"type\": \"type\", \"values\": [...]} or \
+                 {\"type\": \"integer\", \"min\": 1, \"max\": 100}.";
+    let parse_type = |ty: &Value| {
+        ty.as_str()
+            .and_then(FieldType::parse)
+            .ok_or_else(|| invalid(format!("filter field \"{name}\" has an unknown type {ty}"), types))
+    };
+    let obj = match spec {
+        Value::String(_) => return Ok((parse_type(spec)?, None)),
+        Value::Object(o) => o,
+        other => return Err(invalid(format!("filter field \"{name}\" is declared as {other}"), shape)),
+    };
+    if let Some(k) = obj.keys().find(|k| !["type", "values", "min", "max"].contains(&k.as_str())) {
+        return Err(invalid(format!("filter field \"{name}\" has an unknown key \"{k}\""), shape));
+    }
+    let ty = parse_type(obj.get("type").unwrap_or(&Value::Null))?;
+    let mut limits = FieldLimits::default();
+    if let Some(values) = obj.get("values") {
+        let list = values
+            .as_array()
+            .filter(|l| !l.is_empty())
+            .ok_or_else(|| invalid(format!("filter field \"{name}\": \"values\" must be a non-empty array"), shape))?;
+        let mut out = Vec::with_capacity(list.len());
+        for v in list {
+            crate::filters::typed_value(name, ty, v, None).map_err(|e| CoreError {
+                message: format!("corpus \"{corpus}\": allowed values: {}", e.message),
+                ..e
+            })?;
+            out.push(scalar_text(v).unwrap_or_default());
+        }
+        limits.values = Some(out);
+    }
+    for (key, slot) in [("min", &mut limits.min), ("max", &mut limits.max)] {
+        let Some(bound) = obj.get(key) else { continue };
+        let ok = match ty {
+            FieldType::Integer | FieldType::Bigint | FieldType::Numeric => bound.is_number(),
+            FieldType::Date => bound.as_str().is_some_and(is_iso_date),
+            _ => false,
+        };
+        if !ok {
+            return Err(invalid(
+                format!("filter field \"{name}\": \"{key}\" {bound} does not fit its type {}", ty.sql()),
+                "Ranges are for integer, bigint and numeric fields (numbers) and date fields ('YYYY-MM-DD').",
+            ));
+        }
+        *slot = Some(bound.clone());
+    }
+    if let (Some(lo), Some(hi)) = (&limits.min, &limits.max) {
+        if crate::filters::compare_bound(lo, hi) == Some(std::cmp::Ordering::Greater) {
+            return Err(invalid(format!("filter field \"{name}\": min {lo} is above max {hi}"), shape));
+        }
+    }
+    Ok((ty, Some(limits)))
+}
+
+type CorpusSettings = (Vec<(String, Vec<String>)>, BTreeMap<String, FieldType>, BTreeMap<String, FieldLimits>);
+
 /// Parse and validate corpus-level settings (no tables needed).
-fn corpus_settings(def: &CorpusDef) -> Result<(Vec<(String, Vec<String>)>, BTreeMap<String, FieldType>)> {
+fn corpus_settings(def: &CorpusDef) -> Result<CorpusSettings> {
     let isolation = equality_map(&def.isolation, "isolation")?;
     let mut fields = BTreeMap::new();
+    let mut limits = BTreeMap::new();
     let obj = def
         .filter_fields
         .as_object()
         .ok_or_else(|| invalid("filter_fields must be a JSON object".into(), "Write it as {\"field\": \"type\"}."))?;
-    for (name, ty) in obj {
-        let ty = ty.as_str().and_then(FieldType::parse).ok_or_else(|| {
-            invalid(
-                format!("filter field \"{name}\" has an unknown type {ty}"),
-                "Field types are text, integer, bigint, numeric, boolean, date and timestamptz.",
-            )
-        })?;
+    for (name, spec) in obj {
+        let (ty, lim) = field_spec(&def.name, name, spec)?;
         if isolation.iter().any(|(c, _)| c == name) {
             return Err(CoreError::new(
                 SqlState::InsufficientPrivilege,
@@ -423,6 +502,9 @@ fn corpus_settings(def: &CorpusDef) -> Result<(Vec<(String, Vec<String>)>, BTree
             ));
         }
         fields.insert(name.clone(), ty);
+        if let Some(l) = lim {
+            limits.insert(name.clone(), l);
+        }
     }
     for req in &def.required_filters {
         if !fields.contains_key(req) {
@@ -432,7 +514,7 @@ fn corpus_settings(def: &CorpusDef) -> Result<(Vec<(String, Vec<String>)>, BTree
             ));
         }
     }
-    Ok((isolation, fields))
+    Ok((isolation, fields, limits))
 }
 
 fn resolve_source(
@@ -628,7 +710,7 @@ fn resolve_source(
 /// Validate a corpus definition and resolve it for planning.
 pub fn resolve(def: &CorpusDef) -> Result<Corpus> {
     check_identifier(&def.name, "corpus name")?;
-    let (isolation, fields) = corpus_settings(def)?;
+    let (isolation, fields, filter_limits) = corpus_settings(def)?;
     let vector_schema = def.vector_schema.clone().ok_or_else(|| {
         CoreError::new(
             SqlState::ObjectNotInPrerequisiteState,
@@ -655,6 +737,7 @@ pub fn resolve(def: &CorpusDef) -> Result<Corpus> {
         isolation_columns: isolation.into_iter().map(|(c, _)| c).collect(),
         required_filters: def.required_filters.clone(),
         filter_fields: fields,
+        filter_limits,
         vector_schema,
         sources,
     })

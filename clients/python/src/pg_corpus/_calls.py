@@ -118,31 +118,38 @@ def extra_queries(queries: Any) -> Any:
 
 def search(corpus: str, vec: VectorLike, text: str | None, k: int, filters: Any, mode: Any, max_per_parent: Any,
            candidates: Any, rrf_k: Any, include_stale: Any, feedback: Any,
-           extra: Any = UNSET) -> Call[list[t.Hit]]:
+           extra: Any = UNSET, filter_mode: Any = UNSET) -> Call[list[t.Hit]]:
     return _call("corpus_hybrid_search", [(corpus, "text"), (vector(vec), None), (text, "text")],
                  [("k", k, "int"), ("filters", _json(filters), "jsonb"), ("mode", mode, "text"),
                   ("max_per_parent", max_per_parent, "int"), ("candidates", candidates, "int"),
                   ("rrf_k", rrf_k, "int"), ("include_stale", include_stale, "boolean"),
-                  ("feedback", feedback, "boolean"), ("extra_queries", extra_queries(extra), "jsonb")],
+                  ("feedback", feedback, "boolean"), ("extra_queries", extra_queries(extra), "jsonb"),
+                  ("filter_mode", filter_mode, "text")],
                  rows_of(t.Hit))
 
 
 def find_similar(corpus: str, source: str, item_id: str, k: Any, filters: Any, mode: Any, max_per_parent: Any,
-                 exclude_parent: Any, candidates: Any, rrf_k: Any, include_stale: Any) -> Call[list[t.Hit]]:
+                 exclude_parent: Any, candidates: Any, rrf_k: Any, include_stale: Any,
+                 filter_mode: Any = UNSET) -> Call[list[t.Hit]]:
     return _call("corpus_find_similar", [(corpus, "text"), (source, "text"), (str(item_id), "text")],
                  [("k", k, "int"), ("filters", _json(filters), "jsonb"), ("mode", mode, "text"),
                   ("max_per_parent", max_per_parent, "int"), ("exclude_parent", exclude_parent, "boolean"),
                   ("candidates", candidates, "int"), ("rrf_k", rrf_k, "int"),
-                  ("include_stale", include_stale, "boolean")],
+                  ("include_stale", include_stale, "boolean"), ("filter_mode", filter_mode, "text")],
                  rows_of(t.Hit))
 
 
+def check_filters(corpus: str, filters: Any, filter_mode: Any) -> Call[list[t.FilterCheck]]:
+    return _call("corpus_check_filters", [(corpus, "text"), (_json(filters), "jsonb")],
+                 [("filter_mode", filter_mode, "text")], rows_of(t.FilterCheck))
+
+
 def explain(corpus: str, vec: VectorLike, text: str | None, k: Any, filters: Any, mode: Any, candidates: Any,
-            include_stale: Any, extra: Any = UNSET) -> Call[list[t.Subplan]]:
+            include_stale: Any, extra: Any = UNSET, filter_mode: Any = UNSET) -> Call[list[t.Subplan]]:
     return _call("corpus_explain", [(corpus, "text"), (vector(vec), None), (text, "text")],
                  [("k", k, "int"), ("filters", _json(filters), "jsonb"), ("mode", mode, "text"),
                   ("candidates", candidates, "int"), ("include_stale", include_stale, "boolean"),
-                  ("extra_queries", extra_queries(extra), "jsonb")],
+                  ("extra_queries", extra_queries(extra), "jsonb"), ("filter_mode", filter_mode, "text")],
                  rows_of(t.Subplan))
 
 

@@ -80,29 +80,36 @@ class Client:
                filters: dict[str, Any] | None = UNSET, mode: str = UNSET, max_per_parent: int | None = UNSET,
                candidates: int | None = UNSET, rrf_k: int = UNSET, include_stale: bool = UNSET,
                feedback: bool | None = UNSET,
-               extra_queries: Sequence[Mapping[str, Any]] | None = UNSET) -> list[t.Hit]:
+               extra_queries: Sequence[Mapping[str, Any]] | None = UNSET,
+               filter_mode: str = UNSET) -> list[t.Hit]:
         """``corpus_hybrid_search``: the fused hits (list of :class:`Hit`). ``extra_queries``:
         queries fused with this one, each a mapping with ``text``, ``vector`` (numpy array or
-        floats) or both, and optional ``weight`` and ``label``."""
+        floats) or both, and optional ``weight`` and ``label``. ``filter_mode="lenient"``
+        drops invalid filter conditions (see :meth:`check_filters`)."""
         return self._run(c.search(corpus, vector, text, k, filters, mode, max_per_parent, candidates, rrf_k,
-                                  include_stale, feedback, extra_queries))
+                                  include_stale, feedback, extra_queries, filter_mode))
 
     def find_similar(self, corpus: str, source: str, item_id: str | int, *, k: int = 10,
                      filters: dict[str, Any] | None = UNSET, mode: str = UNSET, max_per_parent: int | None = UNSET,
                      exclude_parent: bool = UNSET, candidates: int | None = UNSET, rrf_k: int = UNSET,
-                     include_stale: bool = UNSET) -> list[t.Hit]:
+                     include_stale: bool = UNSET, filter_mode: str = UNSET) -> list[t.Hit]:
         """``corpus_find_similar``: items like one of the corpus' own items, never the item itself
         (nor, with ``exclude_parent``, its parent's other items)."""
         return self._run(c.find_similar(corpus, source, str(item_id), k, filters, mode, max_per_parent,
-                                        exclude_parent, candidates, rrf_k, include_stale))
+                                        exclude_parent, candidates, rrf_k, include_stale, filter_mode))
+
+    def check_filters(self, corpus: str, filters: dict[str, Any], *, filter_mode: str = UNSET) -> list[t.FilterCheck]:
+        """``corpus_check_filters``: what a search (lenient by default) keeps and drops of ``filters``."""
+        return self._run(c.check_filters(corpus, filters, filter_mode))
 
     def explain(self, corpus: str, vector: c.VectorLike = None, text: str | None = None, *, k: int = UNSET,
                 filters: dict[str, Any] | None = UNSET, mode: str = UNSET, candidates: int | None = UNSET,
                 include_stale: bool = UNSET,
-                extra_queries: Sequence[Mapping[str, Any]] | None = UNSET) -> list[t.Subplan]:
+                extra_queries: Sequence[Mapping[str, Any]] | None = UNSET,
+                filter_mode: str = UNSET) -> list[t.Subplan]:
         """``corpus_explain``: the SQL and parameters of every subplan (list of :class:`Subplan`)."""
         return self._run(c.explain(corpus, vector, text, k, filters, mode, candidates, include_stale,
-                                   extra_queries))
+                                   extra_queries, filter_mode))
 
     # -- health and evaluation -----------------------------------------------------------
     def health(self, corpus: str | None = None) -> list[t.HealthRow]:
@@ -238,26 +245,32 @@ class AsyncClient:
                filters: dict[str, Any] | None = UNSET, mode: str = UNSET, max_per_parent: int | None = UNSET,
                candidates: int | None = UNSET, rrf_k: int = UNSET, include_stale: bool = UNSET,
                feedback: bool | None = UNSET,
-               extra_queries: Sequence[Mapping[str, Any]] | None = UNSET) -> list[t.Hit]:
+               extra_queries: Sequence[Mapping[str, Any]] | None = UNSET,
+               filter_mode: str = UNSET) -> list[t.Hit]:
         """``corpus_hybrid_search``: the fused hits (list of :class:`Hit`); see :meth:`Client.search`."""
         return await self._run(c.search(corpus, vector, text, k, filters, mode, max_per_parent, candidates, rrf_k,
-                                        include_stale, feedback, extra_queries))
+                                        include_stale, feedback, extra_queries, filter_mode))
 
     async def find_similar(self, corpus: str, source: str, item_id: str | int, *, k: int = 10,
                      filters: dict[str, Any] | None = UNSET, mode: str = UNSET, max_per_parent: int | None = UNSET,
                      exclude_parent: bool = UNSET, candidates: int | None = UNSET, rrf_k: int = UNSET,
-                     include_stale: bool = UNSET) -> list[t.Hit]:
+                     include_stale: bool = UNSET, filter_mode: str = UNSET) -> list[t.Hit]:
         """``corpus_find_similar``; see :meth:`Client.find_similar`."""
         return await self._run(c.find_similar(corpus, source, str(item_id), k, filters, mode, max_per_parent,
-                                        exclude_parent, candidates, rrf_k, include_stale))
+                                        exclude_parent, candidates, rrf_k, include_stale, filter_mode))
+
+    async def check_filters(self, corpus: str, filters: dict[str, Any], *, filter_mode: str = UNSET) -> list[t.FilterCheck]:
+        """``corpus_check_filters``: what a search (lenient by default) keeps and drops of ``filters``."""
+        return await self._run(c.check_filters(corpus, filters, filter_mode))
 
     async def explain(self, corpus: str, vector: c.VectorLike = None, text: str | None = None, *, k: int = UNSET,
                 filters: dict[str, Any] | None = UNSET, mode: str = UNSET, candidates: int | None = UNSET,
                 include_stale: bool = UNSET,
-                extra_queries: Sequence[Mapping[str, Any]] | None = UNSET) -> list[t.Subplan]:
+                extra_queries: Sequence[Mapping[str, Any]] | None = UNSET,
+                filter_mode: str = UNSET) -> list[t.Subplan]:
         """``corpus_explain``: the SQL and parameters of every subplan (list of :class:`Subplan`)."""
         return await self._run(c.explain(corpus, vector, text, k, filters, mode, candidates, include_stale,
-                                         extra_queries))
+                                         extra_queries, filter_mode))
 
     # -- health and evaluation -----------------------------------------------------------
     async def health(self, corpus: str | None = None) -> list[t.HealthRow]:

@@ -18,6 +18,7 @@ case number, page, chunk id, supporting quote) as structured output and as text.
 from __future__ import annotations
 
 import argparse
+import json
 import inspect
 import logging
 import os
@@ -35,6 +36,23 @@ from .errors import PgCorpusError, UnknownCorpus
 from .types import CorpusInfo, Hit
 
 log = logging.getLogger("pg_corpus.mcp")
+
+def field_param(name: str, spec: Any, role: str, optional: bool) -> Any:
+    """The annotated type of a tool parameter for a filter field: its Python type, and the
+    declared allowed values (an enum) or range (bounds) in its JSON schema."""
+    ty_name = spec.get("type") if isinstance(spec, dict) else spec
+    typ = FIELD_TYPES.get(str(ty_name), str)
+    extra: dict[str, Any] = {}
+    if isinstance(spec, dict):
+        if spec.get("values"):
+            extra["json_schema_extra"] = {"enum": list(spec["values"])}
+        if spec.get("min") is not None and typ in (int, float):
+            extra["ge"] = spec["min"]
+        if spec.get("max") is not None and typ in (int, float):
+            extra["le"] = spec["max"]
+    field = Field(description=f"{role}: {name} ({ty_name})", **extra)
+    return Annotated[typ | None, field] if optional else Annotated[typ, field]
+
 
 FIELD_TYPES: dict[str, Any] = {"text": str, "integer": int, "bigint": int, "numeric": float, "boolean": bool,
                                "date": str, "timestamptz": str}
@@ -116,11 +134,18 @@ class ToolHit(BaseModel):
     text: str
 
 
+class DroppedFilter(BaseModel):
+    condition: Any
+    reason: str | None
+
+
 class SearchResult(BaseModel):
     corpus: str
     query: str
     filters: dict[str, Any]
     hits: list[ToolHit]
+    #: filter conditions the model proposed that the corpus does not accept (searched without them)
+    dropped_filters: list[DroppedFilter] = []
 
 
 class HealthItem(BaseModel):
@@ -148,9 +173,10 @@ PROVENANCE_LAST = {"quote"}
 
 
 def render(result: SearchResult) -> str:
+    dropped = [f"ignored filter {json.dumps(d.condition, ensure_ascii=False)}: {d.reason}" for d in result.dropped_filters]
     if not result.hits:
-        return f"No results in {result.corpus} for {result.query!r}."
-    lines = [f"{len(result.hits)} results in {result.corpus} for {result.query!r}:"]
+        return "\n".join([f"No results in {result.corpus} for {result.query!r}."] + dropped)
+    lines = dropped + [f"{len(result.hits)} results in {result.corpus} for {result.query!r}:"]
     for h in result.hits:
         keys = sorted(h.provenance, key=lambda k: (k in PROVENANCE_LAST, PROVENANCE_ORDER.index(k)
                                                    if k in PROVENANCE_ORDER else len(PROVENANCE_ORDER), k))
@@ -213,12 +239,9 @@ def search_tool(tool: ToolConfig, info: CorpusInfo, backend: Backend) -> Callabl
         _param("k", Annotated[int, Field(ge=1, le=tool.k_max, description="how many results")], tool.k),
     ]
     for f in tool.required:
-        typ = FIELD_TYPES.get(info.filter_fields[f], str)
-        params.append(_param(f, Annotated[typ, Field(description=f"required scope: {f} ({info.filter_fields[f]})")]))
+        params.append(_param(f, field_param(f, info.filter_fields[f], "required scope", False)))
     for f in tool.filter_fields:
-        typ = FIELD_TYPES.get(info.filter_fields[f], str)
-        params.append(_param(f, Annotated[typ | None, Field(description=f"optional filter: {f} "
-                                                                         f"({info.filter_fields[f]})")], None))
+        params.append(_param(f, field_param(f, info.filter_fields[f], "optional filter", True), None))
     returns = Annotated[CallToolResult, SearchResult]
 
     async def handler(**kwargs: Any) -> CallToolResult:
@@ -226,11 +249,16 @@ def search_tool(tool: ToolConfig, info: CorpusInfo, backend: Backend) -> Callabl
         filters = {f: v for f, v in kwargs.items() if v is not None}
         try:
             client = await backend.ready()
+            # the optional filters are the model's proposals: a wrong one is dropped, not an error
+            # (the scope filters and the isolation column are never lenient)
+            checks = await client.check_filters(tool.corpus, filters) if filters else []
             hits = await client.search(tool.corpus, backend.embedder.query(query), query, k=k, filters=filters,
-                                       mode=tool.mode)
+                                       mode=tool.mode, filter_mode="lenient")
         except PgCorpusError as e:
             return CallToolResult(content=[TextContent(text=error_text(e))], is_error=True)
-        result = SearchResult(corpus=tool.corpus, query=query, filters=filters, hits=[tool_hit(h) for h in hits])
+        dropped = [DroppedFilter(condition=c.condition, reason=c.reason) for c in checks if not c.accepted]
+        result = SearchResult(corpus=tool.corpus, query=query, filters=filters, hits=[tool_hit(h) for h in hits],
+                              dropped_filters=dropped)
         return CallToolResult(content=[TextContent(text=render(result))],
                               structured_content=result.model_dump(mode="json"))
 
@@ -253,8 +281,7 @@ def similar_tool(tool: ToolConfig, info: CorpusInfo, backend: Backend) -> Callab
                                                                           "(e.g. the same case)")], False),
     ]
     for f in tool.required:
-        typ = FIELD_TYPES.get(info.filter_fields[f], str)
-        params.append(_param(f, Annotated[typ, Field(description=f"required scope: {f} ({info.filter_fields[f]})")]))
+        params.append(_param(f, field_param(f, info.filter_fields[f], "required scope", False)))
     returns = Annotated[CallToolResult, SearchResult]
 
     async def handler(**kwargs: Any) -> CallToolResult:

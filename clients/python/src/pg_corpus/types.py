@@ -42,6 +42,17 @@ class Subplan:
 
 
 @dataclass(frozen=True)
+class FilterCheck:
+    """One row of ``corpus_check_filters``: a piece of a filter object, kept or dropped."""
+
+    field: str
+    accepted: bool
+    condition: Any
+    reason: str | None
+    sqlstate: str | None
+
+
+@dataclass(frozen=True)
 class HealthRow:
     """One row of ``corpus_health_check``."""
 

@@ -126,6 +126,8 @@ pub struct Args {
     /// `extra_queries`: a JSON array of `{"text", "vector", "weight", "label"}` objects (NULL
     /// or `[]`: none).
     pub extra_queries: Value,
+    /// `filter_mode`: `strict` or `lenient` ([`crate::filters::FilterMode`]).
+    pub filter_mode: String,
 }
 
 impl Default for Args {
@@ -142,6 +144,7 @@ impl Default for Args {
             include_stale: false,
             feedback: None,
             extra_queries: Value::Null,
+            filter_mode: "strict".into(),
         }
     }
 }
@@ -201,6 +204,8 @@ pub struct Request {
     /// A parent whose items are never returned (find-similar's `exclude_parent`): (parent
     /// scope, parent id).
     pub exclude_parent: Option<(String, String)>,
+    /// The filter conditions a lenient search dropped.
+    pub rejected_filters: Vec<filters::Rejected>,
     /// `pg_class.reltuples` of each source's item table (negative: never analysed).
     pub table_rows: Vec<f64>,
     pub config: Config,
@@ -289,7 +294,8 @@ impl Request {
         config: Config,
         exec: &mut dyn Executor,
     ) -> Result<Request> {
-        let conds = filters::parse(&corpus, &args.filters)?;
+        let filter_mode = filters::FilterMode::parse(&args.filter_mode)?;
+        let (conds, rejected_filters) = filters::parse_with_mode(&corpus, &args.filters, filter_mode)?;
         let Checked { mode, k, window, max_per_parent, rrf_k } = checked;
         let text = args.query_text.as_deref().and_then(query_text);
         let mut extra = extra_queries(&corpus, mode, &args.extra_queries)?;
@@ -367,6 +373,7 @@ impl Request {
             extra,
             exclude_items: Vec::new(),
             exclude_parent: None,
+            rejected_filters,
             table_rows,
             config,
         })

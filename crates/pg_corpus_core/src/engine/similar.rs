@@ -56,7 +56,7 @@ pub fn find_similar(
     sim: SimilarArgs,
     config: Config,
     exec: &mut dyn Executor,
-) -> Result<Vec<SearchRow>> {
+) -> Result<(Vec<SearchRow>, Vec<crate::filters::Rejected>)> {
     let checked: Checked = sim.args.check(&config)?;
     let Some(idx) = corpus.sources.iter().position(|s| s.name == sim.source) else {
         let names: Vec<String> = corpus.sources.iter().map(|s| literal(&s.name)).collect();
@@ -105,5 +105,5 @@ pub fn find_similar(
             req.exclude_parent = Some((src.parent_scope.clone(), parent));
         }
     }
-    run::search(&req, exec)
+    Ok((run::search(&req, exec)?, req.rejected_filters.clone()))
 }

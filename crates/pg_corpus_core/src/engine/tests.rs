@@ -820,7 +820,7 @@ fn find_similar_searches_by_the_items_own_vector_and_text_and_never_returns_it()
     // the seed is the nearest item to its own vector and the best match of its own text
     f.boost_vector.push((9.0, "12".into()));
     f.boost_key.push(("חוזה".into(), "12".into()));
-    let rows = find_similar(corpus(), similar("chunks", "12", "hybrid", false), Config::default(), &mut f).unwrap();
+    let rows = find_similar(corpus(), similar("chunks", "12", "hybrid", false), Config::default(), &mut f).unwrap().0;
     assert_eq!(rows.len(), 10);
     assert!(rows.iter().all(|r| !(r.source == "chunks" && r.item_id == "12")), "the item itself is left out");
     assert_eq!(f.calls[0], Call::Seed(0), "the item is looked up first");
@@ -845,11 +845,11 @@ fn find_similar_searches_by_the_items_own_vector_and_text_and_never_returns_it()
         f
     };
     let rows =
-        find_similar(corpus(), similar("chunks", "12", "hybrid", false), Config::default(), &mut siblings()).unwrap();
+        find_similar(corpus(), similar("chunks", "12", "hybrid", false), Config::default(), &mut siblings()).unwrap().0;
     let found: Vec<&str> = rows.iter().map(|r| r.item_id.as_str()).collect();
     assert!(found.contains(&"13") && found.contains(&"14") && !found.contains(&"12"), "{found:?}");
     let rows =
-        find_similar(corpus(), similar("chunks", "12", "hybrid", true), Config::default(), &mut siblings()).unwrap();
+        find_similar(corpus(), similar("chunks", "12", "hybrid", true), Config::default(), &mut siblings()).unwrap().0;
     assert_eq!(rows.len(), 10, "still k rows");
     assert!(rows.iter().all(|r| r.parent_id != "1"), "{:?}", rows.iter().map(|r| &r.parent_id).collect::<Vec<_>>());
 }
@@ -881,7 +881,7 @@ fn find_similar_never_uses_a_stale_embedding_unless_asked() {
     assert_eq!(e.state, SqlState::ObjectNotInPrerequisiteState);
     let mut f = default_fake();
     f.stale.push("12".into());
-    let rows = find_similar(corpus(), similar("chunks", "12", "hybrid", false), Config::default(), &mut f).unwrap();
+    let rows = find_similar(corpus(), similar("chunks", "12", "hybrid", false), Config::default(), &mut f).unwrap().0;
     assert_eq!(rows.len(), 10);
     assert!(f.branch_calls().iter().all(|(_, b, _)| *b == Branch::Lexical), "a hybrid search by its text alone");
     let mut f = default_fake();
@@ -890,6 +890,37 @@ fn find_similar_never_uses_a_stale_embedding_unless_asked() {
     sim.args.include_stale = true;
     find_similar(corpus(), sim, Config::default(), &mut f).unwrap();
     assert!(f.branch_calls().iter().all(|(_, b, _)| *b == Branch::Semantic));
+}
+
+#[test]
+fn a_lenient_search_runs_with_the_valid_conditions_only() {
+    let mut a = args("hybrid");
+    a.filters = json!({"court": "עליון", "judge": "x", "page_number": "five"});
+    let e = run(&mut default_fake(), a.clone(), Config::default()).unwrap_err();
+    assert_eq!(e.state, SqlState::UndefinedColumn, "strict is the default: the first bad field is the error");
+    a.filter_mode = "lenient".into();
+    let mut f = default_fake();
+    let config = Config::default();
+    let checked = a.check(&config).unwrap();
+    let req = Request::new(corpus(), a.clone(), checked, config.clone(), &mut f).unwrap();
+    assert_eq!(req.conds.len(), 1);
+    assert_eq!(req.conds[0].field, "court");
+    let dropped: Vec<&str> = req.rejected_filters.iter().map(|r| r.field.as_str()).collect();
+    assert_eq!(dropped, vec!["judge", "page_number"]);
+    assert_eq!(search(&req, &mut f).unwrap().len(), 10);
+    for c in &f.calls {
+        if let Call::Branch { sql, .. } = c {
+            assert!(sql.contains("p.\"court\" = ") && !sql.contains("page_number"), "{sql}");
+        }
+    }
+    // the isolation column is never lenient
+    a.filters = json!({"court": "עליון", "source_kind": "internal_committee"});
+    assert_eq!(
+        run(&mut default_fake(), a.clone(), Config::default()).unwrap_err().state,
+        SqlState::InsufficientPrivilege
+    );
+    a.filter_mode = "sloppy".into();
+    assert_eq!(run(&mut default_fake(), a, Config::default()).unwrap_err().state, SqlState::InvalidParameterValue);
 }
 
 #[test]
