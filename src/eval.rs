@@ -183,7 +183,7 @@ fn evaluate(
     store: bool,
     extra_queries: bool,
 ) -> TableIterator<'static, (Option<i64>, String, i32, f64, f64, f64, f64)> {
-    let gold = spi::eval::load_gold_set(gold_set).or_raise();
+    let gold = spi::eval::load_gold_set(gold_set, extra_queries).or_raise();
     if gold.queries.is_empty() {
         crate::error::raise(CoreError::new(
             SqlState::ObjectNotInPrerequisiteState,

@@ -262,6 +262,7 @@ fn corpus_explain_v3(
         };
         let mut exec = SpiExecutor::new(corpus);
         let req = request(corpus, args, &mut exec)?;
+        report_dropped_filters(corpus, &req.rejected_filters);
         engine::explain(&req, &mut exec)
     })
     .or_raise();

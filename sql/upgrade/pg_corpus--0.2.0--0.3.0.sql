@@ -11,6 +11,8 @@
 -- * Lenient filters: searches take filter_mode ('strict' or 'lenient': invalid conditions
 --   dropped and reported), filter fields may declare allowed values or a range, and
 --   corpus_check_filters says what a search keeps and drops.
+-- * The three changed functions are dropped and created again, so a GRANT or REVOKE of
+--   EXECUTE on them made after installing is not kept: repeat it after the update.
 -- * Gold queries may store extra queries (corpus.gold_queries.extra_queries), which
 --   corpus_evaluate(..., extra_queries => true) fuses.
 \echo Use "ALTER EXTENSION pg_corpus UPDATE TO '0.3.0'" to load this file. \quit

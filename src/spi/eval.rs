@@ -37,7 +37,10 @@ pub struct GoldSet {
     pub judgments: HashMap<String, HashMap<String, i32>>,
 }
 
-pub fn load_gold_set(name: &str) -> Result<GoldSet, CoreError> {
+/// A gold set with its queries and judgments; the queries' stored extra queries only when
+/// `with_extra_queries` (the column is new in 0.3.0: a database still at 0.2.0 calling this
+/// library through its old `corpus_evaluate` has none).
+pub fn load_gold_set(name: &str, with_extra_queries: bool) -> Result<GoldSet, CoreError> {
     let found = Spi::connect(|client| {
         let head = client
             .select(
@@ -54,8 +57,13 @@ pub fn load_gold_set(name: &str) -> Result<GoldSet, CoreError> {
         };
         let mut queries = Vec::new();
         for row in client.select(
-            "SELECT query_id, query_text, query_vec::real[], filters, extra_queries FROM corpus.gold_queries \
-             WHERE gold_set = $1 ORDER BY query_id",
+            if with_extra_queries {
+                "SELECT query_id, query_text, query_vec::real[], filters, extra_queries FROM corpus.gold_queries \
+                 WHERE gold_set = $1 ORDER BY query_id"
+            } else {
+                "SELECT query_id, query_text, query_vec::real[], filters, NULL::jsonb FROM corpus.gold_queries \
+                 WHERE gold_set = $1 ORDER BY query_id"
+            },
             None,
             &[DatumWithOid::from(name)],
         )? {

@@ -202,9 +202,10 @@ impl Executor for SpiExecutor {
         select_saved(sql, &datums(params), |table| {
             let Some(row) = table.into_iter().next() else { return Ok(None) };
             Ok(Some(SeedItem {
-                parent_id: row.get::<String>(1)?,
-                embedding: row.get::<Vec<f32>>(2)?,
-                content: row.get::<String>(3)?,
+                item_id: row.get::<String>(1)?.unwrap_or_default(),
+                parent_id: row.get::<String>(2)?,
+                embedding: row.get::<Vec<f32>>(3)?,
+                content: row.get::<String>(4)?,
             }))
         })
     }

@@ -89,6 +89,44 @@ def test_an_item_of_another_corpus_is_the_same_error_as_a_missing_one(db):
     assert db.execute("SELECT count(*) FROM case_law").fetchone()[0] > 0
 
 
+def test_another_spelling_of_the_id_is_the_same_item(db, pgc):
+    item, _, _ = item_of(db, KIND[EXT], offset=3)
+    want = similar(db, EXT, "chunks", item, k=10)
+    for spelling in [f" {item}", f"0{item}", f"+{item}"]:
+        rows = similar(db, EXT, "chunks", spelling, k=10)
+        assert [r["item_id"] for r in rows] == [r["item_id"] for r in want], spelling
+        assert item not in {r["item_id"] for r in rows}, f"{spelling!r} must not bring the item itself back"
+    # and the queue is looked up by the stored id: a stale embedding is not used via another spelling
+    with db.transaction(force_rollback=True):
+        db.execute("UPDATE precedent_chunks SET content = content || ' amended' WHERE id = %s", [int(item)])
+        with pytest.raises(psycopg.Error) as e:
+            with db.transaction():
+                similar(db, EXT, "chunks", f"0{item}", mode="semantic")
+        assert e.value.sqlstate == "55000"
+
+
+def test_the_filters_scope_the_item_itself(db):
+    """Without its required scope filter, a search says so whether or not the item exists; with a
+    filter the item does not satisfy, the item is not a starting point (same 42704 as a missing
+    one)."""
+    doc, area = db.execute("SELECT id::text, practice_area FROM document_chunks WHERE embedding IS NOT NULL "
+                           "AND char_length(btrim(content)) >= 50 ORDER BY id LIMIT 1").fetchone()
+    other = db.execute("SELECT practice_area FROM document_chunks WHERE practice_area <> %s LIMIT 1", [area]).fetchone()[0]
+    for item in (doc, "987654321"):
+        with pytest.raises(psycopg.Error) as e:
+            similar(db, "case_documents", "documents", item)
+        assert e.value.sqlstate == "22023" and "practice_area" in e.value.diag.message_primary
+    errors = []
+    for item, filters in [(doc, {"practice_area": other}), ("987654321", {"practice_area": area})]:
+        with pytest.raises(psycopg.Error) as e:
+            similar(db, "case_documents", "documents", item, filters=psycopg.types.json.Jsonb(filters))
+        assert e.value.sqlstate == "42704"
+        errors.append(e.value.diag.message_primary.replace(item, "ID"))
+    assert errors[0] == errors[1]
+    rows = similar(db, "case_documents", "documents", doc, filters=psycopg.types.json.Jsonb({"practice_area": area}))
+    assert rows and all(r["metadata"]["practice_area"] == area for r in rows)
+
+
 def test_a_stale_embedding_is_not_used_unless_asked(db):
     item, _, _ = item_of(db, KIND[EXT], offset=6)
     with db.transaction(force_rollback=True):

@@ -111,6 +111,13 @@ def test_update_from_a_release_with_corpora_and_data(cluster, pgc, fresh, releas
     # the release's SQL definitions call the installed (newer) library until the update
     assert conn.execute("SELECT count(*) FROM corpus.corpus_explain('external_precedents', NULL, %s, "
                         "mode => 'lexical')", [queries[0][2]]).fetchone()[0] >= 1
+    conn.execute("SELECT corpus.corpus_gold_set_create('upgrade_gold', 'external_precedents')")
+    conn.execute("INSERT INTO corpus.gold_queries (gold_set, query_id, query_text) VALUES ('upgrade_gold', 'q1', %s)",
+                 [queries[0][2]])
+    conn.execute("INSERT INTO corpus.gold_judgments (gold_set, query_id, target, grade) "
+                 "VALUES ('upgrade_gold', 'q1', %s, 1)", [str(data["precedent_chunks"][0]["id"])])
+    assert conn.execute("SELECT queries FROM corpus.corpus_evaluate('upgrade_gold', modes => '{lexical}', "
+                        "store => false)").fetchone()[0] == 1
     catalog = conn.execute("SELECT to_jsonb(s) - 'created_at' FROM corpus.sources s ORDER BY corpus, name").fetchall()
     corpora = conn.execute("SELECT to_jsonb(c) - 'created_at' FROM corpus.corpora c ORDER BY name").fetchall()
 

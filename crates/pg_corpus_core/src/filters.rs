@@ -60,7 +60,7 @@ impl FilterMode {
             "lenient" => Ok(FilterMode::Lenient),
             other => Err(CoreError::new(
                 SqlState::InvalidParameterValue,
-                format!("unknown filter mode \"{other}\""),
+                format!("unknown filter mode {}", crate::json::brief_str(other)),
                 "filter_mode is strict (an invalid filter is an error) or lenient (it is dropped and reported).",
             )),
         }
@@ -87,12 +87,74 @@ pub fn compare_bound(a: &Value, b: &Value) -> Option<std::cmp::Ordering> {
     }
 }
 
+/// A calendar date `YYYY-MM-DD` (years 1–9999).
+pub fn valid_date(s: &str) -> bool {
+    if !is_iso_date(s) {
+        return false;
+    }
+    let (y, m, d): (u32, u32, u32) =
+        (s[0..4].parse().unwrap_or(0), s[5..7].parse().unwrap_or(0), s[8..10].parse().unwrap_or(0));
+    let leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    let days = match m {
+        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
+        4 | 6 | 9 | 11 => 30,
+        2 if leap => 29,
+        2 => 28,
+        _ => 0,
+    };
+    y >= 1 && d >= 1 && d <= days
+}
+
+/// An ISO 8601 timestamp: a [`valid_date`], optionally `T` or a space and `HH:MM[:SS[.fraction]]`,
+/// then optionally `Z` or an offset `±HH[:MM]`.
+pub fn valid_timestamptz(s: &str) -> bool {
+    if s.len() < 10 || !s.is_char_boundary(10) || !valid_date(&s[..10]) {
+        return false;
+    }
+    let rest = &s[10..];
+    if rest.is_empty() {
+        return true;
+    }
+    let Some(rest) = rest.strip_prefix('T').or_else(|| rest.strip_prefix(' ')) else { return false };
+    let two = |t: &str, max: u32| {
+        t.len() >= 2
+            && t.as_bytes()[..2].iter().all(u8::is_ascii_digit)
+            && t[..2].parse::<u32>().is_ok_and(|n| n <= max)
+    };
+    if !two(rest, 23) || rest.as_bytes().get(2) != Some(&b':') || !two(&rest[3..], 59) {
+        return false;
+    }
+    let mut rest = &rest[5..];
+    if let Some(r) = rest.strip_prefix(':') {
+        if !two(r, 60) {
+            return false;
+        }
+        rest = &r[2..];
+        if let Some(r) = rest.strip_prefix('.') {
+            let digits = r.bytes().take_while(u8::is_ascii_digit).count();
+            if digits == 0 {
+                return false;
+            }
+            rest = &r[digits..];
+        }
+    }
+    match rest {
+        "" | "Z" => true,
+        zone => {
+            let Some(z) = zone.strip_prefix('+').or_else(|| zone.strip_prefix('-')) else { return false };
+            two(z, 15) && matches!(&z[2..], "" | "00" | "30" | "45" | ":00" | ":30" | ":45")
+        }
+    }
+}
+
 /// A filter value checked against its field's type and declared limits, in the text form the
 /// type casts from.
 pub(crate) fn typed_value(field: &str, ty: FieldType, v: &Value, limits: Option<&FieldLimits>) -> Result<String> {
     let ok = match ty {
-        FieldType::Text | FieldType::Timestamptz => v.is_string(),
-        FieldType::Date => v.as_str().is_some_and(|s| !s.is_empty()),
+        FieldType::Text => v.is_string(),
+        // checked here, not left to the cast: a lenient search must be able to drop it
+        FieldType::Date => v.as_str().is_some_and(valid_date),
+        FieldType::Timestamptz => v.as_str().is_some_and(valid_timestamptz),
         FieldType::Integer => v.as_i64().is_some_and(|n| i32::try_from(n).is_ok()),
         FieldType::Bigint => v.is_i64(),
         FieldType::Numeric => v.is_number(),
@@ -109,7 +171,11 @@ pub(crate) fn typed_value(field: &str, ty: FieldType, v: &Value, limits: Option<
         };
         return Err(CoreError::new(
             SqlState::DatatypeMismatch,
-            format!("filter field \"{field}\" is of type {} but the value {v} is not {expected}", ty.sql()),
+            format!(
+                "filter field \"{field}\" is of type {} but the value {} is not {expected}",
+                ty.sql(),
+                crate::json::brief(v)
+            ),
             format!("Pass {expected} for \"{field}\"."),
         ));
     }
@@ -120,7 +186,7 @@ pub(crate) fn typed_value(field: &str, ty: FieldType, v: &Value, limits: Option<
                 let shown: Vec<String> = values.iter().take(20).map(|x| crate::sql::literal(x)).collect();
                 return Err(CoreError::new(
                     SqlState::InvalidParameterValue,
-                    format!("{v} is not an allowed value of filter field \"{field}\""),
+                    format!("{} is not an allowed value of filter field \"{field}\"", crate::json::brief(v)),
                     format!("Allowed values: {}{}.", shown.join(", "), if values.len() > 20 { ", …" } else { "" }),
                 ));
             }
@@ -136,7 +202,7 @@ pub(crate) fn typed_value(field: &str, ty: FieldType, v: &Value, limits: Option<
             );
             return Err(CoreError::new(
                 SqlState::InvalidParameterValue,
-                format!("{v} is outside the range of filter field \"{field}\" ({range})"),
+                format!("{} is outside the range of filter field \"{field}\" ({range})", crate::json::brief(v)),
                 format!("Pass a value {range}{}.", if ty == FieldType::Date { " as 'YYYY-MM-DD'" } else { "" }),
             ));
         }
@@ -150,7 +216,7 @@ fn field_conditions(corpus: &Corpus, field: &str, v: &Value, out: &mut Vec<(Cond
         let declared: Vec<&str> = corpus.filter_fields.keys().map(String::as_str).collect();
         CoreError::new(
             SqlState::UndefinedColumn,
-            format!("corpus \"{}\" has no filter field \"{field}\"", corpus.name),
+            format!("corpus \"{}\" has no filter field {}", corpus.name, crate::json::brief_str(field)),
             if declared.is_empty() {
                 "This corpus declares no filter fields.".to_string()
             } else {
@@ -218,7 +284,7 @@ fn op_condition(
         other => {
             return Err(CoreError::new(
                 SqlState::InvalidParameterValue,
-                format!("unknown filter operator \"{other}\" on field \"{field}\""),
+                format!("unknown filter operator {} on field \"{field}\"", crate::json::brief_str(other)),
                 "Operators are eq, gt, gte, lt and lte.",
             ))
         }
@@ -568,12 +634,14 @@ mod tests {
         }
     }
 
-    /// A filter object's pieces: one per operator of a range, one per other field.
+    /// A filter object's pieces: one per operator of a range, one per other field (a required
+    /// scope field's value is one piece: it is checked as a whole, never dropped in parts).
     fn pieces(f: &serde_json::Map<String, Value>) -> Vec<Value> {
         let mut out = Vec::new();
         for (k, v) in f {
             match v {
-                Value::Object(ops) if !ops.is_empty() => {
+                // (an undeclared field's value is one piece too: it is dropped as a whole)
+                Value::Object(ops) if !ops.is_empty() && ["court", "page_number"].contains(&k.as_str()) => {
                     out.extend(ops.iter().map(|(op, x)| json!({ k: { op: x } })));
                 }
                 _ => out.push(json!({ k: v })),
@@ -667,5 +735,36 @@ mod tests {
         // strict: the first invalid piece is the error a strict search raises
         assert_eq!(check(&c, &f, FilterMode::Strict).unwrap_err().state, SqlState::InvalidParameterValue);
         assert!(check(&c, &json!({"practice_area": "tax"}), FilterMode::Strict).unwrap().iter().all(|r| r.accepted));
+    }
+
+    #[test]
+    fn dates_and_timestamps_are_iso_8601() {
+        for ok in ["2024-02-29", "2023-12-31", "0001-01-01"] {
+            assert!(valid_date(ok), "{ok}");
+        }
+        for bad in ["2023-02-29", "2024-13-01", "2024-00-10", "2024-04-31", "24-01-01", "2024/01/01", "", "now"] {
+            assert!(!valid_date(bad), "{bad}");
+        }
+        for ok in [
+            "2024-05-01",
+            "2024-05-01T10:30",
+            "2024-05-01 10:30:59",
+            "2024-05-01T10:30:59.123Z",
+            "2024-05-01T23:59+03:00",
+            "2024-05-01T00:00:00-05",
+        ] {
+            assert!(valid_timestamptz(ok), "{ok}");
+        }
+        for bad in [
+            "2024-05-01T24:00",
+            "2024-05-01T10",
+            "2024-05-01T10:30:",
+            "2024-05-01T10:30Q",
+            "2024-05-01T10:30+3",
+            "tomorrow",
+            "2024-05-01T10:30:00.",
+        ] {
+            assert!(!valid_timestamptz(bad), "{bad}");
+        }
     }
 }

@@ -7,6 +7,32 @@ use serde_json::Value;
 
 use crate::error::{CoreError, Result, SqlState};
 
+/// Caller input as an error message shows it: JSON-quoted (so that quotes and newlines cannot
+/// forge message text) and at most [`BRIEF_CHARS`] characters.
+pub fn brief_str(s: &str) -> String {
+    let mut out: String = s.chars().take(BRIEF_CHARS).collect();
+    if s.chars().nth(BRIEF_CHARS).is_some() {
+        out.push('…');
+    }
+    Value::String(out).to_string()
+}
+
+/// A caller's JSON value as an error message shows it: its JSON text, at most [`BRIEF_CHARS`]
+/// characters.
+pub fn brief(v: &Value) -> String {
+    let text = v.to_string();
+    if text.chars().nth(BRIEF_CHARS).is_some() {
+        let mut out: String = text.chars().take(BRIEF_CHARS).collect();
+        out.push('…');
+        out
+    } else {
+        text
+    }
+}
+
+/// How much of a caller's input an error message repeats.
+pub const BRIEF_CHARS: usize = 100;
+
 /// The deepest nesting pg_corpus reads (objects and arrays, the outermost counting 1).
 pub const MAX_DEPTH: usize = 64;
 

@@ -645,18 +645,20 @@ pub fn feedback_fetch(corpus: &Corpus, idx: usize, conds: &[Condition], ids: Vec
     (sql, params.values)
 }
 
-/// The item a find-similar search starts from, looked up under the whole corpus predicate
-/// and searchable contract (no caller filters): `parent_id`, `embedding` (real[], NULL when it
-/// has none), `content`. No row means the item is not in the corpus, whether or not it exists
-/// elsewhere.
-pub fn similar_seed(corpus: &Corpus, idx: usize, item_id: &str) -> (String, Vec<Param>) {
+/// The item a find-similar search starts from, looked up under the whole corpus predicate,
+/// the searchable contract and the search's filters (so an item outside the caller's scope is
+/// no starting point): `item_id` (its stored id as text), `parent_id`, `embedding` (real[],
+/// NULL when it has none), `content`. No row means the item is not in the corpus, or not in
+/// the filtered scope, whether or not it exists elsewhere.
+pub fn similar_seed(corpus: &Corpus, idx: usize, conds: &[Condition], item_id: &str) -> (String, Vec<Param>) {
     let src = &corpus.sources[idx];
     let mut params = Params::default();
     let p = params.push(Param::Text(item_id.to_string()));
     let extra = [format!("{} = {p}::text::{}", col(&src.id), src.id.sql_type)];
-    let fw = from_where(src, &[], false, &extra, &mut params);
+    let fw = from_where(src, conds, false, &extra, &mut params);
     let sql = format!(
-        "SELECT {}::text AS parent_id, {}::real[] AS embedding, {}::text AS content\n{fw}\nLIMIT 1",
+        "SELECT {}::text AS item_id, {}::text AS parent_id, {}::real[] AS embedding, {}::text AS content\n{fw}\nLIMIT 1",
+        col(&src.id),
         col(&src.parent_fk),
         col(&src.embedding),
         col(&src.text),

@@ -71,6 +71,8 @@ pub struct FetchedRow {
 /// The item a find-similar search starts from ([`crate::plan::similar_seed`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct SeedItem {
+    /// Its stored id as text (the caller's may be another spelling of it, e.g. `'042'`).
+    pub item_id: String,
     pub parent_id: Option<String>,
     pub embedding: Option<Vec<f32>>,
     pub content: Option<String>,

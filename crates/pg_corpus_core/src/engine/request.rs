@@ -55,7 +55,10 @@ impl Mode {
             "hybrid" => Ok(Mode::Hybrid),
             "semantic" => Ok(Mode::Semantic),
             "lexical" => Ok(Mode::Lexical),
-            other => Err(bad(format!("unknown search mode \"{other}\""), "mode is hybrid, semantic or lexical.")),
+            other => Err(bad(
+                format!("unknown search mode {}", crate::json::brief_str(other)),
+                "mode is hybrid, semantic or lexical.",
+            )),
         }
     }
 
@@ -439,7 +442,7 @@ pub fn extra_queries(corpus: &Corpus, mode: Mode, value: &Value) -> Result<Vec<E
             return Err(extra_error(format!("extra query {n} must be a JSON object, got {}", json_type(item))));
         };
         if let Some(unknown) = fields.keys().find(|k| !["text", "vector", "weight", "label"].contains(&k.as_str())) {
-            return Err(extra_error(format!("extra query {n} has an unknown key \"{unknown}\"")));
+            return Err(extra_error(format!("extra query {n} has an unknown key {}", crate::json::brief_str(unknown))));
         }
         let text = match fields.get("text") {
             None | Some(Value::Null) => None,
@@ -457,6 +460,13 @@ pub fn extra_queries(corpus: &Corpus, mode: Mode, value: &Value) -> Result<Vec<E
                 let mut v = Vec::with_capacity(xs.len());
                 for x in xs {
                     match x.as_f64() {
+                        Some(f) if f.abs() > f64::from(f32::MAX) => {
+                            return Err(CoreError::new(
+                                SqlState::DataException,
+                                format!("extra query {n}: a vector component ({f:e}) is out of the real range"),
+                                "Every component must be a finite number within ±3.4e38 (PostgreSQL's real).",
+                            ))
+                        }
                         Some(f) => v.push(f as f32),
                         None => {
                             return Err(extra_error(format!(
@@ -466,10 +476,15 @@ pub fn extra_queries(corpus: &Corpus, mode: Mode, value: &Value) -> Result<Vec<E
                         }
                     }
                 }
-                Some(
-                    check_vector(corpus, v)
-                        .map_err(|e| CoreError { message: format!("extra query {n}: {}", e.message), ..e })?,
-                )
+                // a lexical search ignores an extra query's vector (as it ignores query_vec)
+                if mode == Mode::Lexical {
+                    None
+                } else {
+                    Some(
+                        check_vector(corpus, v)
+                            .map_err(|e| CoreError { message: format!("extra query {n}: {}", e.message), ..e })?,
+                    )
+                }
             }
             Some(other) => {
                 return Err(extra_error(format!(
@@ -484,7 +499,8 @@ pub fn extra_queries(corpus: &Corpus, mode: Mode, value: &Value) -> Result<Vec<E
                 Some(w) if w > 0.0 && w <= MAX_QUERY_WEIGHT => w,
                 _ => {
                     return Err(extra_error(format!(
-                        "extra query {n}: \"weight\" must be a number in (0, {MAX_QUERY_WEIGHT}], got {w}"
+                        "extra query {n}: \"weight\" must be a number in (0, {MAX_QUERY_WEIGHT}], got {}",
+                        crate::json::brief(w)
                     )))
                 }
             },
@@ -492,15 +508,15 @@ pub fn extra_queries(corpus: &Corpus, mode: Mode, value: &Value) -> Result<Vec<E
         let label = match fields.get("label") {
             None | Some(Value::Null) => format!("extra_{n}"),
             Some(Value::String(l)) if !l.trim().is_empty() && l.chars().count() <= MAX_LABEL_CHARS => l.clone(),
-            Some(other) => {
-                return Err(extra_error(format!(
-                    "extra query {n}: \"label\" must be a non-empty string of at most {MAX_LABEL_CHARS} characters, got {other}"
-                )))
-            }
+            Some(other) => return Err(extra_error(format!(
+                "extra query {n}: \"label\" must be a non-empty string of at most {MAX_LABEL_CHARS} characters, got {}",
+                crate::json::brief(other)
+            ))),
         };
         if RESERVED_LABELS.contains(&label.as_str()) || out.iter().any(|q| q.label == label) {
             return Err(extra_error(format!(
-                "extra query {n}: label \"{label}\" is taken (\"original\" and \"feedback\" are reserved, and labels are unique)"
+                "extra query {n}: label {} is taken (\"original\" and \"feedback\" are reserved, and labels are unique)",
+                crate::json::brief_str(&label)
             )));
         }
         let (vector, text) = match mode {

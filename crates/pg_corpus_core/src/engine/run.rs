@@ -299,7 +299,8 @@ fn subplans(
 
 fn subplan_settings(req: &Request, sem: &[SemanticPlan], p: &Subplan, window: usize) -> Vec<Setting> {
     let selectivity = sem.get(p.source).map_or(1.0, |s| s.selectivity);
-    settings::for_subplan(p, window, selectivity, req.lexical.is_some(), &req.config)
+    // BM25 settings for every BM25 subplan: the original query's or an extra query's
+    settings::for_subplan(p, window, selectivity, req.config.scorer == super::Scorer::Bm25, &req.config)
 }
 
 /// One round: every subplan of every query with `window` rows, each branch's per-source lists

@@ -7,6 +7,8 @@ use std::sync::Arc;
 use super::request::Checked;
 use super::{run, Args, Config, Executor, Mode, Request, SearchRow};
 use crate::error::{CoreError, Result, SqlState};
+use crate::filters;
+use crate::json::brief_str;
 use crate::plan;
 use crate::resolve::Corpus;
 use crate::sql::literal;
@@ -26,21 +28,27 @@ fn not_in_corpus(corpus: &Corpus, source: &str, item_id: &str) -> CoreError {
     // a caller learns nothing about items outside the corpus.
     CoreError::new(
         SqlState::UndefinedObject,
-        format!("item \"{item_id}\" of source \"{source}\" is not in corpus \"{}\"", corpus.name),
-        "find_similar starts from an item the corpus can return: check the item id and the source, and that \
-         the item is searchable (its text, its parent and the source's rule).",
+        format!("item {} of source {} is not in corpus \"{}\"", brief_str(item_id), brief_str(source), corpus.name),
+        "find_similar starts from an item the search could return: check the item id and the source, and that \
+         the item is searchable (its text, its parent and the source's rule) and within the filters.",
     )
+}
+
+/// `s` without the leading and trailing whitespace PostgreSQL's input functions skip (ASCII).
+fn ascii_trim(s: &str) -> &str {
+    s.trim_matches(|c: char| c.is_ascii_whitespace())
 }
 
 /// Whether `id` can be a value of an id column of type `sql_type` (integers and uuids are
 /// checked here: a malformed one is no item of the corpus, not a cast error).
 fn plausible_id(id: &str, sql_type: &str) -> bool {
     match sql_type {
-        "smallint" => id.trim().parse::<i16>().is_ok(),
-        "integer" => id.trim().parse::<i32>().is_ok(),
-        "bigint" => id.trim().parse::<i64>().is_ok(),
+        "smallint" => ascii_trim(id).parse::<i16>().is_ok(),
+        "integer" => ascii_trim(id).parse::<i32>().is_ok(),
+        "bigint" => ascii_trim(id).parse::<i64>().is_ok(),
         "uuid" => {
-            let hex: String = id.trim().trim_matches(|c| c == '{' || c == '}').chars().filter(|&c| c != '-').collect();
+            let hex: String =
+                ascii_trim(id).trim_matches(|c| c == '{' || c == '}').chars().filter(|&c| c != '-').collect();
             hex.len() == 32 && hex.chars().all(|c| c.is_ascii_hexdigit())
         }
         _ => true,
@@ -62,24 +70,30 @@ pub fn find_similar(
         let names: Vec<String> = corpus.sources.iter().map(|s| literal(&s.name)).collect();
         return Err(CoreError::new(
             SqlState::UndefinedObject,
-            format!("corpus \"{}\" has no source \"{}\"", corpus.name, sim.source),
+            format!("corpus \"{}\" has no source {}", corpus.name, brief_str(&sim.source)),
             format!("Its sources: {}.", if names.is_empty() { "none".to_string() } else { names.join(", ") }),
         ));
     };
     let src = &corpus.sources[idx];
+    // The filters (and the required scope filters) are checked first and scope the item's own
+    // lookup: whether an item exists is never answered outside the caller's scope.
+    let filter_mode = filters::FilterMode::parse(&sim.args.filter_mode)?;
+    let (conds, _) = filters::parse_with_mode(&corpus, &sim.args.filters, filter_mode)?;
     if !plausible_id(&sim.item_id, &src.id.sql_type) {
         return Err(not_in_corpus(&corpus, &sim.source, &sim.item_id));
     }
-    let (sql, params) = plan::similar_seed(&corpus, idx, &sim.item_id);
+    let (sql, params) = plan::similar_seed(&corpus, idx, &conds, &sim.item_id);
     let Some(seed) = exec.seed_item(&sql, &params)? else {
         return Err(not_in_corpus(&corpus, &sim.source, &sim.item_id));
     };
+    // the stored id: the caller's may be another spelling of it ('042', ' 42', an upper-case uuid)
+    let item_id = seed.item_id.clone();
     let mode = checked.mode;
     let vector = match (mode, seed.embedding) {
         (Mode::Lexical, _) => None,
         (_, Some(v)) if sim.args.include_stale => Some(v),
         (_, Some(v)) => {
-            let (sql, params) = plan::queued_items(&corpus, &[(idx, vec![sim.item_id.clone()])]);
+            let (sql, params) = plan::queued_items(&corpus, &[(idx, vec![item_id.clone()])]);
             if exec.queued_items(&sql, &params)?.is_empty() {
                 Some(v)
             } else {
@@ -91,7 +105,7 @@ pub fn find_similar(
     if mode == Mode::Semantic && vector.is_none() {
         return Err(CoreError::new(
             SqlState::ObjectNotInPrerequisiteState,
-            format!("item \"{}\" of source \"{}\" has no current embedding", sim.item_id, sim.source),
+            format!("item {} of source {} has no current embedding", brief_str(&item_id), brief_str(&sim.source)),
             "Its embedding is missing or queued for re-embedding: wait for the worker, pass include_stale => true, \
              or search with mode => 'hybrid' or 'lexical' (by its text).",
         ));
@@ -99,7 +113,7 @@ pub fn find_similar(
     let text = if mode == Mode::Semantic { None } else { seed.content };
     let args = Args { query_vec: vector, query_text: text, extra_queries: serde_json::Value::Null, ..sim.args };
     let mut req = Request::new(corpus.clone(), args, checked, config, exec)?;
-    req.exclude_items.push((idx, sim.item_id.clone()));
+    req.exclude_items.push((idx, item_id));
     if sim.exclude_parent {
         if let Some(parent) = seed.parent_id {
             req.exclude_parent = Some((src.parent_scope.clone(), parent));

@@ -275,7 +275,10 @@ impl Executor for Fake {
         self.record(Call::Seed(src))?;
         assert!(sql.contains("p.\"source_kind\" = "), "the seed is looked up under the corpus predicate:\n{sql}");
         let Some(Param::Text(id)) = params.first() else { panic!("the seed's first parameter is its id") };
-        Ok(self.items[src].iter().find(|i| &i.id == id).map(|i| SeedItem {
+        // the fake's ids are integers: '012' and ' 12' are item 12, as the SQL cast makes them
+        let wanted = id.trim().parse::<u64>().map(|n| n.to_string()).unwrap_or_else(|_| id.clone());
+        Ok(self.items[src].iter().find(|i| i.id == wanted).map(|i| SeedItem {
+            item_id: i.id.clone(),
             parent_id: Some(i.parent.clone()),
             embedding: Some(vector_starting(9.0)),
             content: Some("חוזה שכירות".into()),
@@ -718,6 +721,25 @@ fn the_fused_score_is_the_weighted_sum_over_every_list_that_ranked_a_hit() {
     }
     // the original's best hit of each branch is still there: the original is always fused
     assert!(rows.iter().any(|r| r.semantic_rank == Some(1)) || rows.iter().any(|r| r.lexical_rank == Some(1)));
+}
+
+#[test]
+fn an_extra_querys_bm25_subplans_run_with_the_bm25_settings() {
+    let mut f = default_fake();
+    let mut a = args("semantic");
+    a.mode = "hybrid".into();
+    a.extra_queries = json!([{"text": "שכירות"}]);
+    run(&mut f, a, Config::default()).unwrap();
+    let lexical: Vec<&Vec<Setting>> = f
+        .calls
+        .iter()
+        .filter_map(|c| match c {
+            Call::Branch { branch: Branch::Lexical, settings, .. } => Some(settings),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(lexical.len(), 2);
+    assert!(lexical.iter().all(|s| s.iter().any(|x| x.name == "random_page_cost")), "{lexical:?}");
 }
 
 #[test]
