@@ -21,7 +21,19 @@ CREATE TABLE corpus.corpora (
     filter_fields    jsonb NOT NULL DEFAULT '{}'
                      CONSTRAINT corpora_filter_fields_check CHECK (jsonb_typeof(filter_fields) = 'object'),
     created_at       timestamptz NOT NULL DEFAULT now(),
-    created_by       name NOT NULL DEFAULT current_user
+    created_by       name NOT NULL DEFAULT current_user,
+    -- named embedding spaces (0.3.0): {"name": {"dimensions": n, "model": "...", "weight": w}}
+    spaces           jsonb NOT NULL DEFAULT '{}'
+                     CONSTRAINT corpora_spaces_check CHECK (jsonb_typeof(spaces) = 'object'),
+    -- the evidence filter (0.3.0): {"enabled", "rare_share", "min_coverage", "vector": {space: {...}}}
+    evidence         jsonb NOT NULL DEFAULT '{}'
+                     CONSTRAINT corpora_evidence_check CHECK (jsonb_typeof(evidence) = 'object'),
+    -- must-include classes (0.3.0): [{"name", "source", "filters", "top"}]
+    must_include     jsonb NOT NULL DEFAULT '[]'
+                     CONSTRAINT corpora_must_include_check CHECK (jsonb_typeof(must_include) = 'array'),
+    -- graph expansion limits (0.3.0): {"seeds", "max_added", "hop_penalty"}
+    graph            jsonb NOT NULL DEFAULT '{}'
+                     CONSTRAINT corpora_graph_check CHECK (jsonb_typeof(graph) = 'object')
 );
 COMMENT ON TABLE corpus.corpora IS 'pg_corpus: one row per corpus (isolation predicate, filters)';
 
@@ -54,19 +66,41 @@ CREATE TABLE corpus.sources (
     -- check reports a retype that still validates as catalog drift
     column_types     jsonb NOT NULL DEFAULT '{}',
     created_at       timestamptz NOT NULL DEFAULT now(),
+    -- the embedding space of the source (0.3.0); NULL: the corpus' default space
+    space            text,
     PRIMARY KEY (corpus, name)
 );
 COMMENT ON TABLE corpus.sources IS 'pg_corpus: one row per item table registered in a corpus';
 
+-- Citation edges a search with expand => true follows (0.3.0): rows of edge_table say that
+-- item from_column (of from_source) cites item to_column (of to_source); only that direction
+-- is followed.
+CREATE TABLE corpus.edges (
+    corpus      text NOT NULL REFERENCES corpus.corpora (name) ON DELETE CASCADE,
+    name        text NOT NULL
+                CONSTRAINT edges_name_check CHECK (name ~ '^[a-z_][a-z0-9_]{0,62}$'),
+    edge_table  regclass NOT NULL,
+    from_source text NOT NULL,
+    from_column name NOT NULL,
+    to_source   text NOT NULL,
+    to_column   name NOT NULL,
+    created_at  timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (corpus, name),
+    FOREIGN KEY (corpus, from_source) REFERENCES corpus.sources (corpus, name) ON DELETE CASCADE,
+    FOREIGN KEY (corpus, to_source) REFERENCES corpus.sources (corpus, name) ON DELETE CASCADE
+);
+COMMENT ON TABLE corpus.edges IS 'pg_corpus: citation edge sets a search may expand along';
+
 -- pg_dump must keep the user's definitions.
 SELECT pg_catalog.pg_extension_config_dump('corpus.corpora', '');
 SELECT pg_catalog.pg_extension_config_dump('corpus.sources', '');
+SELECT pg_catalog.pg_extension_config_dump('corpus.edges', '');
 
 -- Lock the catalog down: read for everyone, write for the owner (and whom it grants).
 REVOKE ALL ON SCHEMA corpus FROM PUBLIC;
 GRANT USAGE ON SCHEMA corpus TO PUBLIC;
-REVOKE ALL ON corpus.corpora, corpus.sources FROM PUBLIC;
-GRANT SELECT ON corpus.corpora, corpus.sources TO PUBLIC;
+REVOKE ALL ON corpus.corpora, corpus.sources, corpus.edges FROM PUBLIC;
+GRANT SELECT ON corpus.corpora, corpus.sources, corpus.edges TO PUBLIC;
 
 -- Every backend keeps resolved definitions in a cache (src/spi/catalog.rs; the rules are in
 -- pg_corpus_core::engine::cache). Statement triggers on both tables (corpus._catalog_changed,
@@ -127,6 +161,21 @@ AS $$
         'isolation', c.isolation,
         'required_filters', to_jsonb(c.required_filters),
         'filter_fields', c.filter_fields,
+        'spaces', c.spaces,
+        'evidence', c.evidence,
+        'must_include', c.must_include,
+        'graph', c.graph,
+        'edges', COALESCE((
+            SELECT jsonb_agg(jsonb_build_object(
+                       'name', e.name,
+                       'table', corpus._relation_json(e.edge_table),
+                       'table_oid', e.edge_table::oid::bigint,
+                       'from_source', e.from_source,
+                       'from_column', e.from_column::text,
+                       'to_source', e.to_source,
+                       'to_column', e.to_column::text) ORDER BY e.name)
+              FROM corpus.edges e
+             WHERE e.corpus = c.name), '[]'::jsonb),
         'vector_schema', (SELECT n.nspname::text FROM pg_extension e
                             JOIN pg_namespace n ON n.oid = e.extnamespace
                            WHERE e.extname = 'vector'),
@@ -155,7 +204,8 @@ AS $$
                        'language', s.language,
                        'semantic_weight', s.semantic_weight,
                        'lexical_weight', s.lexical_weight,
-                       'column_types', s.column_types)
+                       'column_types', s.column_types,
+                       'space', s.space)
                      ORDER BY s.name)
               FROM corpus.sources s
              WHERE s.corpus = c.name), '[]'::jsonb))
@@ -182,12 +232,30 @@ BEGIN
 END
 $$;
 
+-- 22023 unless a definition argument is a jsonb array.
+CREATE FUNCTION corpus._require_array(value jsonb, argument text) RETURNS void
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF value IS NOT NULL AND jsonb_typeof(value) <> 'array' THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = format('%s must be a jsonb array, got a %s', argument, jsonb_typeof(value)),
+            HINT = format('Pass an array, e.g. %s => ''[]''.', argument);
+    END IF;
+END
+$$;
+
 CREATE FUNCTION corpus.corpus_create(
     name             text,
     isolation        jsonb  DEFAULT '{}',
     required_filters text[] DEFAULT '{}',
     filter_fields    jsonb  DEFAULT '{}',
-    description      text   DEFAULT NULL
+    description      text   DEFAULT NULL,
+    spaces           jsonb  DEFAULT '{}',
+    evidence         jsonb  DEFAULT '{}',
+    must_include     jsonb  DEFAULT '[]',
+    graph            jsonb  DEFAULT '{}'
 ) RETURNS void
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
@@ -200,14 +268,20 @@ BEGIN
     END IF;
     PERFORM corpus._require_object(isolation, 'isolation');
     PERFORM corpus._require_object(filter_fields, 'filter_fields');
+    PERFORM corpus._require_object(spaces, 'spaces');
+    PERFORM corpus._require_object(evidence, 'evidence');
+    PERFORM corpus._require_array(must_include, 'must_include');
+    PERFORM corpus._require_object(graph, 'graph');
     IF EXISTS (SELECT 1 FROM corpus.corpora c WHERE c.name = corpus_create.name) THEN
         RAISE EXCEPTION USING ERRCODE = '42710',
             MESSAGE = format('corpus "%s" already exists', name),
             HINT = 'Use corpus.corpus_alter to change it, or corpus.corpus_drop first.';
     END IF;
-    INSERT INTO corpus.corpora (name, description, isolation, required_filters, filter_fields)
+    INSERT INTO corpus.corpora (name, description, isolation, required_filters, filter_fields, spaces,
+                                evidence, must_include, graph)
     VALUES (name, description, COALESCE(isolation, '{}'), COALESCE(required_filters, '{}'),
-            COALESCE(filter_fields, '{}'));
+            COALESCE(filter_fields, '{}'), COALESCE(spaces, '{}'), COALESCE(evidence, '{}'),
+            COALESCE(must_include, '[]'), COALESCE(graph, '{}'));
     PERFORM corpus._validate_corpus(name);
 END
 $$;
@@ -234,7 +308,8 @@ CREATE FUNCTION corpus.corpus_add_source(
     lexical_weight   float8    DEFAULT 1,
     embedding_inputs text[]    DEFAULT NULL,
     embedding_model  text      DEFAULT NULL,
-    language         text      DEFAULT NULL
+    language         text      DEFAULT NULL,
+    space            text      DEFAULT NULL
 ) RETURNS void
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
@@ -269,13 +344,13 @@ BEGIN
     END IF;
     INSERT INTO corpus.sources AS s (corpus, name, item_table, id_column, text_column, tsv_column,
         embedding_column, embedding_inputs, distance, parent_table, parent_fk, parent_key, parent_required, rule,
-        locator, metadata, min_length, ts_config, language, semantic_weight, lexical_weight)
+        locator, metadata, min_length, ts_config, language, semantic_weight, lexical_weight, space)
     VALUES (corpus, source, item_table, id_column, text_column, tsv_column, embedding_column,
         COALESCE(embedding_inputs, ARRAY[text_column])::name[],
         COALESCE(distance, 'cosine'), parent_table, parent_fk, COALESCE(parent_key, 'id'),
         COALESCE(parent_required, '{}'), COALESCE(rule, '{}'), COALESCE(locator, '{}'),
         COALESCE(metadata, '{}'), COALESCE(min_length, 50), COALESCE(ts_config, 'simple'), language,
-        COALESCE(semantic_weight, 1), COALESCE(lexical_weight, 1));
+        COALESCE(semantic_weight, 1), COALESCE(lexical_weight, 1), space);
     PERFORM corpus._validate_corpus(corpus);
     -- only the new source: another source's retype stays visible as drift
     PERFORM corpus._snapshot_column_types(corpus, source);
@@ -312,7 +387,11 @@ CREATE FUNCTION corpus.corpus_alter(
     isolation        jsonb  DEFAULT NULL,
     required_filters text[] DEFAULT NULL,
     filter_fields    jsonb  DEFAULT NULL,
-    description      text   DEFAULT NULL
+    description      text   DEFAULT NULL,
+    spaces           jsonb  DEFAULT NULL,
+    evidence         jsonb  DEFAULT NULL,
+    must_include     jsonb  DEFAULT NULL,
+    graph            jsonb  DEFAULT NULL
 ) RETURNS void
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
@@ -320,11 +399,19 @@ AS $$
 BEGIN
     PERFORM corpus._require_object(isolation, 'isolation');
     PERFORM corpus._require_object(filter_fields, 'filter_fields');
+    PERFORM corpus._require_object(spaces, 'spaces');
+    PERFORM corpus._require_object(evidence, 'evidence');
+    PERFORM corpus._require_array(must_include, 'must_include');
+    PERFORM corpus._require_object(graph, 'graph');
     UPDATE corpus.corpora c
        SET isolation        = COALESCE(corpus_alter.isolation, c.isolation),
            required_filters = COALESCE(corpus_alter.required_filters, c.required_filters),
            filter_fields    = COALESCE(corpus_alter.filter_fields, c.filter_fields),
-           description      = COALESCE(corpus_alter.description, c.description)
+           description      = COALESCE(corpus_alter.description, c.description),
+           spaces           = COALESCE(corpus_alter.spaces, c.spaces),
+           evidence         = COALESCE(corpus_alter.evidence, c.evidence),
+           must_include     = COALESCE(corpus_alter.must_include, c.must_include),
+           graph            = COALESCE(corpus_alter.graph, c.graph)
      WHERE c.name = corpus_alter.name;
     IF NOT FOUND THEN
         RAISE EXCEPTION USING ERRCODE = '42704',
@@ -363,7 +450,8 @@ $$;
 
 CREATE FUNCTION corpus.corpus_list()
 RETURNS TABLE (name text, description text, isolation jsonb, required_filters text[],
-               filter_fields jsonb, sources jsonb)
+               filter_fields jsonb, sources jsonb, spaces jsonb, evidence jsonb, must_include jsonb,
+               graph jsonb, edges jsonb)
 LANGUAGE sql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -380,8 +468,80 @@ AS $$
                         'min_length', s.min_length, 'ts_config', s.ts_config::text, 'language', s.language,
                         'semantic_weight', s.semantic_weight,
                         'lexical_weight', s.lexical_weight,
-                       'column_types', s.column_types) ORDER BY s.name)
-                       FROM corpus.sources s WHERE s.corpus = c.name), '[]'::jsonb)
+                       'column_types', s.column_types, 'space', s.space) ORDER BY s.name)
+                       FROM corpus.sources s WHERE s.corpus = c.name), '[]'::jsonb),
+           c.spaces, c.evidence, c.must_include, c.graph,
+           COALESCE((SELECT jsonb_agg(jsonb_build_object(
+                        'name', e.name, 'edge_table', e.edge_table::text,
+                        'from_source', e.from_source, 'from_column', e.from_column,
+                        'to_source', e.to_source, 'to_column', e.to_column) ORDER BY e.name)
+                       FROM corpus.edges e WHERE e.corpus = c.name), '[]'::jsonb)
       FROM corpus.corpora c
      ORDER BY c.name
+$$;
+
+-- ------------------------------------------------------------------------------------------
+-- Citation edges (0.3.0): registered per corpus, followed by searches with expand => true.
+-- ------------------------------------------------------------------------------------------
+CREATE FUNCTION corpus.corpus_add_edges(
+    corpus      text,
+    name        text,
+    edge_table  regclass,
+    from_source text,
+    from_column text,
+    to_source   text,
+    to_column   text
+) RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM corpus.corpora c WHERE c.name = corpus_add_edges.corpus) THEN
+        RAISE EXCEPTION USING ERRCODE = '42704',
+            MESSAGE = format('corpus "%s" does not exist', corpus),
+            HINT = 'Create it with corpus.corpus_create, or see corpus.corpus_list().';
+    END IF;
+    IF name IS NULL OR name !~ '^[a-z_][a-z0-9_]{0,62}$' THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = format('invalid edge set name "%s"', name),
+            HINT = 'An edge set name is a lower-case identifier: letters, digits and _, at most 63 characters.';
+    END IF;
+    IF edge_table IS NULL OR from_source IS NULL OR from_column IS NULL OR to_source IS NULL
+       OR to_column IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22004',
+            MESSAGE = 'edge_table, from_source, from_column, to_source and to_column are required',
+            HINT = 'A row of edge_table says that item from_column of from_source cites item to_column of to_source.';
+    END IF;
+    FOR i IN 1..2 LOOP
+        IF NOT EXISTS (SELECT 1 FROM corpus.sources s WHERE s.corpus = corpus_add_edges.corpus
+                          AND s.name = CASE i WHEN 1 THEN from_source ELSE to_source END) THEN
+            RAISE EXCEPTION USING ERRCODE = '42704',
+                MESSAGE = format('source "%s" is not registered in corpus "%s"',
+                                 CASE i WHEN 1 THEN from_source ELSE to_source END, corpus),
+                HINT = 'Edges join two sources of the corpus: see its sources in corpus.corpus_list().';
+        END IF;
+    END LOOP;
+    IF EXISTS (SELECT 1 FROM corpus.edges e WHERE e.corpus = corpus_add_edges.corpus AND e.name = corpus_add_edges.name) THEN
+        RAISE EXCEPTION USING ERRCODE = '42710',
+            MESSAGE = format('edge set "%s" is already registered in corpus "%s"', name, corpus),
+            HINT = 'Use corpus.corpus_drop_edges first to redefine it.';
+    END IF;
+    INSERT INTO corpus.edges (corpus, name, edge_table, from_source, from_column, to_source, to_column)
+    VALUES (corpus, name, edge_table, from_source, from_column, to_source, to_column);
+    PERFORM corpus._validate_corpus(corpus);
+END
+$$;
+
+CREATE FUNCTION corpus.corpus_drop_edges(corpus text, name text) RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    DELETE FROM corpus.edges e WHERE e.corpus = corpus_drop_edges.corpus AND e.name = corpus_drop_edges.name;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = '42704',
+            MESSAGE = format('edge set "%s" is not registered in corpus "%s"', name, corpus),
+            HINT = 'See the edge sets of each corpus in corpus.corpus_list().';
+    END IF;
+END
 $$;

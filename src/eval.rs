@@ -67,6 +67,8 @@ fn evaluate_mode(
     rrf_k: i32,
     candidates: Option<i32>,
     extra_queries: bool,
+    evidence: bool,
+    expand: bool,
 ) -> Result<Vec<(String, QueryMetrics, Vec<String>)>, CoreError> {
     let empty = HashMap::new();
     gold.queries
@@ -92,6 +94,9 @@ fn evaluate_mode(
                 feedback: None,
                 extra_queries: if extra_queries { for_mode(&q.extra_queries, mode) } else { serde_json::Value::Null },
                 filter_mode: "strict".into(),
+                query_vectors: serde_json::Value::Null,
+                evidence: Some(evidence),
+                expand: Some(expand),
             };
             let rows = search::run(&gold.corpus, args).map_err(|e| {
                 let msg = format!("gold query \"{}\": {}", q.id, e.message);
@@ -130,7 +135,18 @@ fn corpus_evaluate(
         name!(ndcg_at_k, f64),
     ),
 > {
-    corpus_evaluate_v3(gold_set, modes, k, max_per_parent, rrf_k, candidates, store, Some(false))
+    corpus_evaluate_v3(
+        gold_set,
+        modes,
+        k,
+        max_per_parent,
+        rrf_k,
+        candidates,
+        store,
+        Some(false),
+        Some(false),
+        Some(false),
+    )
 }
 
 /// Run every query of a gold set in each mode, store the runs, return their aggregates. A new C
@@ -146,6 +162,8 @@ fn corpus_evaluate_v3(
     candidates: default!(Option<i32>, "NULL"),
     store: default!(Option<bool>, true),
     extra_queries: default!(Option<bool>, false),
+    evidence: default!(Option<bool>, false),
+    expand: default!(Option<bool>, false),
 ) -> TableIterator<
     'static,
     (
@@ -168,7 +186,9 @@ fn corpus_evaluate_v3(
         let rrf_k = required(rrf_k, F, "rrf_k").or_raise();
         let store = required(store, F, "store").or_raise();
         let extra_queries = required(extra_queries, F, "extra_queries").or_raise();
-        evaluate(gold_set, modes, k, max_per_parent, rrf_k, candidates, store, extra_queries)
+        let evidence = required(evidence, F, "evidence").or_raise();
+        let expand = required(expand, F, "expand").or_raise();
+        evaluate(gold_set, modes, k, max_per_parent, rrf_k, candidates, store, [extra_queries, evidence, expand])
     })
 }
 
@@ -181,7 +201,7 @@ fn evaluate(
     rrf_k: i32,
     candidates: Option<i32>,
     store: bool,
-    extra_queries: bool,
+    [extra_queries, evidence, expand]: [bool; 3],
 ) -> TableIterator<'static, (Option<i64>, String, i32, f64, f64, f64, f64)> {
     let gold = spi::eval::load_gold_set(gold_set, extra_queries).or_raise();
     if gold.queries.is_empty() {
@@ -204,14 +224,16 @@ fn evaluate(
             ));
         }
         let started = spi::eval::clock_timestamp().or_raise();
-        let per_query = evaluate_mode(&gold, mode, k, max_per_parent, rrf_k, candidates, extra_queries).or_raise();
+        let per_query =
+            evaluate_mode(&gold, mode, k, max_per_parent, rrf_k, candidates, extra_queries, evidence, expand)
+                .or_raise();
         let figures: Vec<QueryMetrics> = per_query.iter().map(|(_, m, _)| *m).collect();
         let agg = metrics::mean(&figures);
         let run_id = if store {
             // Everything that changes a ranking, so that two runs show what differed.
             let params = serde_json::json!({
                 "k": k, "max_per_parent": max_per_parent, "rrf_k": rrf_k, "candidates": candidates,
-                "extra_queries": extra_queries,
+                "extra_queries": extra_queries, "evidence": evidence, "expand": expand,
                 "settings": spi::eval::ranking_settings().unwrap_or_default(),
                 "corpus_definition": spi::eval::corpus_definition_json(&gold.corpus).unwrap_or_default(),
                 "analyzer_version": pg_corpus_core::analysis::ANALYZER_VERSION,
@@ -295,4 +317,111 @@ fn corpus_compare_runs(
         })
         .collect();
     TableIterator::new(rows)
+}
+
+/// Calibrate the evidence filter's vector thresholds on a gold set (seeds/002): each query's
+/// semantic search (its first `candidates` hits under its filters) gives the best candidate's
+/// distance and its nearest relevant item's; `max_distance` and `max_gap` are the `quantile`
+/// of those over the answerable queries (pg_corpus_core::evidence::calibrate). Queries without
+/// a relevant judgment are the unanswerable ones: `rejected` is the share whose best candidate
+/// the thresholds refuse. With `apply`, the thresholds are stored through corpus_alter (so
+/// only a role that may change the corpus can).
+#[pg_extern(volatile, parallel_unsafe)]
+fn corpus_calibrate_evidence(
+    gold_set: Option<&str>,
+    quantile: default!(Option<f64>, 0.95),
+    apply: default!(Option<bool>, false),
+    candidates: default!(Option<i32>, 100),
+) -> TableIterator<
+    'static,
+    (
+        name!(space, String),
+        name!(model, Option<String>),
+        name!(max_distance, f64),
+        name!(max_gap, f64),
+        name!(answerable, i32),
+        name!(kept, f64),
+        name!(unanswerable, i32),
+        name!(rejected, f64),
+        name!(applied, bool),
+    ),
+> {
+    const F: &str = "corpus_calibrate_evidence";
+    let row = spi::pinned_search_path(|| {
+        let gold_set = required(gold_set, F, "gold_set")?;
+        let q = required(quantile, F, "quantile")?;
+        let apply = required(apply, F, "apply")?;
+        let candidates = required(candidates, F, "candidates")?;
+        if !(q > 0.0 && q <= 1.0) {
+            return Err(CoreError::new(
+                SqlState::InvalidParameterValue,
+                format!("quantile must be in (0, 1], got {q}"),
+                "0.95 keeps the nearest relevant item of 95% of the answerable queries.",
+            ));
+        }
+        let gold = spi::eval::load_gold_set(gold_set, false)?;
+        let corpus = spi::catalog::load_corpus(&gold.corpus)?;
+        let mut samples = Vec::new();
+        for query in gold.queries.iter().filter(|q| q.vector.is_some()) {
+            let args = Args {
+                query_vec: query.vector.clone(),
+                k: candidates,
+                filters: query.filters.clone(),
+                mode: "semantic".into(),
+                max_per_parent: Some(0),
+                evidence: Some(false),
+                ..Args::default()
+            };
+            let rows = search::run(&gold.corpus, args).map_err(|e| {
+                let msg = format!("gold query \"{}\": {}", query.id, e.message);
+                CoreError { message: msg, ..e }
+            })?;
+            let judgments = gold.judgments.get(&query.id);
+            let relevant = |key: &str| judgments.and_then(|j| j.get(key)).is_some_and(|&g| g > 0);
+            let Some(best) = rows.first().and_then(|r| r.semantic_distance) else { continue };
+            let nearest = rows
+                .iter()
+                .find(|r| {
+                    let key = if gold.level == "parent" { r.parent_id.clone() } else { r.item_id.clone() };
+                    relevant(&key) || relevant(&format!("{}:{}", r.source, r.item_id))
+                })
+                .and_then(|r| r.semantic_distance);
+            samples.push(pg_corpus_core::evidence::Sample {
+                best,
+                nearest_relevant: nearest,
+                answerable: judgments.is_some_and(|j| j.values().any(|&g| g > 0)),
+            });
+        }
+        let Some(c) = pg_corpus_core::evidence::calibrate(&samples, q) else {
+            return Err(CoreError::new(
+                SqlState::ObjectNotInPrerequisiteState,
+                format!(
+                    "gold set \"{gold_set}\" has no query with a vector whose relevant item is among its first {candidates} candidates"
+                ),
+                "Judge relevant items for queries that have a query_vec, or raise candidates.",
+            ));
+        };
+        let space = &corpus.spaces[0];
+        if apply {
+            let t = pg_corpus_core::evidence::VectorThresholds {
+                max_distance: c.max_distance,
+                max_gap: c.max_gap,
+                model: space.model.clone(),
+            };
+            spi::eval::store_vector_thresholds(&gold.corpus, &space.name, &t)?;
+        }
+        Ok((
+            space.name.clone(),
+            space.model.clone(),
+            c.max_distance,
+            c.max_gap,
+            c.answerable as i32,
+            c.kept,
+            c.unanswerable as i32,
+            c.rejected,
+            apply,
+        ))
+    })
+    .or_raise();
+    TableIterator::new(std::iter::once(row))
 }

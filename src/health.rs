@@ -112,8 +112,8 @@ fn isolation_audit(corpus: &Corpus) -> Result<CheckRow, CoreError> {
     // Static: every subplan the search can generate carries the predicate with its values.
     let mut static_checked = 0;
     let mut static_failures = Vec::new();
-    let dims = corpus.dimensions().unwrap_or(1) as usize;
     for (idx, src) in corpus.sources.iter().enumerate() {
+        let dims = src.dimensions.max(1) as usize;
         let plans = [
             plan::semantic(corpus, idx, &[], &vec![0.0; dims], 10, Strategy::Exact),
             plan::semantic(corpus, idx, &[], &vec![0.0; dims], 10, Strategy::Approximate),
@@ -165,6 +165,11 @@ fn isolation_audit(corpus: &Corpus) -> Result<CheckRow, CoreError> {
                         feedback: None,
                         extra_queries: serde_json::Value::Null,
                         filter_mode: "strict".into(),
+                        query_vectors: serde_json::Value::Null,
+                        // every hit is checked, so the evidence filter would only hide some;
+                        // expansion's and must-include's additions are audited too
+                        evidence: Some(false),
+                        expand: Some(!corpus.edges.is_empty()),
                     };
                     searches += 1;
                     let rows = search::run(&corpus.name, args)?;

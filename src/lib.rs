@@ -31,6 +31,8 @@ pgrx::extension_sql!(
     "CREATE TRIGGER definitions_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON corpus.corpora
          FOR EACH STATEMENT EXECUTE FUNCTION corpus._catalog_changed();
      CREATE TRIGGER definitions_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON corpus.sources
+         FOR EACH STATEMENT EXECUTE FUNCTION corpus._catalog_changed();
+     CREATE TRIGGER definitions_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON corpus.edges
          FOR EACH STATEMENT EXECUTE FUNCTION corpus._catalog_changed();",
     name = "catalog_triggers",
     requires = ["catalog", spi::catalog::_catalog_changed]

@@ -59,6 +59,7 @@ fn common_args(
     include_stale: Option<bool>,
     extra_queries: Option<JsonbText>,
     filter_mode: Option<&str>,
+    query_vectors: Option<JsonbText>,
 ) -> Result<Args, CoreError> {
     Ok(Args {
         query_vec: query_vec.map(|v| v.0),
@@ -70,6 +71,7 @@ fn common_args(
         include_stale: required(include_stale, function, "include_stale")?,
         extra_queries: extra_queries.map_or(Ok(serde_json::Value::Null), |j| j.parse("extra_queries"))?,
         filter_mode: required(filter_mode, function, "filter_mode")?.to_string(),
+        query_vectors: query_vectors.map_or(Ok(serde_json::Value::Null), |j| j.parse("query_vectors"))?,
         ..Args::default()
     })
 }
@@ -126,6 +128,8 @@ type HitRow = (
     JsonB,
     bool,
     JsonB,
+    Option<JsonB>,
+    Option<JsonB>,
 );
 
 fn hit_row(corpus: &str, r: SearchRow) -> HitRow {
@@ -145,6 +149,8 @@ fn hit_row(corpus: &str, r: SearchRow) -> HitRow {
         JsonB(r.metadata),
         r.embedding_stale,
         JsonB(r.query_ranks),
+        r.evidence.map(JsonB),
+        r.origin.map(JsonB),
     )
 }
 
@@ -167,6 +173,9 @@ fn corpus_hybrid_search_v3(
     feedback: default!(Option<bool>, "NULL"),
     extra_queries: default!(Option<JsonbText>, "NULL"),
     filter_mode: default!(Option<&str>, "'strict'"),
+    query_vectors: default!(Option<JsonbText>, "NULL"),
+    evidence: default!(Option<bool>, "NULL"),
+    expand: default!(Option<bool>, false),
 ) -> TableIterator<
     'static,
     (
@@ -185,6 +194,8 @@ fn corpus_hybrid_search_v3(
         name!(metadata, JsonB),
         name!(embedding_stale, bool),
         name!(query_ranks, JsonB),
+        name!(evidence, Option<JsonB>),
+        name!(origin, Option<JsonB>),
     ),
 > {
     const F: &str = "corpus_hybrid_search";
@@ -194,6 +205,8 @@ fn corpus_hybrid_search_v3(
             max_per_parent,
             rrf_k: required(rrf_k, F, "rrf_k")?,
             feedback,
+            evidence,
+            expand: Some(required(expand, F, "expand")?),
             ..common_args(
                 F,
                 query_vec,
@@ -205,6 +218,7 @@ fn corpus_hybrid_search_v3(
                 include_stale,
                 extra_queries,
                 filter_mode,
+                query_vectors,
             )?
         };
         Ok::<_, CoreError>((corpus.to_string(), run(corpus, args)?))
@@ -230,6 +244,8 @@ fn corpus_explain_v3(
     include_stale: default!(Option<bool>, false),
     extra_queries: default!(Option<JsonbText>, "NULL"),
     filter_mode: default!(Option<&str>, "'strict'"),
+    query_vectors: default!(Option<JsonbText>, "NULL"),
+    evidence: default!(Option<bool>, "NULL"),
 ) -> TableIterator<
     'static,
     (
@@ -247,6 +263,7 @@ fn corpus_explain_v3(
         let args = Args {
             max_per_parent: Some(0),
             feedback: Some(false),
+            evidence,
             ..common_args(
                 F,
                 query_vec,
@@ -258,6 +275,7 @@ fn corpus_explain_v3(
                 include_stale,
                 extra_queries,
                 filter_mode,
+                query_vectors,
             )?
         };
         let mut exec = SpiExecutor::new(corpus);
@@ -322,6 +340,9 @@ fn corpus_hybrid_search(
         feedback,
         None,
         Some("strict"),
+        None,
+        Some(false),
+        Some(false),
     );
     TableIterator::new(rows.map(|r| (r.0, r.1, r.2, r.3, r.4, r.5, r.6, r.7, r.8, r.9, r.10, r.11, r.12, r.13)))
 }
@@ -354,6 +375,8 @@ fn corpus_explain(
         include_stale,
         None,
         Some("strict"),
+        None,
+        Some(false),
     );
     TableIterator::new(rows.map(|r| (r.0, r.1, r.2, r.3, r.4)))
 }
@@ -394,6 +417,8 @@ fn corpus_find_similar(
         name!(metadata, JsonB),
         name!(embedding_stale, bool),
         name!(query_ranks, JsonB),
+        name!(evidence, Option<JsonB>),
+        name!(origin, Option<JsonB>),
     ),
 > {
     const F: &str = "corpus_find_similar";
@@ -406,7 +431,7 @@ fn corpus_find_similar(
             args: Args {
                 max_per_parent,
                 rrf_k: required(rrf_k, F, "rrf_k")?,
-                ..common_args(F, None, None, k, filters, mode, candidates, include_stale, None, filter_mode)?
+                ..common_args(F, None, None, k, filters, mode, candidates, include_stale, None, filter_mode, None)?
             },
         };
         let rows = spi::with_settings(&[("jit", "off".to_string())], || {

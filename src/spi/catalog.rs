@@ -132,6 +132,7 @@ pub fn load_corpus(name: &str) -> Result<Arc<Corpus>, CoreError> {
         .sources
         .iter()
         .flat_map(|s| std::iter::once(s.item.oid).chain(s.parent.as_ref().map(|p| p.oid)))
+        .chain(corpus.edges.iter().map(|e| e.oid))
         .collect();
     let syscache = syscache_dependencies(&relids)?;
     with_cache(|c| c.offer(name, corpus.clone(), relids, syscache, &catalog));
@@ -188,16 +189,22 @@ fn syscache_dependencies(relids: &[i64]) -> Result<Vec<(i32, u32)>, CoreError> {
 
 /// Read and resolve a definition from the catalog (uncached), with the catalog tables' OIDs.
 fn read_corpus(name: &str) -> Result<(Corpus, Vec<i64>), CoreError> {
-    let (json, corpora, sources) = Spi::connect(|client| {
-        client
+    let (json, corpora, sources, edges) = Spi::connect(|client| {
+        let row = client
             .select(
                 "SELECT corpus._corpus_definition($1), 'corpus.corpora'::pg_catalog.regclass::pg_catalog.oid::int8,
-                        'corpus.sources'::pg_catalog.regclass::pg_catalog.oid::int8",
+                        'corpus.sources'::pg_catalog.regclass::pg_catalog.oid::int8,
+                        pg_catalog.to_regclass('corpus.edges')::pg_catalog.oid::int8",
                 None,
                 &[DatumWithOid::from(name)],
             )?
-            .first()
-            .get_three::<JsonbText, i64, i64>()
+            .first();
+        Ok::<_, pgrx::spi::SpiError>((
+            row.get::<JsonbText>(1)?,
+            row.get::<i64>(2)?,
+            row.get::<i64>(3)?,
+            row.get::<i64>(4)?,
+        ))
     })
     .map_err(spi_failure)?;
     let Some(json) = json else {
@@ -215,7 +222,8 @@ fn read_corpus(name: &str) -> Result<(Corpus, Vec<i64>), CoreError> {
             "The pg_corpus catalog and library versions may differ; run ALTER EXTENSION pg_corpus UPDATE.",
         )
     })?;
-    let catalog = [corpora, sources].into_iter().flatten().collect();
+    // (corpus.edges is new in 0.3.0: absent until an older install is updated)
+    let catalog = [corpora, sources, edges].into_iter().flatten().collect();
     Ok((resolve::resolve(&def)?, catalog))
 }
 

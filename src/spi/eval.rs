@@ -270,3 +270,36 @@ pub fn corpus_definition_json(corpus: &str) -> Result<serde_json::Value, CoreErr
     .map_err(spi_failure)?
     .map_or(Ok(serde_json::Value::Null), |j| j.parse("the corpus definition"))
 }
+
+/// Store calibrated vector thresholds of one embedding space in a corpus' evidence settings,
+/// through corpus_alter (its privileges and its validation).
+pub fn store_vector_thresholds(
+    corpus: &str,
+    space: &str,
+    t: &pg_corpus_core::evidence::VectorThresholds,
+) -> Result<(), CoreError> {
+    Spi::connect_mut(|client| {
+        let current = client
+            .select("SELECT evidence FROM corpus.corpora WHERE name = $1", None, &[DatumWithOid::from(corpus)])?
+            .first()
+            .get_one::<JsonbText>()?;
+        Ok::<_, pgrx::spi::SpiError>(current)
+    })
+    .map_err(spi_failure)
+    .and_then(|current| {
+        let current = match current {
+            Some(j) => j.parse("the corpus' evidence settings")?,
+            None => serde_json::Value::Null,
+        };
+        let next = pg_corpus_core::evidence::with_thresholds(&current, space, t);
+        Spi::connect_mut(|client| {
+            client.update(
+                "SELECT corpus.corpus_alter($1, evidence => $2::text::jsonb)",
+                None,
+                &[DatumWithOid::from(corpus), DatumWithOid::from(next.to_string().as_str())],
+            )?;
+            Ok::<_, pgrx::spi::SpiError>(())
+        })
+        .map_err(spi_failure)
+    })
+}

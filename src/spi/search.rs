@@ -210,6 +210,32 @@ impl Executor for SpiExecutor {
         })
     }
 
+    fn item_keys(&mut self, sql: &str, params: &[Param]) -> Result<HashMap<String, Vec<String>>, CoreError> {
+        self.settle_custom(&[]);
+        select_saved(sql, &datums(params), |table| {
+            let mut out = HashMap::new();
+            for row in table {
+                let Some(id) = row.get::<String>(1)? else { continue };
+                let keys: Vec<String> =
+                    row.get::<Vec<Option<String>>>(2)?.unwrap_or_default().into_iter().flatten().collect();
+                out.insert(id, keys);
+            }
+            Ok(out)
+        })
+    }
+
+    fn neighbours(&mut self, sql: &str, params: &[Param]) -> Result<Vec<(String, String, String)>, CoreError> {
+        self.settle_custom(&[]);
+        select_saved(sql, &datums(params), |table| {
+            let mut out = Vec::new();
+            for row in table {
+                let (Some(seed), Some(id)) = (row.get::<String>(1)?, row.get::<String>(2)?) else { continue };
+                out.push((seed, id, row.get::<String>(3)?.unwrap_or_default()));
+            }
+            Ok(out)
+        })
+    }
+
     fn feedback_docs(&mut self, sql: &str, params: &[Param]) -> Result<HashMap<String, FeedbackDoc>, CoreError> {
         self.settle_custom(&[]);
         let raw = select_saved(sql, &datums(params), |table| {

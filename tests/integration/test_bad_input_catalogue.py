@@ -64,10 +64,13 @@ CALLS = {
         ("min_length", "integer", "5"), ("ts_config", "regconfig", "'simple'"), ("distance", "text", "'cosine'"),
         ("semantic_weight", "double precision", "1"), ("lexical_weight", "double precision", "1"),
         ("embedding_inputs", "text[]", "'{body}'"), ("embedding_model", "text", "'e5'"),
-        ("language", "text", "NULL")],
+        ("language", "text", "NULL"), ("space", "text", "NULL")],
     "corpus_alter": [("name", "text", f"'{EXT}'"), ("isolation", "jsonb", "NULL"),
                      ("required_filters", "text[]", "NULL"), ("filter_fields", "jsonb", "NULL"),
-                     ("description", "text", "'altered'")],
+                     ("description", "text", "'altered'"), ("spaces", "jsonb", "NULL"),
+                     ("evidence", "jsonb", "'{\"rare_share\": 0.05}'"),
+                     ("must_include", "jsonb", "'[{\"name\": \"rules\", \"source\": \"halachot\", \"top\": 2}]'"),
+                     ("graph", "jsonb", "'{\"seeds\": 3}'")],
     "corpus_compare_queries": [("run_a", "bigint", "(SELECT min(id) FROM corpus.eval_runs)"),
                                ("run_b", "bigint", "(SELECT max(id) FROM corpus.eval_runs)"),
                                ("metric", "text", "'ndcg'")],
@@ -76,7 +79,8 @@ CALLS = {
                             ("trials", "integer", "200")],
     "corpus_create": [("name", "text", "'probe_new'"), ("isolation", "jsonb", "'{}'"),
                       ("required_filters", "text[]", "'{}'"), ("filter_fields", "jsonb", "'{}'"),
-                      ("description", "text", "'d'")],
+                      ("description", "text", "'d'"), ("spaces", "jsonb", "'{}'"), ("evidence", "jsonb", "'{}'"),
+                      ("must_include", "jsonb", "'[]'"), ("graph", "jsonb", "'{}'")],
     "corpus_drop": [("name", "text", "'probe_c'"), ("if_exists", "boolean", "false")],
     "corpus_drop_source": [("corpus", "text", f"'{EXT}'"), ("source", "text", "'halachot'")],
     "corpus_embedding_claim": [("batch_size", "integer", "4"), ("lease", "interval", "'1 minute'"),
@@ -95,11 +99,13 @@ CALLS = {
     "corpus_evaluate": [("gold_set", "text", "'probe_gold'"), ("modes", "text[]", "'{hybrid}'"), ("k", "integer", "5"),
                         ("max_per_parent", "integer", "NULL"), ("rrf_k", "integer", "60"),
                         ("candidates", "integer", "NULL"), ("store", "boolean", "false"),
-                        ("extra_queries", "boolean", "false")],
+                        ("extra_queries", "boolean", "false"), ("evidence", "boolean", "false"),
+                        ("expand", "boolean", "false")],
     "corpus_explain": [("corpus", "text", f"'{EXT}'"), ("query_vec", "vector", V384), ("query_text", "text", "'פסק'"),
                        ("k", "integer", "10"), ("filters", "jsonb", "'{}'"), ("mode", "text", "'hybrid'"),
                        ("candidates", "integer", "NULL"), ("include_stale", "boolean", "false"),
-                       ("extra_queries", "jsonb", "'[{\"text\": \"פסק דין\"}]'"), ("filter_mode", "text", "'lenient'")],
+                       ("extra_queries", "jsonb", "'[{\"text\": \"פסק דין\"}]'"), ("filter_mode", "text", "'lenient'"),
+                       ("query_vectors", "jsonb", "NULL"), ("evidence", "boolean", "true")],
     "corpus_find_similar": [("corpus", "text", f"'{EXT}'"), ("source", "text", "'chunks'"), ("item_id", "text", ITEM),
                             ("k", "integer", "10"), ("filters", "jsonb", "'{}'"), ("mode", "text", "'hybrid'"),
                             ("max_per_parent", "integer", "3"), ("exclude_parent", "boolean", "false"),
@@ -116,7 +122,15 @@ CALLS = {
                              ("rrf_k", "integer", "60"), ("include_stale", "boolean", "false"),
                              ("feedback", "boolean", "NULL"),
                              ("extra_queries", "jsonb", "'[{\"text\": \"פסק דין\", \"weight\": 0.5}]'"),
-                             ("filter_mode", "text", "'strict'")],
+                             ("filter_mode", "text", "'strict'"), ("query_vectors", "jsonb", "'{}'"),
+                             ("evidence", "boolean", "true"), ("expand", "boolean", "true")],
+    "corpus_add_edges": [("corpus", "text", f"'{EXT}'"), ("name", "text", "'cites2'"),
+                         ("edge_table", "regclass", "'probe_citations'"), ("from_source", "text", "'chunks'"),
+                         ("from_column", "text", "'citing'"), ("to_source", "text", "'halachot'"),
+                         ("to_column", "text", "'cited'")],
+    "corpus_drop_edges": [("corpus", "text", f"'{EXT}'"), ("name", "text", "'cites'")],
+    "corpus_calibrate_evidence": [("gold_set", "text", "'probe_gold'"), ("quantile", "double precision", "0.9"),
+                                  ("apply", "boolean", "true"), ("candidates", "integer", "50")],
     "corpus_list": [],
     "corpus_refresh_lexical_stats": [("corpus", "text", f"'{EXT}'"), ("only_stale", "boolean", "false"),
                                      ("stale_fraction", "double precision", "0.1")],
@@ -163,6 +177,13 @@ def db(cluster, pgc):
                                   tsv tsvector GENERATED ALWAYS AS (to_tsvector('simple', body)) STORED,
                                   emb vector(384));
         SELECT corpus.corpus_create('probe_c');
+        CREATE TABLE probe_citations (citing bigint, cited bigint);
+        INSERT INTO probe_citations SELECT c.id, h.id FROM precedent_chunks c, halachot h
+         WHERE c.id % 7 = 0 AND h.id % 5 = 0 LIMIT 200;
+        SELECT corpus.corpus_add_edges('external_precedents', 'cites', 'probe_citations', 'chunks', 'citing',
+                                       'halachot', 'cited');
+        SELECT corpus.corpus_alter('external_precedents',
+                                   evidence => '{"vector": {"default": {"max_distance": 0.9, "max_gap": 0.5}}}');
         SELECT corpus.corpus_gold_set_create('probe_gold', 'external_precedents', 'item');""")
     conn.execute("""INSERT INTO corpus.gold_queries (gold_set, query_id, query_text, query_vec, filters)
                     SELECT 'probe_gold', 'q' || id, left(content, 40), embedding, '{}'

@@ -15,7 +15,7 @@ import pg_corpus
 from pg_corpus import AsyncClient, Client
 
 HIT_COLUMNS = ("rank, corpus, source, item_id, parent_id, score, semantic_rank, semantic_distance, lexical_rank, "
-               "lexical_score, content, locator, metadata, embedding_stale, query_ranks")
+               "lexical_score, content, locator, metadata, embedding_stale, query_ranks, evidence, origin")
 
 
 def item_vector(conn, table, item_id):
@@ -107,6 +107,34 @@ def test_extra_queries_and_find_similar_return_what_the_sql_functions_return(con
         assert all(h.item_id != "10030" and h.parent_id != seed_parent for h in got)
         with pytest.raises(pg_corpus.UnknownCorpus):
             client.find_similar("external_precedents", "chunks", "no-such-item")
+
+
+def test_query_vectors_and_spaces(conn, demo_dsn):
+    vec = item_vector(conn, "precedent_chunks", 10030)
+    with Client(demo_dsn) as client:
+        info = {c.name: c for c in client.list_corpora()}["external_precedents"]
+        assert info.spaces == {} and all(s["space"] is None for s in info.sources)
+        plain = as_rows(client.search("external_precedents", vec, "שופטת"))
+        # the default space's vector may come as query_vectors.default instead of query_vec
+        assert as_rows(client.search("external_precedents", None, "שופטת", query_vectors={"default": vec})) == plain
+        with pytest.raises(pg_corpus.InvalidArgument) as e:
+            client.search("external_precedents", vec, "שופטת", query_vectors={"page_image": [0.1, 0.2]})
+        assert e.value.sqlstate == "22023" and "'default'" in (e.value.hint or "")
+        with pytest.raises(pg_corpus.InvalidArgument):
+            client.search("external_precedents", vec, "שופטת", query_vectors={"default": vec})
+
+
+def test_evidence_and_expansion_arguments(conn, demo_dsn):
+    with Client(demo_dsn) as client:
+        # a lexical search needs no vector thresholds: every hit says which rule admitted it
+        hits = client.search("external_precedents", None, "שופטת", mode="lexical", evidence=True)
+        assert all(h.evidence and "rare_words" in h.evidence for h in hits)
+        assert all(h.evidence is None and h.origin is None for h in client.search("external_precedents", None, "שופטת"))
+        info = {c.name: c for c in client.list_corpora()}["external_precedents"]
+        assert info.edges == [] and info.must_include == [] and info.evidence == {}
+        with pytest.raises(pg_corpus.InvalidArgument) as e:
+            client.search("external_precedents", None, "שופטת", expand=True)
+        assert e.value.sqlstate == "22023" and "corpus_add_edges" in (e.value.hint or "")
 
 
 def test_lenient_filters_and_check_filters(conn, demo_dsn):

@@ -377,6 +377,25 @@ pub fn parse_with_mode(corpus: &Corpus, filters: &Value, mode: FilterMode) -> Re
     Ok((out, rejected))
 }
 
+/// The conditions of a filter object that is part of a corpus definition (a must-include
+/// class): checked as a strict search checks its filters — declared fields, never the isolation
+/// column (42501) — but without the search's required scope filters, which each search adds.
+pub fn check_class(corpus: &Corpus, filters: &Value) -> Result<Vec<Condition>> {
+    let Value::Object(obj) = filters else {
+        return Err(CoreError::new(SqlState::InvalidParameterValue, "filters must be a JSON object", FILTER_HINT));
+    };
+    if let Some(field) = obj.keys().find(|f| corpus.isolation_columns.contains(f)) {
+        return Err(isolation_error(corpus, field));
+    }
+    let mut out = Vec::new();
+    for (field, v) in obj {
+        let mut conds = Vec::new();
+        field_conditions(corpus, field, v, &mut conds)?;
+        out.extend(conds.into_iter().map(|(c, _)| c));
+    }
+    Ok(out)
+}
+
 /// One piece of a filter object as `corpus_check_filters` reports it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FilterCheck {

@@ -48,8 +48,11 @@ pub struct RankedList {
     pub branch: Branch,
     pub hits: Vec<Hit>,
     pub query: QueryTag,
-    /// Multiplies every RRF contribution of the list (an extra query's weight; 1 otherwise).
+    /// Multiplies every RRF contribution of the list (an extra query's weight times an
+    /// embedding space's; 1 otherwise).
     pub weight: f64,
+    /// The embedding space of a semantic list (0: the default space; lexical lists: 0).
+    pub space: usize,
 }
 
 impl RankedList {
@@ -64,6 +67,8 @@ impl RankedList {
 pub struct QueryHit {
     pub query: QueryTag,
     pub branch: Branch,
+    /// The list's embedding space (semantic lists).
+    pub space: usize,
     /// 1-based.
     pub rank: usize,
     /// Distance (semantic) or score (lexical).
@@ -96,7 +101,7 @@ pub fn order_hits(branch: Branch, hits: &mut [Hit]) {
 pub fn merge_branch(branch: Branch, per_source: Vec<Vec<Hit>>) -> RankedList {
     let mut hits: Vec<Hit> = per_source.into_iter().flatten().collect();
     order_hits(branch, &mut hits);
-    RankedList { branch, hits, query: QueryTag::Original, weight: 1.0 }
+    RankedList { branch, hits, query: QueryTag::Original, weight: 1.0, space: 0 }
 }
 
 /// Whether a subplan that returned `rows` of a `window` may have left eligible items out, so
@@ -119,6 +124,10 @@ pub struct Fused {
     pub lexical: Option<(usize, f64)>,
     /// Every list that ranked it, in fusion order.
     pub queries: Vec<QueryHit>,
+    /// Why the evidence filter admitted it (None: the filter is off).
+    pub evidence: Option<serde_json::Value>,
+    /// How it came in when not by the search's own lists (must-include, graph expansion).
+    pub origin: Option<serde_json::Value>,
 }
 
 impl Fused {
@@ -168,6 +177,8 @@ pub fn rrf(lists: &[RankedList], sources: &[SourceInfo], rrf_k: f64) -> Vec<Fuse
                 semantic: None,
                 lexical: None,
                 queries: Vec::new(),
+                evidence: None,
+                origin: None,
             });
             let (slot, weight) = match list.branch {
                 Branch::Semantic => (&mut entry.semantic, info.semantic_weight),
@@ -178,7 +189,13 @@ pub fn rrf(lists: &[RankedList], sources: &[SourceInfo], rrf_k: f64) -> Vec<Fuse
             if slot.is_none() && !matches!(list.query, QueryTag::Extra(_)) {
                 *slot = Some((rank, hit.raw));
             }
-            entry.queries.push(QueryHit { query: list.query, branch: list.branch, rank, raw: hit.raw });
+            entry.queries.push(QueryHit {
+                query: list.query,
+                branch: list.branch,
+                space: list.space,
+                rank,
+                raw: hit.raw,
+            });
             entry.score += list.weight * weight / (rrf_k + rank as f64);
         }
     }
@@ -223,7 +240,7 @@ mod tests {
     }
 
     fn list(branch: Branch, hits: Vec<Hit>) -> RankedList {
-        RankedList { branch, hits, query: QueryTag::Original, weight: 1.0 }
+        RankedList { branch, hits, query: QueryTag::Original, weight: 1.0, space: 0 }
     }
 
     fn sources(n: usize) -> Vec<SourceInfo> {

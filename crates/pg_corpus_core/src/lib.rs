@@ -7,9 +7,11 @@
 //! SQL arguments into calls of this core and runs the SQL it produces through SPI.
 
 pub mod analysis;
+pub mod augment;
 pub mod bm25;
 pub mod engine;
 pub mod error;
+pub mod evidence;
 pub mod feedback;
 pub mod filters;
 pub mod fusion;

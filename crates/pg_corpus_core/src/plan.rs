@@ -645,6 +645,76 @@ pub fn feedback_fetch(corpus: &Corpus, idx: usize, conds: &[Condition], ids: Vec
     (sql, params.values)
 }
 
+/// Which of `keys` each of these items' index terms holds (the evidence filter's rare-words
+/// rule), under the whole corpus predicate and the search's filters: `item_id`, `keys`
+/// (text[]).
+pub fn item_keys(
+    corpus: &Corpus,
+    idx: usize,
+    conds: &[Condition],
+    ids: Vec<String>,
+    keys: Vec<String>,
+) -> (String, Vec<Param>) {
+    let src = &corpus.sources[idx];
+    let mut params = Params::default();
+    let p = params.push(Param::TextArray(ids));
+    let k = params.push(Param::TextArray(keys));
+    let extra = [format!("{} = ANY({p}::text[]::{}[])", col(&src.id), src.id.sql_type)];
+    let fw = from_where(src, conds, false, &extra, &mut params);
+    let sql = format!(
+        "SELECT {}::text AS item_id,
+       ARRAY(SELECT t.lexeme FROM unnest({}) AS t WHERE t.lexeme = ANY({k}::text[])) AS keys\n{fw}",
+        col(&src.id),
+        col(&src.tsv),
+    );
+    (sql, params.values)
+}
+
+/// The forward neighbours of some seeds through edge set `e` (graph expansion, seeds/003): for
+/// each seed (an id of the edge set's `from_source`), at most `per_seed` items of its
+/// `to_source` that a row of the edge table says it cites, under the whole corpus predicate, the
+/// searchable contract and the search's filters, leaving out `exclude` (the search's hits):
+/// `seed`, `item_id`, `parent_id`. Only the edge's direction is followed.
+pub fn graph_neighbours(
+    corpus: &Corpus,
+    e: usize,
+    conds: &[Condition],
+    seeds: Vec<String>,
+    exclude: Vec<String>,
+    per_seed: i64,
+) -> (String, Vec<Param>) {
+    let edges = &corpus.edges[e];
+    let src = &corpus.sources[edges.to_source];
+    let mut params = Params::default();
+    let s = params.push(Param::TextArray(seeds));
+    let x = params.push(Param::TextArray(exclude));
+    let l = params.push(Param::Int(per_seed));
+    let extra = [
+        format!(
+            "{} IN (SELECT g.{} FROM {} AS g WHERE g.{} = s.seed)",
+            col(&src.id),
+            ident(&edges.to_column),
+            crate::sql::qualified(&edges.schema, &edges.table),
+            ident(&edges.from_column),
+        ),
+        format!("NOT ({} = ANY({x}::text[]::{}[]))", col(&src.id), src.id.sql_type),
+    ];
+    let fw = from_where(src, conds, false, &extra, &mut params);
+    let sql = format!(
+        "SELECT s.seed::text AS seed, n.item_id, n.parent_id
+  FROM unnest({s}::text[]::{}[]) WITH ORDINALITY AS s(seed, ord)
+ CROSS JOIN LATERAL (SELECT {}::text AS item_id, {}::text AS parent_id
+{fw}
+ ORDER BY {} LIMIT {l}) AS n
+ ORDER BY s.ord",
+        edges.from_type,
+        col(&src.id),
+        col(&src.parent_fk),
+        col(&src.id),
+    );
+    (sql, params.values)
+}
+
 /// The item a find-similar search starts from, looked up under the whole corpus predicate,
 /// the searchable contract and the search's filters (so an item outside the caller's scope is
 /// no starting point): `item_id` (its stored id as text), `parent_id`, `embedding` (real[],
@@ -693,6 +763,7 @@ mod tests {
             out.push(slice_estimate(&c, idx, &conds));
             out.push(slice_probe(&c, idx, &conds));
             out.push(feedback_fetch(&c, idx, &conds, vec!["1".into()]));
+            out.push(item_keys(&c, idx, &conds, vec!["1".into()], vec!["חוזה".into()]));
             out.push(fetch(&c, idx, &conds, vec!["1".into()]));
         }
         out

@@ -70,6 +70,9 @@ pub struct SourceDef {
     /// `{"item": {column: type}, "parent": {...}}` when the source was defined.
     #[serde(default)]
     pub column_types: Value,
+    /// The embedding space the source belongs to (NULL: the default space).
+    #[serde(default)]
+    pub space: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -81,6 +84,21 @@ pub struct CorpusDef {
     pub filter_fields: Value,
     pub vector_schema: Option<String>,
     pub sources: Vec<SourceDef>,
+    /// Named embedding spaces: `{"name": {"dimensions": n, "model": "…", "weight": w}}`.
+    #[serde(default)]
+    pub spaces: Value,
+    /// The evidence filter's settings ([`crate::evidence::parse`]).
+    #[serde(default)]
+    pub evidence: Value,
+    /// Must-include classes ([`crate::augment::parse_must_include`]).
+    #[serde(default)]
+    pub must_include: Value,
+    /// Graph expansion limits ([`crate::augment::parse_limits`]).
+    #[serde(default)]
+    pub graph: Value,
+    /// Registered edge sets (`corpus.edges`).
+    #[serde(default)]
+    pub edges: Vec<crate::augment::EdgeDef>,
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -214,6 +232,8 @@ pub struct Source {
     pub tsv: ColRef,
     pub embedding: ColRef,
     pub dimensions: i32,
+    /// Its embedding space: an index into [`Corpus::spaces`] (0: the default space).
+    pub space: usize,
     pub distance: Distance,
     pub parent_fk: ColRef,
     pub parent_key: Option<ColRef>,
@@ -277,6 +297,30 @@ pub struct Corpus {
     pub filter_limits: BTreeMap<String, FieldLimits>,
     pub vector_schema: String,
     pub sources: Vec<Source>,
+    /// The corpus' embedding spaces: the default one first (index 0), then the declared ones
+    /// by name. Every source belongs to one ([`Source::space`]).
+    pub spaces: Vec<Space>,
+    /// The evidence filter's settings (seeds/002).
+    pub evidence: crate::evidence::EvidenceConfig,
+    /// Classes whose top hits every search returns (seeds/003).
+    pub must_include: Vec<crate::augment::MustInclude>,
+    /// Edge sets a search with `expand` follows, and how far.
+    pub edges: Vec<crate::augment::Edges>,
+    pub graph: crate::augment::GraphLimits,
+}
+
+/// The name of the space of sources that declare none, searched with `query_vec`.
+pub const DEFAULT_SPACE: &str = "default";
+
+/// One embedding space of a corpus: one model, one dimension; its sources are searched with
+/// its query vector, and its semantic list enters RRF with its weight.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Space {
+    pub name: String,
+    /// None: the default space of a corpus without sources in it.
+    pub dimensions: Option<i32>,
+    pub model: Option<String>,
+    pub weight: f64,
 }
 
 /// What a filter field declares besides its type: `{"type": "text", "values": [...]}` or
@@ -301,9 +345,15 @@ pub fn is_iso_date(s: &str) -> bool {
 }
 
 impl Corpus {
-    /// The embedding dimension shared by the sources (checked equal at definition time).
+    /// The dimension of the default space (`query_vec`'s): that of its sources, or the one it
+    /// declares.
     pub fn dimensions(&self) -> Option<i32> {
-        self.sources.first().map(|s| s.dimensions)
+        self.spaces.first().and_then(|s| s.dimensions)
+    }
+
+    /// The index of a space by name.
+    pub fn space(&self, name: &str) -> Option<usize> {
+        self.spaces.iter().position(|s| s.name == name)
     }
 }
 
@@ -689,6 +739,7 @@ fn resolve_source(
         tsv: colref(Side::Item, &src.tsv_column, tsv_info),
         embedding: colref(Side::Item, &src.embedding_column, emb_info),
         dimensions: emb_info.typmod,
+        space: 0,
         distance,
         parent_fk: colref(Side::Item, &src.parent_fk, fk_info),
         parent_key,
@@ -718,21 +769,45 @@ pub fn resolve(def: &CorpusDef) -> Result<Corpus> {
             "CREATE EXTENSION vector;",
         )
     })?;
-    let sources =
+    let mut sources =
         def.sources.iter().map(|s| resolve_source(def, s, &isolation, &fields)).collect::<Result<Vec<_>>>()?;
-    if let Some(first) = sources.first() {
-        if let Some(other) = sources.iter().find(|s| s.dimensions != first.dimensions) {
-            return Err(CoreError::new(
-                SqlState::DatatypeMismatch,
+    let mut spaces = declared_spaces(def)?;
+    for (src, src_def) in sources.iter_mut().zip(&def.sources) {
+        let name = src_def.space.as_deref().unwrap_or(DEFAULT_SPACE);
+        let Some(idx) = spaces.iter().position(|s| s.name == name) else {
+            let names: Vec<String> = spaces.iter().skip(1).map(|s| crate::sql::literal(&s.name)).collect();
+            return Err(invalid(
                 format!(
-                    "source \"{}\" has {}-dimensional embeddings but source \"{}\" has {}",
-                    other.name, other.dimensions, first.name, first.dimensions
+                    "source \"{}\" names space {}, which corpus \"{}\" does not declare",
+                    src.name,
+                    crate::json::brief_str(name),
+                    def.name
                 ),
-                "All sources of a corpus are searched with one query vector; use one embedding model per corpus.",
+                &if names.is_empty() {
+                    "Declare it with corpus_alter(spaces => '{\"name\": {\"dimensions\": n}}'), or leave space NULL."
+                        .to_string()
+                } else {
+                    format!("Declared spaces: {}; or leave space NULL for the default one.", names.join(", "))
+                },
             ));
+        };
+        match spaces[idx].dimensions {
+            Some(d) if d != src.dimensions => {
+                return Err(CoreError::new(
+                    SqlState::DatatypeMismatch,
+                    format!(
+                        "source \"{}\" has {}-dimensional embeddings but space \"{}\" has {}",
+                        src.name, src.dimensions, spaces[idx].name, d
+                    ),
+                    "The sources of a space are searched with one query vector: give each model its own space.",
+                ));
+            }
+            Some(_) => {}
+            None => spaces[idx].dimensions = Some(src.dimensions),
         }
+        src.space = idx;
     }
-    Ok(Corpus {
+    let mut corpus = Corpus {
         name: def.name.clone(),
         isolation_columns: isolation.into_iter().map(|(c, _)| c).collect(),
         required_filters: def.required_filters.clone(),
@@ -740,7 +815,73 @@ pub fn resolve(def: &CorpusDef) -> Result<Corpus> {
         filter_limits,
         vector_schema,
         sources,
-    })
+        evidence: crate::evidence::parse(&def.evidence, &spaces)?,
+        spaces,
+        must_include: Vec::new(),
+        edges: Vec::new(),
+        graph: crate::augment::parse_limits(&def.graph)?,
+    };
+    corpus.must_include = crate::augment::parse_must_include(&def.must_include, &corpus)?;
+    let mut edges = Vec::with_capacity(def.edges.len());
+    for e in &def.edges {
+        edges.push(crate::augment::resolve_edges(e, &corpus)?);
+    }
+    corpus.edges = edges;
+    Ok(corpus)
+}
+
+/// The default space, then the declared ones in name order (`{"name": {"dimensions": n,
+/// "model": "…", "weight": w}}`; "default" may be declared to give it a model or weight).
+fn declared_spaces(def: &CorpusDef) -> Result<Vec<Space>> {
+    let shape = "Declare spaces as {\"name\": {\"dimensions\": 512, \"model\": \"clip\", \"weight\": 0.5}}: \
+                 dimensions a positive integer, model a string, weight a positive number (default 1).";
+    let mut out = vec![Space { name: DEFAULT_SPACE.into(), dimensions: None, model: None, weight: 1.0 }];
+    let obj = match &def.spaces {
+        Value::Null => return Ok(out),
+        Value::Object(o) => o,
+        _ => return Err(invalid("spaces must be a JSON object".into(), shape)),
+    };
+    for (name, spec) in obj {
+        check_identifier(name, "space name")?;
+        let Value::Object(f) = spec else {
+            return Err(invalid(format!("space \"{name}\" must be a JSON object"), shape));
+        };
+        if let Some(k) = f.keys().find(|k| !["dimensions", "model", "weight"].contains(&k.as_str())) {
+            return Err(invalid(format!("space \"{name}\" has an unknown key {}", crate::json::brief_str(k)), shape));
+        }
+        let dimensions = match f.get("dimensions") {
+            Some(d) => match d.as_i64() {
+                Some(n) if (1..=16_000).contains(&n) => Some(n as i32),
+                _ => {
+                    return Err(invalid(
+                        format!("space \"{name}\": dimensions must be an integer from 1 to 16000"),
+                        shape,
+                    ))
+                }
+            },
+            None if name == DEFAULT_SPACE => None,
+            None => return Err(invalid(format!("space \"{name}\" declares no dimensions"), shape)),
+        };
+        let model = match f.get("model") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(m)) => Some(m.clone()),
+            Some(_) => return Err(invalid(format!("space \"{name}\": model must be a string"), shape)),
+        };
+        let weight = match f.get("weight") {
+            None | Some(Value::Null) => 1.0,
+            Some(w) => match w.as_f64() {
+                Some(w) if w.is_finite() && w > 0.0 && w <= 100.0 => w,
+                _ => return Err(invalid(format!("space \"{name}\": weight must be a number in (0, 100]"), shape)),
+            },
+        };
+        let space = Space { name: name.clone(), dimensions, model, weight };
+        if name == DEFAULT_SPACE {
+            out[0] = space;
+        } else {
+            out.push(space);
+        }
+    }
+    Ok(out)
 }
 
 /// Parse the catalog JSON.
@@ -936,5 +1077,58 @@ pub(crate) mod tests {
         let mut d = legal_def();
         d["sources"][1]["item"]["columns"]["embedding"]["typmod"] = json!(768);
         assert_eq!(resolve_json(d).unwrap_err().state, SqlState::DatatypeMismatch);
+    }
+
+    /// The legal corpus with a third source, page images embedded by another model (8-d) in
+    /// space "page_image" (weight 0.5).
+    pub fn with_pages_def() -> Value {
+        let mut d = legal_def();
+        let mut pages = d["sources"][1].clone();
+        pages["name"] = json!("pages");
+        pages["item"]["oid"] = json!(103);
+        pages["item_oid"] = json!(103);
+        pages["item"]["name"] = json!("page_images");
+        pages["item"]["columns"]["embedding"]["typmod"] = json!(8);
+        pages["rule"] = json!({});
+        pages["space"] = json!("page_image");
+        d["sources"].as_array_mut().unwrap().push(pages);
+        d["spaces"] = json!({"page_image": {"dimensions": 8, "model": "clip-tiny", "weight": 0.5}});
+        d
+    }
+
+    #[test]
+    fn spaces_give_sources_of_other_models_their_own_dimension() {
+        let c = resolve_json(with_pages_def()).unwrap();
+        let names: Vec<&str> = c.spaces.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, vec!["default", "page_image"]);
+        assert_eq!((c.spaces[0].dimensions, c.spaces[1].dimensions), (Some(384), Some(8)));
+        assert_eq!(c.sources.iter().map(|s| s.space).collect::<Vec<_>>(), vec![0, 0, 1]);
+        assert_eq!(c.dimensions(), Some(384));
+        // a source of another dimension than its space, an undeclared space, bad declarations
+        let mut d = with_pages_def();
+        d["sources"][2]["item"]["columns"]["embedding"]["typmod"] = json!(16);
+        assert_eq!(resolve_json(d).unwrap_err().state, SqlState::DatatypeMismatch);
+        let mut d = with_pages_def();
+        d["sources"][2]["space"] = json!("audio");
+        let e = resolve_json(d).unwrap_err();
+        assert_eq!(e.state, SqlState::InvalidParameterValue);
+        assert!(e.hint.contains("'page_image'"), "{}", e.hint);
+        let mut d = with_pages_def();
+        d["sources"][2]["space"] = Value::Null;
+        assert_eq!(resolve_json(d).unwrap_err().state, SqlState::DatatypeMismatch, "8-d in the 384-d default space");
+        for spaces in [
+            json!([1]),
+            json!({"page_image": {"dimensions": 0}}),
+            json!({"page_image": {}}),
+            json!({"page_image": {"dimensions": 8, "weight": -1}}),
+            json!({"page_image": {"dimensions": 8, "colour": 1}}),
+            json!({"Page Image": {"dimensions": 8}}),
+            json!({"default": {"dimensions": 512}}),
+        ] {
+            let mut d = with_pages_def();
+            d["spaces"] = spaces.clone();
+            let e = resolve_json(d).unwrap_err();
+            assert!(!e.state.code().starts_with("XX") && !e.hint.is_empty(), "{spaces}: {e}");
+        }
     }
 }

@@ -102,6 +102,13 @@ def nothing(rows: Rows) -> None:
     return None
 
 
+def query_vectors(vectors: Any) -> Any:
+    """``query_vectors`` as jsonb: {space: numpy array or floats} → {space: [floats]}."""
+    if vectors is None or vectors is UNSET:
+        return vectors
+    return Jsonb({space: [float(x) for x in v] for space, v in dict(vectors).items()})
+
+
 def extra_queries(queries: Any) -> Any:
     """``extra_queries`` as jsonb: each query's vector (a numpy array or a sequence of floats)
     becomes a JSON array of numbers; None and UNSET pass through."""
@@ -118,13 +125,15 @@ def extra_queries(queries: Any) -> Any:
 
 def search(corpus: str, vec: VectorLike, text: str | None, k: int, filters: Any, mode: Any, max_per_parent: Any,
            candidates: Any, rrf_k: Any, include_stale: Any, feedback: Any,
-           extra: Any = UNSET, filter_mode: Any = UNSET) -> Call[list[t.Hit]]:
+           extra: Any = UNSET, filter_mode: Any = UNSET, vectors: Any = UNSET, evidence: Any = UNSET,
+           expand: Any = UNSET) -> Call[list[t.Hit]]:
     return _call("corpus_hybrid_search", [(corpus, "text"), (vector(vec), None), (text, "text")],
                  [("k", k, "int"), ("filters", _json(filters), "jsonb"), ("mode", mode, "text"),
                   ("max_per_parent", max_per_parent, "int"), ("candidates", candidates, "int"),
                   ("rrf_k", rrf_k, "int"), ("include_stale", include_stale, "boolean"),
                   ("feedback", feedback, "boolean"), ("extra_queries", extra_queries(extra), "jsonb"),
-                  ("filter_mode", filter_mode, "text")],
+                  ("filter_mode", filter_mode, "text"), ("query_vectors", query_vectors(vectors), "jsonb"),
+                  ("evidence", evidence, "boolean"), ("expand", expand, "boolean")],
                  rows_of(t.Hit))
 
 
@@ -145,11 +154,13 @@ def check_filters(corpus: str, filters: Any, filter_mode: Any) -> Call[list[t.Fi
 
 
 def explain(corpus: str, vec: VectorLike, text: str | None, k: Any, filters: Any, mode: Any, candidates: Any,
-            include_stale: Any, extra: Any = UNSET, filter_mode: Any = UNSET) -> Call[list[t.Subplan]]:
+            include_stale: Any, extra: Any = UNSET, filter_mode: Any = UNSET,
+            vectors: Any = UNSET) -> Call[list[t.Subplan]]:
     return _call("corpus_explain", [(corpus, "text"), (vector(vec), None), (text, "text")],
                  [("k", k, "int"), ("filters", _json(filters), "jsonb"), ("mode", mode, "text"),
                   ("candidates", candidates, "int"), ("include_stale", include_stale, "boolean"),
-                  ("extra_queries", extra_queries(extra), "jsonb"), ("filter_mode", filter_mode, "text")],
+                  ("extra_queries", extra_queries(extra), "jsonb"), ("filter_mode", filter_mode, "text"),
+                  ("query_vectors", query_vectors(vectors), "jsonb")],
                  rows_of(t.Subplan))
 
 
@@ -184,10 +195,12 @@ def list_corpora() -> Call[list[t.CorpusInfo]]:
     return _call("corpus_list", [], [], rows_of(t.CorpusInfo))
 
 
-def create_corpus(name: str, isolation: Any, required_filters: Any, filter_fields: Any, description: Any) -> Call[None]:
+def create_corpus(name: str, isolation: Any, required_filters: Any, filter_fields: Any, description: Any,
+                  spaces: Any = UNSET) -> Call[None]:
     return _call("corpus_create", [(name, "text")],
                  [("isolation", _json(isolation), "jsonb"), ("required_filters", required_filters, "text[]"),
-                  ("filter_fields", _json(filter_fields), "jsonb"), ("description", description, "text")],
+                  ("filter_fields", _json(filter_fields), "jsonb"), ("description", description, "text"),
+                  ("spaces", _json(spaces), "jsonb")],
                  nothing, returns_rows=False)
 
 
@@ -195,7 +208,7 @@ SOURCE_OPTIONS: dict[str, str] = {
     "id_column": "text", "parent_table": "regclass", "parent_fk": "text", "parent_key": "text",
     "parent_required": "text[]", "rule": "jsonb", "locator": "jsonb", "metadata": "jsonb", "min_length": "int",
     "ts_config": "regconfig", "distance": "text", "semantic_weight": "float8", "lexical_weight": "float8",
-    "embedding_inputs": "text[]", "embedding_model": "text", "language": "text",
+    "embedding_inputs": "text[]", "embedding_model": "text", "language": "text", "space": "text",
 }
 
 
@@ -212,10 +225,12 @@ def add_source(corpus: str, source: str, item_table: str, text_column: str, embe
                  nothing, returns_rows=False)
 
 
-def alter_corpus(name: str, isolation: Any, required_filters: Any, filter_fields: Any, description: Any) -> Call[None]:
+def alter_corpus(name: str, isolation: Any, required_filters: Any, filter_fields: Any, description: Any,
+                 spaces: Any = UNSET) -> Call[None]:
     return _call("corpus_alter", [(name, "text")],
                  [("isolation", _json(isolation), "jsonb"), ("required_filters", required_filters, "text[]"),
-                  ("filter_fields", _json(filter_fields), "jsonb"), ("description", description, "text")],
+                  ("filter_fields", _json(filter_fields), "jsonb"), ("description", description, "text"),
+                  ("spaces", _json(spaces), "jsonb")],
                  nothing, returns_rows=False)
 
 

@@ -81,13 +81,17 @@ class Client:
                candidates: int | None = UNSET, rrf_k: int = UNSET, include_stale: bool = UNSET,
                feedback: bool | None = UNSET,
                extra_queries: Sequence[Mapping[str, Any]] | None = UNSET,
-               filter_mode: str = UNSET) -> list[t.Hit]:
-        """``corpus_hybrid_search``: the fused hits (list of :class:`Hit`). ``extra_queries``:
+               filter_mode: str = UNSET, query_vectors: Mapping[str, c.VectorLike] | None = UNSET,
+               evidence: bool | None = UNSET, expand: bool = UNSET) -> list[t.Hit]:
+        """``corpus_hybrid_search``: the fused hits (list of :class:`Hit`). ``evidence``: only hits
+        with evidence (an empty list means the corpus does not hold the answer); ``expand``: add
+        the best hits' cited items (the corpus' edge sets). ``query_vectors``: a
+        vector per named embedding space (``vector`` is the default space's). ``extra_queries``:
         queries fused with this one, each a mapping with ``text``, ``vector`` (numpy array or
         floats) or both, and optional ``weight`` and ``label``. ``filter_mode="lenient"``
         drops invalid filter conditions (see :meth:`check_filters`)."""
         return self._run(c.search(corpus, vector, text, k, filters, mode, max_per_parent, candidates, rrf_k,
-                                  include_stale, feedback, extra_queries, filter_mode))
+                                  include_stale, feedback, extra_queries, filter_mode, query_vectors, evidence, expand))
 
     def find_similar(self, corpus: str, source: str, item_id: str | int, *, k: int = 10,
                      filters: dict[str, Any] | None = UNSET, mode: str = UNSET, max_per_parent: int | None = UNSET,
@@ -106,10 +110,10 @@ class Client:
                 filters: dict[str, Any] | None = UNSET, mode: str = UNSET, candidates: int | None = UNSET,
                 include_stale: bool = UNSET,
                 extra_queries: Sequence[Mapping[str, Any]] | None = UNSET,
-                filter_mode: str = UNSET) -> list[t.Subplan]:
+                filter_mode: str = UNSET, query_vectors: Mapping[str, c.VectorLike] | None = UNSET) -> list[t.Subplan]:
         """``corpus_explain``: the SQL and parameters of every subplan (list of :class:`Subplan`)."""
         return self._run(c.explain(corpus, vector, text, k, filters, mode, candidates, include_stale,
-                                   extra_queries, filter_mode))
+                                   extra_queries, filter_mode, query_vectors))
 
     # -- health and evaluation -----------------------------------------------------------
     def health(self, corpus: str | None = None) -> list[t.HealthRow]:
@@ -137,8 +141,9 @@ class Client:
         return self._run(c.list_corpora())
 
     def create_corpus(self, name: str, *, isolation: dict[str, Any] = UNSET, required_filters: Sequence[str] = UNSET,
-                      filter_fields: dict[str, str] = UNSET, description: str | None = UNSET) -> None:
-        return self._run(c.create_corpus(name, isolation, _list(required_filters), filter_fields, description))
+                      filter_fields: dict[str, Any] = UNSET, description: str | None = UNSET,
+                      spaces: dict[str, Any] = UNSET) -> None:
+        return self._run(c.create_corpus(name, isolation, _list(required_filters), filter_fields, description, spaces))
 
     def add_source(self, corpus: str, source: str, item_table: str, *, text_column: str, embedding_column: str,
                    tsv_column: str, **options: Any) -> None:
@@ -148,8 +153,9 @@ class Client:
                                       {k: _list(v) for k, v in options.items()}))
 
     def alter_corpus(self, name: str, *, isolation: dict[str, Any] = UNSET, required_filters: Sequence[str] = UNSET,
-                     filter_fields: dict[str, str] = UNSET, description: str | None = UNSET) -> None:
-        return self._run(c.alter_corpus(name, isolation, _list(required_filters), filter_fields, description))
+                     filter_fields: dict[str, Any] = UNSET, description: str | None = UNSET,
+                     spaces: dict[str, Any] = UNSET) -> None:
+        return self._run(c.alter_corpus(name, isolation, _list(required_filters), filter_fields, description, spaces))
 
     def drop_source(self, corpus: str, source: str) -> None:
         return self._run(c.drop_source(corpus, source))
@@ -246,10 +252,12 @@ class AsyncClient:
                candidates: int | None = UNSET, rrf_k: int = UNSET, include_stale: bool = UNSET,
                feedback: bool | None = UNSET,
                extra_queries: Sequence[Mapping[str, Any]] | None = UNSET,
-               filter_mode: str = UNSET) -> list[t.Hit]:
+               filter_mode: str = UNSET, query_vectors: Mapping[str, c.VectorLike] | None = UNSET,
+               evidence: bool | None = UNSET, expand: bool = UNSET) -> list[t.Hit]:
         """``corpus_hybrid_search``: the fused hits (list of :class:`Hit`); see :meth:`Client.search`."""
         return await self._run(c.search(corpus, vector, text, k, filters, mode, max_per_parent, candidates, rrf_k,
-                                        include_stale, feedback, extra_queries, filter_mode))
+                                        include_stale, feedback, extra_queries, filter_mode, query_vectors,
+                                        evidence, expand))
 
     async def find_similar(self, corpus: str, source: str, item_id: str | int, *, k: int = 10,
                      filters: dict[str, Any] | None = UNSET, mode: str = UNSET, max_per_parent: int | None = UNSET,
@@ -267,10 +275,10 @@ class AsyncClient:
                 filters: dict[str, Any] | None = UNSET, mode: str = UNSET, candidates: int | None = UNSET,
                 include_stale: bool = UNSET,
                 extra_queries: Sequence[Mapping[str, Any]] | None = UNSET,
-                filter_mode: str = UNSET) -> list[t.Subplan]:
+                filter_mode: str = UNSET, query_vectors: Mapping[str, c.VectorLike] | None = UNSET) -> list[t.Subplan]:
         """``corpus_explain``: the SQL and parameters of every subplan (list of :class:`Subplan`)."""
         return await self._run(c.explain(corpus, vector, text, k, filters, mode, candidates, include_stale,
-                                         extra_queries, filter_mode))
+                                         extra_queries, filter_mode, query_vectors))
 
     # -- health and evaluation -----------------------------------------------------------
     async def health(self, corpus: str | None = None) -> list[t.HealthRow]:
@@ -298,8 +306,10 @@ class AsyncClient:
         return await self._run(c.list_corpora())
 
     async def create_corpus(self, name: str, *, isolation: dict[str, Any] = UNSET, required_filters: Sequence[str] = UNSET,
-                      filter_fields: dict[str, str] = UNSET, description: str | None = UNSET) -> None:
-        return await self._run(c.create_corpus(name, isolation, _list(required_filters), filter_fields, description))
+                      filter_fields: dict[str, Any] = UNSET, description: str | None = UNSET,
+                      spaces: dict[str, Any] = UNSET) -> None:
+        return await self._run(c.create_corpus(name, isolation, _list(required_filters), filter_fields, description,
+                                               spaces))
 
     async def add_source(self, corpus: str, source: str, item_table: str, *, text_column: str, embedding_column: str,
                    tsv_column: str, **options: Any) -> None:
@@ -309,8 +319,10 @@ class AsyncClient:
                                       {k: _list(v) for k, v in options.items()}))
 
     async def alter_corpus(self, name: str, *, isolation: dict[str, Any] = UNSET, required_filters: Sequence[str] = UNSET,
-                     filter_fields: dict[str, str] = UNSET, description: str | None = UNSET) -> None:
-        return await self._run(c.alter_corpus(name, isolation, _list(required_filters), filter_fields, description))
+                     filter_fields: dict[str, Any] = UNSET, description: str | None = UNSET,
+                     spaces: dict[str, Any] = UNSET) -> None:
+        return await self._run(c.alter_corpus(name, isolation, _list(required_filters), filter_fields, description,
+                                              spaces))
 
     async def drop_source(self, corpus: str, source: str) -> None:
         return await self._run(c.drop_source(corpus, source))

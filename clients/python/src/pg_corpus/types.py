@@ -26,6 +26,12 @@ class Hit:
     embedding_stale: bool = False
     #: every query and branch that ranked the hit: ``{"query", "branch", "rank", "distance" | "score"}``
     query_ranks: list[dict[str, Any]] = field(default_factory=list)
+    #: why the evidence filter admitted the hit (``{"near_vector": …}``, ``{"rare_words": …}``);
+    #: None when the filter was off
+    evidence: dict[str, Any] | None = None
+    #: how the hit came in when not by the search's own lists: ``{"kind": "must_include", …}`` or
+    #: ``{"kind": "graph", …}``; None when it did
+    origin: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -113,6 +119,16 @@ class CorpusInfo:
     required_filters: list[str]
     filter_fields: dict[str, Any]
     sources: list[dict[str, Any]]
+    #: named embedding spaces: ``{"name": {"dimensions": n, "model": ..., "weight": w}}``
+    spaces: dict[str, Any] = field(default_factory=dict)
+    #: the evidence filter's settings: ``{"enabled", "rare_share", "min_coverage", "vector": {space: …}}``
+    evidence: dict[str, Any] = field(default_factory=dict)
+    #: must-include classes: ``[{"name", "source", "filters", "top"}]``
+    must_include: list[dict[str, Any]] = field(default_factory=list)
+    #: graph expansion limits: ``{"seeds", "max_added", "hop_penalty"}``
+    graph: dict[str, Any] = field(default_factory=dict)
+    #: registered edge sets: ``[{"name", "edge_table", "from_source", "from_column", "to_source", "to_column"}]``
+    edges: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ use crate::lexical::QueryKey;
 use crate::plan::Subplan;
 use crate::sql::Param;
 
-pub use request::{Args, Config, Mode, Request, Scorer};
+pub use request::{Args, Config, EvidencePlan, Mode, Request, Scorer};
 pub use run::{explain, partial_index_probe, search, ExplainRow, SearchRow};
 pub use settings::Setting;
 pub use similar::{find_similar, SimilarArgs};
@@ -111,6 +111,10 @@ pub trait Executor {
     fn ts_query_keys(&mut self, ts_config: i64, text: &str) -> Result<Vec<QueryKey>>;
     /// Run a [`crate::plan::feedback_fetch`] query: item id → what feedback learns from it.
     fn feedback_docs(&mut self, sql: &str, params: &[Param]) -> Result<HashMap<String, FeedbackDoc>>;
+    /// Run a [`crate::plan::item_keys`] query: item id → the asked keys its index terms hold.
+    fn item_keys(&mut self, sql: &str, params: &[Param]) -> Result<HashMap<String, Vec<String>>>;
+    /// Run a [`crate::plan::graph_neighbours`] query: (seed id, item id, parent id) rows.
+    fn neighbours(&mut self, sql: &str, params: &[Param]) -> Result<Vec<(String, String, String)>>;
     /// Run a [`crate::plan::fetch`] query.
     fn fetch_rows(&mut self, sql: &str, params: &[Param]) -> Result<Vec<FetchedRow>>;
     /// Run a [`crate::plan::queued_items`] query: (source index, item id) of the queued items.

@@ -5,9 +5,12 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use std::collections::HashMap;
+
 use super::{Executor, TermStats};
 use crate::bm25::{Bm25Params, CorpusStats};
 use crate::error::{CoreError, Result, SqlState};
+use crate::evidence::{self, QueryWord, VectorThresholds};
 use crate::filters::{self, Condition};
 use crate::lexical::{self, QueryKey};
 use crate::plan;
@@ -131,6 +134,13 @@ pub struct Args {
     pub extra_queries: Value,
     /// `filter_mode`: `strict` or `lenient` ([`crate::filters::FilterMode`]).
     pub filter_mode: String,
+    /// `query_vectors`: `{"space": [numbers]}`, a query vector per named embedding space
+    /// (`query_vec` is the default space's).
+    pub query_vectors: Value,
+    /// `evidence`: the evidence filter (None: the corpus' `evidence.enabled`).
+    pub evidence: Option<bool>,
+    /// `expand`: citation-graph expansion (None: off).
+    pub expand: Option<bool>,
 }
 
 impl Default for Args {
@@ -148,6 +158,9 @@ impl Default for Args {
             feedback: None,
             extra_queries: Value::Null,
             filter_mode: "strict".into(),
+            query_vectors: Value::Null,
+            evidence: None,
+            expand: None,
         }
     }
 }
@@ -166,6 +179,8 @@ pub struct Checked {
 /// the candidate plans follow from them and a budget (which grows with the window).
 #[derive(Debug, Clone)]
 pub struct LexicalPlans {
+    /// The text analysed.
+    pub text: String,
     pub keys_per_source: Vec<Vec<QueryKey>>,
     pub stats: TermStats,
     pub corpus: CorpusStats,
@@ -180,6 +195,20 @@ impl LexicalPlans {
     pub fn df(&self, key: &str) -> u64 {
         self.stats.df.get(key).copied().unwrap_or(0)
     }
+}
+
+/// The evidence filter of a search (seeds/002, [`crate::evidence`]): what its rules need.
+#[derive(Debug, Clone)]
+pub struct EvidencePlan {
+    /// Per space the original query searches, its vector thresholds (None: not searched).
+    pub vector: Vec<Option<VectorThresholds>>,
+    /// Per source, the original query's words (empty: no query text).
+    pub words: Vec<Vec<QueryWord>>,
+    /// Document frequencies of the words' keys.
+    pub df: HashMap<String, u64>,
+    /// The most documents a rare key is in.
+    pub rare_limit: f64,
+    pub min_coverage: f64,
 }
 
 /// A validated search.
@@ -202,6 +231,9 @@ pub struct Request {
     pub feedback: bool,
     /// Queries fused with the original one, in the caller's order.
     pub extra: Vec<ExtraQuery>,
+    /// The original query's vectors of the named spaces, by space index (index 0, the default
+    /// space, is `vector`'s and stays None here).
+    pub space_vectors: Vec<Option<Vec<f32>>>,
     /// Items never returned (find-similar's own item): (source index, item id).
     pub exclude_items: Vec<(usize, String)>,
     /// A parent whose items are never returned (find-similar's `exclude_parent`): (parent
@@ -209,6 +241,10 @@ pub struct Request {
     pub exclude_parent: Option<(String, String)>,
     /// The filter conditions a lenient search dropped.
     pub rejected_filters: Vec<filters::Rejected>,
+    /// The evidence filter (None: off).
+    pub evidence: Option<EvidencePlan>,
+    /// Citation-graph expansion of the best hits ([`crate::augment`]).
+    pub expand: bool,
     /// `pg_class.reltuples` of each source's item table (negative: never analysed).
     pub table_rows: Vec<f64>,
     pub config: Config,
@@ -259,14 +295,25 @@ impl Args {
     }
 }
 
-/// The query vector a search uses, checked against the corpus.
+/// The query vector a search uses (of the default space), checked against the corpus.
 fn check_vector(corpus: &Corpus, v: Vec<f32>) -> Result<Vec<f32>> {
-    let dims = corpus.dimensions().unwrap_or(v.len() as i32);
+    check_space_vector(corpus, 0, v)
+}
+
+/// A query vector of space `space`, checked against the space's dimension and its sources'
+/// distances.
+fn check_space_vector(corpus: &Corpus, space: usize, v: Vec<f32>) -> Result<Vec<f32>> {
+    let dims = corpus.spaces.get(space).and_then(|s| s.dimensions).unwrap_or(v.len() as i32);
     if v.len() as i32 != dims {
+        let what = if space == 0 {
+            format!("corpus \"{}\" has {dims}", corpus.name)
+        } else {
+            format!("space \"{}\" of corpus \"{}\" has {dims}", corpus.spaces[space].name, corpus.name)
+        };
         return Err(CoreError::new(
             SqlState::DataException,
-            format!("query vector has {} dimensions, corpus \"{}\" has {dims}", v.len(), corpus.name),
-            "Embed the query with the corpus' embedding model.",
+            format!("query vector has {} dimensions, {what}", v.len()),
+            "Embed the query with the space's embedding model.",
         ));
     }
     if v.iter().any(|x| !x.is_finite()) {
@@ -277,7 +324,8 @@ fn check_vector(corpus: &Corpus, v: Vec<f32>) -> Result<Vec<f32>> {
         ));
     }
     // A zero vector has no direction: its cosine distance to every item is NaN.
-    if corpus.sources.iter().any(|s| s.distance == Distance::Cosine) && v.iter().all(|&x| x == 0.0) {
+    if corpus.sources.iter().any(|s| s.space == space && s.distance == Distance::Cosine) && v.iter().all(|&x| x == 0.0)
+    {
         return Err(CoreError::new(
             SqlState::DataException,
             "query vector is all zeros, which has no cosine distance",
@@ -302,9 +350,12 @@ impl Request {
         let Checked { mode, k, window, max_per_parent, rrf_k } = checked;
         let text = args.query_text.as_deref().and_then(query_text);
         let mut extra = extra_queries(&corpus, mode, &args.extra_queries)?;
-        let wants_vector = mode == Mode::Semantic || (mode == Mode::Hybrid && args.query_vec.is_some());
-        let vector = match (wants_vector, args.query_vec) {
+        let (query_vec, space_vectors) = space_vectors(&corpus, mode, &args.query_vectors, args.query_vec)?;
+        let any_space = space_vectors.iter().any(Option::is_some);
+        let wants_vector = mode == Mode::Semantic || (mode == Mode::Hybrid && (query_vec.is_some() || any_space));
+        let vector = match (wants_vector, query_vec) {
             (true, Some(v)) => Some(check_vector(&corpus, v)?),
+            (true, None) if any_space => None,
             (true, None) => {
                 return Err(CoreError::new(
                     SqlState::NullValueNotAllowed,
@@ -324,7 +375,7 @@ impl Request {
             }
             _ => text,
         };
-        if vector.is_none() && text.is_none() {
+        if vector.is_none() && !(any_space && mode != Mode::Lexical) && text.is_none() {
             return Err(bad(
                 "nothing to search for: no query vector and empty query text".into(),
                 "Pass query_vec, query_text or both; extra_queries are fused with them, they do not replace them.",
@@ -360,8 +411,24 @@ impl Request {
             Some(f) => f,
             None => config.hybrid_feedback && can_feed_back,
         };
+        let evidence = match args.evidence.unwrap_or(corpus.evidence.enabled) {
+            true => Some(evidence_plan(&corpus, vector.is_some(), &space_vectors, text.is_some(), lexical.as_ref())?),
+            false => None,
+        };
+        let expand = args.expand.unwrap_or(false);
+        if expand && corpus.edges.is_empty() {
+            return Err(bad(
+                format!("corpus \"{}\" has no edge sets to expand along", corpus.name),
+                &format!(
+                    "Register one with corpus.corpus_add_edges({}, ...), or search with expand => false.",
+                    crate::sql::literal(&corpus.name)
+                ),
+            ));
+        }
         Ok(Request {
             corpus,
+            evidence,
+            expand,
             conds,
             mode,
             vector,
@@ -374,6 +441,7 @@ impl Request {
             lexical,
             feedback,
             extra,
+            space_vectors,
             exclude_items: Vec::new(),
             exclude_parent: None,
             rejected_filters,
@@ -390,7 +458,9 @@ impl Request {
 
     /// Whether any query of the search (original or extra) has a vector.
     pub fn any_vector(&self) -> bool {
-        self.vector.is_some() || self.extra.iter().any(|q| q.vector.is_some())
+        self.vector.is_some()
+            || self.space_vectors.iter().any(Option::is_some)
+            || self.extra.iter().any(|q| q.vector.is_some())
     }
 
     /// The label `query_ranks` gives a query.
@@ -401,6 +471,121 @@ impl Request {
             crate::fusion::QueryTag::Extra(i) => self.extra.get(i).map_or("extra", |e| e.label.as_str()),
         }
     }
+}
+
+/// What the evidence filter of a search needs: the thresholds of every space the original
+/// query searches, and the query's words with their document frequencies. Its rare-words rule
+/// needs the BM25 statistics.
+fn evidence_plan(
+    corpus: &Corpus,
+    default_vector: bool,
+    space_vectors: &[Option<Vec<f32>>],
+    has_text: bool,
+    lexical: Option<&LexicalPlans>,
+) -> Result<EvidencePlan> {
+    let cfg = &corpus.evidence;
+    let mut vector = vec![None; corpus.spaces.len()];
+    for (idx, slot) in vector.iter_mut().enumerate() {
+        let searched = if idx == 0 { default_vector } else { space_vectors.get(idx).is_some_and(Option::is_some) };
+        if searched && corpus.sources.iter().any(|s| s.space == idx) {
+            *slot = Some(evidence::thresholds_for(cfg, &corpus.spaces, idx, &corpus.name)?.clone());
+        }
+    }
+    let (words, df, rare_limit) = match (has_text, lexical) {
+        (false, _) => (vec![Vec::new(); corpus.sources.len()], HashMap::new(), 0.0),
+        (true, None) => {
+            return Err(bad(
+                "the evidence filter's rare-words rule needs the BM25 scorer (pg_corpus.lexical_scorer = bm25)".into(),
+                "SET pg_corpus.lexical_scorer = 'bm25', or search with evidence => false.",
+            ))
+        }
+        (true, Some(lex)) if lex.corpus.n_docs == 0 => {
+            return Err(CoreError::new(
+                SqlState::ObjectNotInPrerequisiteState,
+                format!("corpus \"{}\" has no lexical statistics, which the evidence filter needs", corpus.name),
+                format!(
+                    "Refresh them: SELECT corpus.corpus_refresh_lexical_stats({});",
+                    crate::sql::literal(&corpus.name)
+                ),
+            ))
+        }
+        (true, Some(lex)) => {
+            let words: Vec<Vec<QueryWord>> = corpus
+                .sources
+                .iter()
+                .zip(&lex.keys_per_source)
+                .map(|(src, keys)| match src.language {
+                    Some(lang) => evidence::query_words(lex.text.as_str(), lang),
+                    None => evidence::words_of_keys(keys),
+                })
+                .collect();
+            (words, lex.stats.df.clone(), evidence::rare_limit(cfg.rare_share, lex.corpus.n_docs))
+        }
+    };
+    Ok(EvidencePlan { vector, words, df, rare_limit, min_coverage: cfg.min_coverage })
+}
+
+/// `query_vectors` validated: the default space's vector (`query_vec`, or the object's
+/// "default" entry: not both), and the named spaces' vectors by space index (None at 0). A
+/// lexical search uses none of them.
+fn space_vectors(
+    corpus: &Corpus,
+    mode: Mode,
+    value: &Value,
+    query_vec: Option<Vec<f32>>,
+) -> Result<(Option<Vec<f32>>, Vec<Option<Vec<f32>>>)> {
+    let mut out: Vec<Option<Vec<f32>>> = vec![None; corpus.spaces.len()];
+    let hint = "query_vectors is {\"space\": [0.1, …]}: one vector per embedding space the corpus declares \
+                (query_vec is the default space's).";
+    let obj = match value {
+        Value::Null => return Ok((query_vec, out)),
+        Value::Object(o) => o,
+        other => return Err(bad(format!("query_vectors must be a JSON object, got {}", json_type(other)), hint)),
+    };
+    let mut default = query_vec;
+    for (name, v) in obj {
+        let Some(idx) = corpus.space(name) else {
+            let names: Vec<String> = corpus.spaces.iter().map(|s| crate::sql::literal(&s.name)).collect();
+            return Err(bad(
+                format!("corpus \"{}\" has no embedding space {}", corpus.name, crate::json::brief_str(name)),
+                &format!("Its spaces: {}.", names.join(", ")),
+            ));
+        };
+        let Value::Array(xs) = v else {
+            return Err(bad(format!("query_vectors.{name} must be an array of numbers, got {}", json_type(v)), hint));
+        };
+        let mut vec = Vec::with_capacity(xs.len());
+        for x in xs {
+            match x.as_f64() {
+                Some(f) if f.abs() <= f64::from(f32::MAX) => vec.push(f as f32),
+                _ => {
+                    return Err(bad(
+                        format!(
+                            "query_vectors.{name} must hold finite numbers within ±3.4e38, got {}",
+                            crate::json::brief(x)
+                        ),
+                        hint,
+                    ))
+                }
+            }
+        }
+        if mode == Mode::Lexical {
+            continue;
+        }
+        let vec = check_space_vector(corpus, idx, vec)?;
+        if idx == 0 {
+            if default.is_some() {
+                return Err(bad(
+                    "query_vectors names the default space, and query_vec is given too".into(),
+                    "Pass the default space's vector once: as query_vec, or as query_vectors.default.",
+                ));
+            }
+            default = Some(vec);
+        } else {
+            out[idx] = Some(vec);
+        }
+    }
+    Ok((default, out))
 }
 
 /// A query text as the lexical branch uses it: trimmed, at most [`MAX_QUERY_CHARS`]
@@ -508,10 +693,12 @@ pub fn extra_queries(corpus: &Corpus, mode: Mode, value: &Value) -> Result<Vec<E
         let label = match fields.get("label") {
             None | Some(Value::Null) => format!("extra_{n}"),
             Some(Value::String(l)) if !l.trim().is_empty() && l.chars().count() <= MAX_LABEL_CHARS => l.clone(),
-            Some(other) => return Err(extra_error(format!(
+            Some(other) => {
+                return Err(extra_error(format!(
                 "extra query {n}: \"label\" must be a non-empty string of at most {MAX_LABEL_CHARS} characters, got {}",
                 crate::json::brief(other)
-            ))),
+            )))
+            }
         };
         if RESERVED_LABELS.contains(&label.as_str()) || out.iter().any(|q| q.label == label) {
             return Err(extra_error(format!(
@@ -585,7 +772,9 @@ fn lexical_plans(
         .collect::<Result<Vec<_>>>()?;
     Ok(keys_per_text
         .into_iter()
-        .map(|keys_per_source| LexicalPlans {
+        .zip(texts)
+        .map(|(keys_per_source, text)| LexicalPlans {
+            text: text.to_string(),
             keys_per_source,
             stats: stats.clone(),
             corpus: corpus_stats,

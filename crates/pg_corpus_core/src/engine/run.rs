@@ -5,9 +5,12 @@ use std::collections::{HashMap, HashSet};
 
 use serde_json::Value;
 
+use super::request::EvidencePlan;
 use super::request::LexicalPlans;
 use super::{settings, ChampionRequest, Executor, FeedbackDoc, Request, Setting};
+use crate::augment;
 use crate::error::Result;
+use crate::evidence;
 use crate::feedback;
 use crate::filters::Condition;
 use crate::fusion::{self, Fused, QueryHit, QueryTag, RankedList, SourceInfo};
@@ -146,9 +149,24 @@ pub fn partial_index_probe(
 struct RoundQuery<'a> {
     tag: QueryTag,
     weight: f64,
+    /// The default space's vector.
     vector: Option<&'a [f32]>,
+    /// The named spaces' vectors, by space index (the original query's only).
+    space_vectors: &'a [Option<Vec<f32>>],
     text: Option<&'a str>,
     lexical: Option<&'a LexicalPlans>,
+}
+
+impl RoundQuery<'_> {
+    /// The query's vector for sources of space `space` (None: they are not searched
+    /// semantically).
+    fn vector_for(&self, space: usize) -> Option<&[f32]> {
+        if space == 0 {
+            self.vector
+        } else {
+            self.space_vectors.get(space).and_then(|v| v.as_deref())
+        }
+    }
 }
 
 impl Request {
@@ -157,6 +175,7 @@ impl Request {
             tag: QueryTag::Original,
             weight: 1.0,
             vector: self.vector.as_deref(),
+            space_vectors: &self.space_vectors,
             text: self.text.as_deref(),
             lexical: self.lexical.as_ref(),
         }
@@ -169,6 +188,7 @@ impl Request {
             tag: QueryTag::Extra(i),
             weight: q.weight,
             vector: q.vector.as_deref(),
+            space_vectors: &[],
             text: q.text.as_deref(),
             lexical: q.lexical.as_ref(),
         }));
@@ -261,7 +281,7 @@ fn subplans(
         if sem.get(idx).is_some_and(SemanticPlan::is_empty) {
             continue;
         }
-        if let Some(v) = q.vector {
+        if let Some(v) = q.vector_for(req.corpus.sources[idx].space) {
             out.push(plan::semantic(&req.corpus, idx, &req.conds, v, window as i64, sem[idx].strategy));
         }
         match (q.text, q.lexical, &plans) {
@@ -303,6 +323,25 @@ fn subplan_settings(req: &Request, sem: &[SemanticPlan], p: &Subplan, window: us
     settings::for_subplan(p, window, selectivity, req.config.scorer == super::Scorer::Bm25, &req.config)
 }
 
+/// The end of one per-source list of a round's original query: whether the list filled its
+/// window (or was a pruned lexical subplan), and its last hit. The evidence filter widens the
+/// window only while such a list's last hit still has evidence.
+#[derive(Debug, Clone)]
+struct Frontier {
+    branch: Branch,
+    space: usize,
+    full: bool,
+    last: Option<fusion::Hit>,
+}
+
+/// What one round found: the ranked lists, whether a wider window could find more, and the
+/// original query's per-source list ends.
+struct Round {
+    lists: Vec<RankedList>,
+    saturated: bool,
+    frontiers: Vec<Frontier>,
+}
+
 /// One round: every subplan of every query with `window` rows, each branch's per-source lists
 /// of a query merged into a corpus-wide list (semantic, then lexical, per query, in query
 /// order). Also says whether another round with a wider window could find more.
@@ -312,46 +351,77 @@ fn run_round(
     sem: &[SemanticPlan],
     window: usize,
     exec: &mut dyn Executor,
-) -> Result<(Vec<RankedList>, bool)> {
-    // per query: (its semantic per-source lists, its lexical ones)
-    let mut per_query: Vec<(Vec<Vec<fusion::Hit>>, Vec<Vec<fusion::Hit>>)> = Vec::with_capacity(queries.len());
+) -> Result<Round> {
+    // per query: (its semantic per-source lists with their space, its lexical ones)
+    let mut per_query: Vec<(Vec<(usize, Vec<fusion::Hit>)>, Vec<Vec<fusion::Hit>>)> = Vec::with_capacity(queries.len());
+    // per query, per list (semantic ones, then lexical ones): did it fill its window
+    let mut full: Vec<(Vec<bool>, Vec<bool>)> = Vec::with_capacity(queries.len());
     // A source that filled its window may hold more eligible items beyond it; so may a pruned
     // lexical subplan that returned fewer rows than the window (a wider window, and so a larger
     // candidate budget, can find them). Counted before stale embeddings are dropped.
     let mut saturated = false;
     for &q in queries {
         let (mut semantic, mut lexical) = (Vec::new(), Vec::new());
+        let (mut sem_full, mut lex_full) = (Vec::new(), Vec::new());
         for p in subplans(req, q, sem, window, exec)? {
             let settings = subplan_settings(req, sem, &p, window);
             let hits = exec.branch_hits(&p, &settings)?;
-            saturated |= fusion::may_hold_more(hits.len(), window, p.pruned);
+            let more = fusion::may_hold_more(hits.len(), window, p.pruned);
+            saturated |= more;
             match p.branch {
-                Branch::Semantic => semantic.push(hits),
-                Branch::Lexical => lexical.push(hits),
+                Branch::Semantic => {
+                    semantic.push((req.corpus.sources[p.source].space, hits));
+                    sem_full.push(more);
+                }
+                Branch::Lexical => {
+                    lexical.push(hits);
+                    lex_full.push(more);
+                }
             }
         }
         per_query.push((semantic, lexical));
+        full.push((sem_full, lex_full));
     }
     if !req.include_stale {
         // stale embeddings are not used by the semantic branch (PRODUCT.md invariant 5): one
         // lookup of the queue for the semantic hits of every query
-        let all = per_query.iter().flat_map(|(s, _)| s.iter().flatten());
+        let all = per_query.iter().flat_map(|(s, _)| s.iter().flat_map(|(_, hits)| hits));
         let stale = queued(req, all.map(|h| (h.source, h.item_id.as_str())), exec)?;
         if !stale.is_empty() {
-            for hits in per_query.iter_mut().flat_map(|(s, _)| s.iter_mut()) {
+            for (_, hits) in per_query.iter_mut().flat_map(|(s, _)| s.iter_mut()) {
                 hits.retain(|h| !stale.contains(&(h.source, h.item_id.clone())));
             }
         }
     }
-    let mut lists = Vec::new();
-    for (q, (semantic, lexical)) in queries.iter().zip(per_query) {
-        for (branch, per_source) in [(Branch::Semantic, semantic), (Branch::Lexical, lexical)] {
-            if !per_source.is_empty() {
-                lists.push(fusion::merge_branch(branch, per_source).of_query(q.tag, q.weight));
-            }
+    let mut frontiers = Vec::new();
+    for ((q, (semantic, lexical)), (sem_full, lex_full)) in queries.iter().zip(&per_query).zip(&full) {
+        if q.tag != QueryTag::Original {
+            continue;
+        }
+        for ((space, hits), &full) in semantic.iter().zip(sem_full) {
+            frontiers.push(Frontier { branch: Branch::Semantic, space: *space, full, last: hits.last().cloned() });
+        }
+        for (hits, &full) in lexical.iter().zip(lex_full) {
+            frontiers.push(Frontier { branch: Branch::Lexical, space: 0, full, last: hits.last().cloned() });
         }
     }
-    Ok((lists, saturated))
+    // one semantic list per embedding space (distances of different models are not comparable),
+    // weighted by the space's weight; one lexical list
+    let mut lists = Vec::new();
+    for (q, (semantic, lexical)) in queries.iter().zip(per_query) {
+        for (space, info) in req.corpus.spaces.iter().enumerate() {
+            let per_source: Vec<Vec<fusion::Hit>> =
+                semantic.iter().filter(|(s, _)| *s == space).map(|(_, hits)| hits.clone()).collect();
+            if !per_source.is_empty() {
+                let list = fusion::merge_branch(Branch::Semantic, per_source).of_query(q.tag, q.weight * info.weight);
+                lists.push(fusion::RankedList { space, ..list });
+            }
+        }
+        if !lexical.is_empty() {
+            lists.push(fusion::merge_branch(Branch::Lexical, lexical).of_query(q.tag, q.weight));
+        }
+    }
+    Ok(Round { lists, saturated, frontiers })
 }
 
 /// Which of these (source, item id) are queued for re-embedding: one lookup of the queue.
@@ -407,7 +477,14 @@ fn feedback_round(
         }
     }
     let docs: Vec<&FeedbackDoc> = top.iter().filter_map(|f| learned.get(&(f.source, f.item_id.clone()))).collect();
-    let vectors: Vec<Vec<f32>> = docs.iter().take(feedback::VECTOR_DOCS).filter_map(|d| d.embedding.clone()).collect();
+    // the query vector moves towards the best items of its own (default) space only
+    let vectors: Vec<Vec<f32>> = top
+        .iter()
+        .filter(|f| req.corpus.sources[f.source].space == 0)
+        .filter_map(|f| learned.get(&(f.source, f.item_id.clone())))
+        .take(feedback::VECTOR_DOCS)
+        .filter_map(|d| d.embedding.clone())
+        .collect();
     let moved = feedback::vector_prf(vector, &vectors, feedback::VECTOR_BETA).unwrap_or_else(|| vector.clone());
     let tfs: Vec<_> = docs.iter().take(feedback::RM3_DOCS).map(|d| d.tf.clone()).collect();
     let mut expanded = lex.clone();
@@ -433,10 +510,12 @@ fn feedback_round(
         tag: QueryTag::Feedback,
         weight: 1.0,
         vector: Some(&moved),
+        space_vectors: &[],
         text: req.text.as_deref(),
         lexical: Some(&expanded),
     };
-    run_round(req, &[q], sem, window, exec)
+    let round = run_round(req, &[q], sem, window, exec)?;
+    Ok((round.lists, round.saturated))
 }
 
 /// One hit of a search, with its provenance (`corpus_hybrid_search`'s row).
@@ -455,6 +534,10 @@ pub struct SearchRow {
     pub locator: Value,
     pub metadata: Value,
     pub embedding_stale: bool,
+    /// Why the evidence filter admitted the hit (None: the filter was off).
+    pub evidence: Option<Value>,
+    /// How the hit came in when not by the search's own lists (None: it did).
+    pub origin: Option<Value>,
     /// Every query and branch that ranked the hit: `[{"query", "branch", "rank", "distance" |
     /// "score"}]`, in fusion order.
     pub query_ranks: Value,
@@ -470,6 +553,9 @@ pub fn query_ranks(req: &Request, hits: &[QueryHit]) -> Value {
                 o.insert("query".into(), Value::from(req.label(h.query)));
                 o.insert("branch".into(), Value::from(h.branch.name()));
                 o.insert("rank".into(), Value::from(h.rank as u64));
+                if h.space != 0 {
+                    o.insert("space".into(), Value::from(req.corpus.spaces[h.space].name.as_str()));
+                }
                 let raw = serde_json::Number::from_f64(h.raw).map_or(Value::Null, Value::Number);
                 o.insert(if h.branch == Branch::Semantic { "distance" } else { "score" }.into(), raw);
                 Value::Object(o)
@@ -497,8 +583,11 @@ pub fn ranked(req: &Request, exec: &mut dyn Executor) -> Result<Vec<Fused>> {
     let sources = source_infos(req);
     let mut window = req.window;
     let queries = req.queries();
+    // the evidence filter's index terms of the items it has checked, across rounds
+    let mut item_keys: HashMap<(usize, String), Vec<String>> = HashMap::new();
     loop {
-        let (lists, saturated) = run_round(req, &queries, &sem, window, exec)?;
+        let Round { lists, saturated, frontiers } = run_round(req, &queries, &sem, window, exec)?;
+        let near = req.evidence.as_ref().map(|_| Near::of(&lists));
         let (lists, saturated) = if req.feedback {
             let first = fusion::rrf(&lists, &sources, req.rrf_k);
             let (more, more_saturated) = feedback_round(req, &sem, window, &first, exec)?;
@@ -508,6 +597,8 @@ pub fn ranked(req: &Request, exec: &mut dyn Executor) -> Result<Vec<Fused>> {
                 lists.into_iter().partition(|l| l.query == QueryTag::Original);
             let mut fused_lists: Vec<RankedList> =
                 more.iter().filter(|l| l.branch == Branch::Semantic).cloned().collect();
+            // (the moved vector is the default space's: other spaces keep their first list)
+            fused_lists.extend(original.iter().filter(|l| l.branch == Branch::Semantic && l.space != 0).cloned());
             fused_lists.extend(original.into_iter().filter(|l| l.branch == Branch::Lexical));
             fused_lists.extend(more.into_iter().filter(|l| l.branch == Branch::Lexical));
             fused_lists.extend(extra);
@@ -519,12 +610,247 @@ pub fn ranked(req: &Request, exec: &mut dyn Executor) -> Result<Vec<Fused>> {
         if !req.exclude_items.is_empty() || req.exclude_parent.is_some() {
             fused.retain(|f| !req.excludes(f));
         }
+        let saturated = match (&req.evidence, &near) {
+            (Some(ev), Some(near)) => apply_evidence(req, ev, near, &frontiers, &mut fused, &mut item_keys, exec)?,
+            _ => saturated,
+        };
         let rows = fusion::cap(&fused, req.max_per_parent, req.k);
         if window >= max_window || !fusion::needs_wider_window(rows.len(), req.k, saturated) {
+            let mut rows = if req.expand { expand(req, rows, exec)? } else { rows };
+            if !req.corpus.must_include.is_empty() {
+                let mut near = near;
+                must_include(req, &mut rows, &fused, near.as_mut(), &mut item_keys, exec)?;
+            }
             return Ok(rows);
         }
         window = window.saturating_mul(4).min(max_window);
     }
+}
+
+/// Citation-graph expansion (seeds/003): the forward neighbours of the best hits join them,
+/// each scored its seed's score times `1 - hop_penalty`, at most `max_added`, every one looked
+/// up under the corpus predicate and the filters; then the hits are capped and cut to k again.
+fn expand(req: &Request, rows: Vec<Fused>, exec: &mut dyn Executor) -> Result<Vec<Fused>> {
+    let limits = req.corpus.graph;
+    let seeds: Vec<augment::Seed> = rows
+        .iter()
+        .take(limits.seeds)
+        .map(|f| augment::Seed { source: f.source, item_id: f.item_id.clone(), score: f.score })
+        .collect();
+    let mut neighbours = Vec::new();
+    for (e, edges) in req.corpus.edges.iter().enumerate() {
+        let ids: Vec<String> =
+            seeds.iter().filter(|s| s.source == edges.from_source).map(|s| s.item_id.clone()).collect();
+        if ids.is_empty() {
+            continue;
+        }
+        let exclude: Vec<String> =
+            rows.iter().filter(|f| f.source == edges.to_source).map(|f| f.item_id.clone()).collect();
+        let (sql, params) = plan::graph_neighbours(&req.corpus, e, &req.conds, ids, exclude, limits.max_added as i64);
+        for (seed, item_id, parent_id) in exec.neighbours(&sql, &params)? {
+            // the seed's stored id as text: find its rank among the seeds of this source
+            let Some(si) = seeds.iter().position(|s| s.source == edges.from_source && s.item_id == seed) else {
+                continue;
+            };
+            neighbours.push(augment::Neighbour { edges: e, seed: si, source: edges.to_source, item_id, parent_id });
+        }
+    }
+    let present = |source: usize, id: &str| rows.iter().any(|f| f.source == source && f.item_id == id);
+    let added = augment::expansion(&seeds, neighbours, present, &limits);
+    let infos = source_infos(req);
+    let mut all = rows.clone();
+    for a in added {
+        let n = a.neighbour;
+        let seed = &seeds[n.seed];
+        let via = serde_json::json!({
+            "edges": req.corpus.edges[n.edges].name,
+            "seed": {"source": req.corpus.sources[seed.source].name, "item_id": seed.item_id},
+            "hop_penalty": limits.hop_penalty,
+        });
+        let f = Fused {
+            source: n.source,
+            parent_scope: infos[n.source].parent_scope.clone(),
+            item_id: n.item_id,
+            parent_id: n.parent_id,
+            score: a.score,
+            semantic: None,
+            lexical: None,
+            queries: Vec::new(),
+            // admitted by its edge from an admitted seed, not by evidence of its own
+            evidence: req.evidence.as_ref().map(|_| serde_json::json!({"graph_edge": via.clone()})),
+            origin: Some(serde_json::json!({"kind": "graph", "graph": via})),
+        };
+        if !req.excludes(&f) {
+            all.push(f);
+        }
+    }
+    all.sort_by(fusion::fused_order);
+    Ok(fusion::cap(&all, req.max_per_parent, req.k))
+}
+
+/// Must-include classes (seeds/003 binding-law augmentation): each class's best hits — searched
+/// by the original query under the corpus predicate, the filters and the class's own condition —
+/// are among the rows, replacing the lowest-ranked others. A class hit the search ranked keeps
+/// its score; one it did not scores 0 and comes last. The evidence filter, when on, judges class
+/// hits as any other (a class is a candidate, not an answer).
+fn must_include(
+    req: &Request,
+    rows: &mut Vec<Fused>,
+    pool: &[Fused],
+    mut near: Option<&mut Near>,
+    cache: &mut HashMap<(usize, String), Vec<String>>,
+    exec: &mut dyn Executor,
+) -> Result<()> {
+    let infos = source_infos(req);
+    let mut guaranteed: Vec<(usize, String)> = Vec::new();
+    for class in &req.corpus.must_include {
+        let mut creq = req.clone();
+        creq.conds.extend(crate::filters::check_class(&req.corpus, &class.filters)?);
+        creq.extra.clear();
+        creq.feedback = false;
+        let window = (4 * class.top).max(20);
+        let mut csem = semantic_plans(&creq, exec)?;
+        for (idx, plan) in csem.iter_mut().enumerate() {
+            if class.source.is_some_and(|s| s != idx) {
+                plan.empty = Some(EmptyBy::Items);
+            }
+        }
+        let round = run_round(&creq, &[creq.query()], &csem, window, exec)?;
+        let mut class_hits = fusion::rrf(&round.lists, &infos, req.rrf_k);
+        class_hits.retain(|f| !req.excludes(f));
+        if let (Some(ev), Some(near)) = (&req.evidence, near.as_deref_mut()) {
+            near.add(&round.lists);
+            apply_evidence(&creq, ev, near, &[], &mut class_hits, cache, exec)?;
+        }
+        for (i, hit) in fusion::cap(&class_hits, req.max_per_parent, class.top).into_iter().enumerate() {
+            let key = (hit.source, hit.item_id.clone());
+            if guaranteed.contains(&key) {
+                continue;
+            }
+            guaranteed.push(key.clone());
+            if rows.iter().any(|f| f.source == hit.source && f.item_id == hit.item_id) {
+                continue;
+            }
+            let origin = serde_json::json!({"kind": "must_include", "class": class.name, "class_rank": i + 1});
+            let row = match pool.iter().find(|f| f.source == hit.source && f.item_id == hit.item_id) {
+                Some(f) => {
+                    Fused { origin: Some(origin), evidence: hit.evidence.clone().or(f.evidence.clone()), ..f.clone() }
+                }
+                None => Fused {
+                    score: 0.0,
+                    semantic: None,
+                    lexical: None,
+                    queries: Vec::new(),
+                    origin: Some(origin),
+                    ..hit
+                },
+            };
+            rows.push(row);
+        }
+    }
+    rows.sort_by(fusion::fused_order);
+    // back to k rows: drop the lowest-ranked rows that no class guarantees
+    while rows.len() > req.k {
+        match rows.iter().rposition(|f| !guaranteed.contains(&(f.source, f.item_id.clone()))) {
+            Some(i) => {
+                rows.remove(i);
+            }
+            None => {
+                rows.truncate(req.k);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The original query's semantic distances, as the evidence filter's vector rule reads them.
+struct Near {
+    /// (source, item id) → (space, distance).
+    distance: HashMap<(usize, String), (usize, f64)>,
+    /// Per space, the best candidate's distance.
+    best: HashMap<usize, f64>,
+}
+
+impl Near {
+    fn of(lists: &[RankedList]) -> Near {
+        let mut near = Near { distance: HashMap::new(), best: HashMap::new() };
+        for l in lists.iter().filter(|l| l.query == QueryTag::Original && l.branch == Branch::Semantic) {
+            for h in &l.hits {
+                near.distance.entry((h.source, h.item_id.clone())).or_insert((l.space, h.raw));
+                let best = near.best.entry(l.space).or_insert(h.raw);
+                *best = best.min(h.raw);
+            }
+        }
+        near
+    }
+
+    /// Distances of more lists of the original query (must-include classes): their items'
+    /// distances, the best candidate staying the search's own.
+    fn add(&mut self, lists: &[RankedList]) {
+        for l in lists.iter().filter(|l| l.query == QueryTag::Original && l.branch == Branch::Semantic) {
+            for h in &l.hits {
+                self.distance.entry((h.source, h.item_id.clone())).or_insert((l.space, h.raw));
+            }
+        }
+    }
+
+    /// Whether a distance in `space` passes the vector rule.
+    fn admits(&self, ev: &EvidencePlan, space: usize, distance: f64) -> Option<f64> {
+        let t = ev.vector.get(space)?.as_ref()?;
+        let best = *self.best.get(&space)?;
+        evidence::near_vector(distance, best, t).then_some(best)
+    }
+}
+
+/// The evidence filter over the fused hits (seeds/002, [`crate::evidence`]): keep the hits
+/// that a rule admits, each with its verdict. Returns whether a wider window could admit more:
+/// some per-source list of the original query filled its window and its last hit still has
+/// evidence (beyond a list's end, a hit is no nearer and its rare words no more telling).
+fn apply_evidence(
+    req: &Request,
+    ev: &EvidencePlan,
+    near: &Near,
+    frontiers: &[Frontier],
+    fused: &mut Vec<Fused>,
+    cache: &mut HashMap<(usize, String), Vec<String>>,
+    exec: &mut dyn Executor,
+) -> Result<bool> {
+    // the index terms of every candidate not yet checked whose source has query words
+    let mut missing: Vec<Vec<String>> = vec![Vec::new(); req.corpus.sources.len()];
+    let ends = frontiers.iter().filter_map(|f| f.last.as_ref().map(|h| (h.source, &h.item_id)));
+    for (source, id) in fused.iter().map(|f| (f.source, &f.item_id)).chain(ends) {
+        if !ev.words[source].is_empty() && !cache.contains_key(&(source, id.clone())) && !missing[source].contains(id) {
+            missing[source].push(id.clone());
+        }
+    }
+    for (idx, ids) in missing.into_iter().enumerate().filter(|(_, ids)| !ids.is_empty()) {
+        let mut keys: Vec<String> = evidence::word_keys(&ev.words[idx]).map(str::to_string).collect();
+        keys.sort();
+        keys.dedup();
+        let (sql, params) = plan::item_keys(&req.corpus, idx, &req.conds, ids.clone(), keys);
+        let mut found = exec.item_keys(&sql, &params)?;
+        for id in ids {
+            let held = found.remove(&id).unwrap_or_default();
+            cache.insert((idx, id), held);
+        }
+    }
+    let rare = |source: usize, id: &str| -> Option<evidence::RareWords> {
+        let held = cache.get(&(source, id.to_string()))?;
+        evidence::rare_words(&ev.words[source], evidence::df_of(&ev.df), ev.rare_limit, |k| held.iter().any(|h| h == k))
+    };
+    fused.retain_mut(|f| {
+        let near_vector = near.distance.get(&(f.source, f.item_id.clone())).and_then(|&(space, d)| {
+            near.admits(ev, space, d).map(|best| (req.corpus.spaces[space].name.as_str(), d, best))
+        });
+        let words = rare(f.source, &f.item_id);
+        f.evidence = evidence::verdict_json(near_vector, words.as_ref(), ev.min_coverage);
+        f.evidence.is_some()
+    });
+    Ok(frontiers.iter().filter(|f| f.full).any(|f| match (&f.last, f.branch) {
+        (None, _) => false,
+        (Some(h), Branch::Semantic) => near.admits(ev, f.space, h.raw).is_some(),
+        (Some(h), Branch::Lexical) => rare(h.source, &h.item_id).is_some_and(|r| r.coverage > ev.min_coverage),
+    }))
 }
 
 /// Run a search: its hits with content and provenance, fetched per source under the same
@@ -565,6 +891,8 @@ pub fn search(req: &Request, exec: &mut dyn Executor) -> Result<Vec<SearchRow>> 
             metadata: row.metadata,
             embedding_stale,
             query_ranks,
+            evidence: f.evidence,
+            origin: f.origin,
         });
     }
     Ok(out)
@@ -636,5 +964,49 @@ pub fn explain(req: &Request, exec: &mut dyn Executor) -> Result<Vec<ExplainRow>
         })
         .collect();
     rows.extend(probes);
+    // the evidence filter's rules as each source's hits will meet them
+    if let Some(ev) = &req.evidence {
+        for (idx, src) in req.corpus.sources.iter().enumerate() {
+            let t = ev.vector.get(src.space).and_then(Option::as_ref);
+            let words: Vec<Value> = ev.words[idx]
+                .iter()
+                .map(|w| {
+                    let df = ev.df.get(&w.key).copied().unwrap_or(0);
+                    serde_json::json!({"word": w.key, "df": df, "rare": (df as f64) <= ev.rare_limit})
+                })
+                .collect();
+            rows.push(ExplainRow {
+                source: src.name.clone(),
+                branch: "none",
+                strategy: "evidence_filter",
+                sql: String::new(),
+                params: serde_json::json!({
+                    "near_vector": t.map(|t| serde_json::json!({
+                        "space": req.corpus.spaces[src.space].name,
+                        "max_distance": t.max_distance,
+                        "max_gap": t.max_gap})),
+                    "rare_words": {"words": words, "rare_max_documents": ev.rare_limit, "min_coverage": ev.min_coverage},
+                }),
+                query: req.label(QueryTag::Original).to_string(),
+            });
+        }
+    }
+    // a corpus of several embedding spaces: say which sources a search in a semantic mode does
+    // not search semantically, for want of their space's vector
+    if req.corpus.spaces.len() > 1 && req.mode != super::Mode::Lexical {
+        let q = req.query();
+        for (idx, src) in req.corpus.sources.iter().enumerate() {
+            if q.vector_for(src.space).is_none() && !sem.get(idx).is_some_and(SemanticPlan::is_empty) {
+                rows.push(ExplainRow {
+                    source: src.name.clone(),
+                    branch: Branch::Semantic.name(),
+                    strategy: "no_query_vector",
+                    sql: String::new(),
+                    params: serde_json::json!({"space": req.corpus.spaces[src.space].name}),
+                    query: req.label(QueryTag::Original).to_string(),
+                });
+            }
+        }
+    }
     Ok(rows)
 }

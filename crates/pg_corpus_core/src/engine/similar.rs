@@ -111,7 +111,23 @@ pub fn find_similar(
         ));
     }
     let text = if mode == Mode::Semantic { None } else { seed.content };
-    let args = Args { query_vec: vector, query_text: text, extra_queries: serde_json::Value::Null, ..sim.args };
+    // the item's vector is of its source's space
+    let (query_vec, query_vectors) = match vector {
+        Some(v) if src.space != 0 => {
+            let name = corpus.spaces[src.space].name.clone();
+            (None, serde_json::json!({ name: v }))
+        }
+        v => (v, serde_json::Value::Null),
+    };
+    // the evidence filter judges answers to a question: an item's neighbours need none
+    let args = Args {
+        query_vec,
+        query_text: text,
+        query_vectors,
+        extra_queries: serde_json::Value::Null,
+        evidence: Some(false),
+        ..sim.args
+    };
     let mut req = Request::new(corpus.clone(), args, checked, config, exec)?;
     req.exclude_items.push((idx, item_id));
     if sim.exclude_parent {

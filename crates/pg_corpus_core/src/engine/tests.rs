@@ -51,6 +51,8 @@ enum Call {
     Fetch(Vec<String>),
     Queued(usize),
     Seed(usize),
+    ItemKeys(usize, Vec<String>),
+    Neighbours(Vec<String>),
 }
 
 struct Fake {
@@ -79,6 +81,10 @@ struct Fake {
     boost_vector: Vec<(f32, String)>,
     /// (query key, item id): a lexical subplan scoring that key finds the item best of all.
     boost_key: Vec<(String, String)>,
+    /// Item id → the index terms it holds (what the evidence filter asks about).
+    terms: HashMap<String, Vec<String>>,
+    /// Seed id → the (item id, parent id) its edges point to.
+    cites: HashMap<String, Vec<(String, String)>>,
 }
 
 impl Fake {
@@ -100,6 +106,8 @@ impl Fake {
             unlisted: Vec::new(),
             boost_vector: Vec::new(),
             boost_key: Vec::new(),
+            terms: HashMap::new(),
+            cites: HashMap::new(),
         }
     }
 
@@ -283,6 +291,45 @@ impl Executor for Fake {
             embedding: Some(vector_starting(9.0)),
             content: Some("חוזה שכירות".into()),
         }))
+    }
+
+    fn item_keys(&mut self, sql: &str, params: &[Param]) -> Result<HashMap<String, Vec<String>>> {
+        let src = if sql.contains("\"halachot\"") { 1 } else { 0 };
+        assert!(sql.contains("p.\"source_kind\" = "), "the evidence check runs under the corpus predicate:\n{sql}");
+        let (Param::TextArray(ids), Param::TextArray(keys)) = (&params[0], &params[1]) else {
+            panic!("item_keys takes the id and key arrays")
+        };
+        self.record(Call::ItemKeys(src, ids.clone()))?;
+        Ok(ids
+            .iter()
+            .filter(|id| self.items[src].iter().any(|i| &i.id == *id))
+            .map(|id| {
+                let held =
+                    self.terms.get(id).map_or(Vec::new(), |t| t.iter().filter(|k| keys.contains(k)).cloned().collect());
+                (id.clone(), held)
+            })
+            .collect())
+    }
+
+    fn neighbours(&mut self, sql: &str, params: &[Param]) -> Result<Vec<(String, String, String)>> {
+        assert!(sql.contains("p.\"source_kind\" = "), "neighbours are looked up under the corpus predicate:\n{sql}");
+        let (Param::TextArray(seeds), Param::TextArray(exclude), Param::Int(per_seed)) =
+            (&params[0], &params[1], &params[2])
+        else {
+            panic!("graph_neighbours takes seeds, exclusions and a limit")
+        };
+        self.record(Call::Neighbours(seeds.clone()))?;
+        let mut out = Vec::new();
+        for seed in seeds {
+            let mut n: Vec<&(String, String)> = self
+                .cites
+                .get(seed)
+                .map(|v| v.iter().filter(|(id, _)| !exclude.contains(id)).collect())
+                .unwrap_or_default();
+            n.truncate(*per_seed as usize);
+            out.extend(n.into_iter().map(|(id, parent)| (seed.clone(), id.clone(), parent.clone())));
+        }
+        Ok(out)
     }
 
     fn queued_items(&mut self, _sql: &str, params: &[Param]) -> Result<Vec<(usize, String)>> {
@@ -945,6 +992,105 @@ fn a_lenient_search_runs_with_the_valid_conditions_only() {
     assert_eq!(run(&mut default_fake(), a, Config::default()).unwrap_err().state, SqlState::InvalidParameterValue);
 }
 
+fn pages_corpus() -> Arc<Corpus> {
+    Arc::new(
+        crate::resolve::resolve(&serde_json::from_value(crate::resolve::tests::with_pages_def()).unwrap()).unwrap(),
+    )
+}
+
+fn pages_fake() -> Fake {
+    let mut f = Fake::new(vec![items(0, 500, 10), items(1, 500, 10), items(2, 500, 10)]);
+    f.df = [("חוזה".to_string(), 10u64), ("שכירות".to_string(), 40)].into_iter().collect();
+    f
+}
+
+fn run_pages(f: &mut Fake, a: Args) -> Result<Vec<SearchRow>> {
+    let config = Config::default();
+    let checked = a.check(&config)?;
+    let req = Request::new(pages_corpus(), a, checked, config, f)?;
+    search(&req, f)
+}
+
+fn semantic_calls(f: &Fake) -> Vec<(usize, usize)> {
+    f.calls
+        .iter()
+        .filter_map(|c| match c {
+            Call::Branch { source, branch: Branch::Semantic, sql, .. } => {
+                Some((*source, sql.matches("page_images").count()))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn each_embedding_space_is_searched_with_its_own_vector_and_fused_with_its_weight() {
+    // query_vec alone: the page images (another model) are not searched semantically
+    let mut f = pages_fake();
+    run_pages(&mut f, args("hybrid")).unwrap();
+    assert_eq!(semantic_calls(&f).iter().map(|c| c.0).collect::<Vec<_>>(), vec![0, 1]);
+    assert_eq!(f.branch_calls().iter().filter(|c| c.1 == Branch::Lexical).count(), 3);
+    // with the page space's vector: its sources' subplan, with that vector
+    let mut f = pages_fake();
+    f.boost_vector.push((0.25, "200005".into()));
+    let mut a = args("hybrid");
+    let mut page_vec = vec![0.5f32; 8];
+    page_vec[0] = 0.25;
+    a.query_vectors = json!({"page_image": page_vec});
+    let rows = run_pages(&mut f, Args { k: 100, max_per_parent: Some(0), ..a.clone() }).unwrap();
+    let calls: Vec<(usize, f32)> = f
+        .calls
+        .iter()
+        .filter_map(|c| match c {
+            Call::Branch { source, branch: Branch::Semantic, vector0, .. } => Some((*source, *vector0)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(calls.iter().map(|c| c.0).collect::<Vec<_>>(), vec![0, 1, 2]);
+    assert_eq!(calls[2].1, 0.25, "the page source is searched with the page vector");
+    assert!(calls[0].1 != 0.25 && calls[1].1 != 0.25);
+    // a page's semantic rank is within its space's list, weighted 0.5
+    let p = rows.iter().find(|r| r.item_id == "200005").expect("the page nearest to the page vector is a hit");
+    let sem = p.query_ranks.as_array().unwrap().iter().find(|q| q["branch"] == "semantic").unwrap();
+    assert_eq!((sem["rank"].as_i64(), sem["space"].as_str()), (Some(1), Some("page_image")));
+    assert_eq!(p.semantic_rank, Some(1), "its rank within its own space's list");
+    let mut f = pages_fake();
+    f.boost_vector.push((0.25, "200005".into()));
+    let mut b = a.clone();
+    b.mode = "semantic".into();
+    b.query_vec = None;
+    let rows = run_pages(&mut f, b).unwrap();
+    assert_eq!(semantic_calls(&f).iter().map(|c| c.0).collect::<Vec<_>>(), vec![2], "only the page space has a vector");
+    assert_eq!(rows[0].item_id, "200005");
+    assert!((rows[0].score - 0.5 / 61.0).abs() < 1e-12, "{}", rows[0].score);
+    // mistakes
+    for (qv, state) in [
+        (json!({"page_image": [1.0, 2.0]}), SqlState::DataException),
+        (json!({"audio": [1.0]}), SqlState::InvalidParameterValue),
+        (json!({"default": vec384()}), SqlState::InvalidParameterValue),
+        (json!({"page_image": "x"}), SqlState::InvalidParameterValue),
+        (json!([1]), SqlState::InvalidParameterValue),
+        (json!({"page_image": [1e39, 0, 0, 0, 0, 0, 0, 0]}), SqlState::InvalidParameterValue),
+    ] {
+        let mut a = args("hybrid");
+        a.query_vectors = qv.clone();
+        let mut f = pages_fake();
+        let e = run_pages(&mut f, a).unwrap_err();
+        assert_eq!(e.state, state, "{qv}: {e}");
+        assert!(f.branch_calls().is_empty() && !e.hint.is_empty());
+    }
+    // explain says which sources are not searched semantically
+    let mut f = pages_fake();
+    let a = args("hybrid");
+    let config = Config::default();
+    let checked = a.check(&config).unwrap();
+    let req = Request::new(pages_corpus(), a, checked, config, &mut f).unwrap();
+    let rows = explain(&req, &mut f).unwrap();
+    let none: Vec<(&str, &str)> =
+        rows.iter().filter(|r| r.strategy == "no_query_vector").map(|r| (r.source.as_str(), r.branch)).collect();
+    assert_eq!(none, vec![("pages", "semantic")]);
+}
+
 #[test]
 fn an_executor_error_stops_the_search_with_that_error() {
     let boom = CoreError::new(SqlState::ObjectNotInPrerequisiteState, "boom", "h");
@@ -1205,4 +1351,199 @@ proptest! {
         }
         prop_assert!(rows.windows(2).all(|w| w[0].score >= w[1].score));
     }
+}
+
+// ----------------------------------------------------------------------------------------------
+// The evidence filter (seeds/002)
+// ----------------------------------------------------------------------------------------------
+
+fn evidence_corpus(cfg: Value) -> Arc<Corpus> {
+    let mut c = legal();
+    c.evidence = crate::evidence::parse(&cfg, &c.spaces).unwrap();
+    Arc::new(c)
+}
+
+fn run_on(corpus: Arc<Corpus>, fake: &mut Fake, a: Args) -> Result<Vec<SearchRow>> {
+    let config = Config::default();
+    let checked = a.check(&config)?;
+    let req = Request::new(corpus, a, checked, config, fake)?;
+    search(&req, fake)
+}
+
+fn evidence_args(max_per_parent: Option<i32>) -> Args {
+    Args { evidence: Some(true), max_per_parent, ..args("hybrid") }
+}
+
+#[test]
+fn the_evidence_filter_keeps_near_hits_and_rare_word_hits_only() {
+    let c = evidence_corpus(json!({"vector": {"default": {"max_distance": 0.105, "max_gap": 0.003}}}));
+    let mut f = default_fake();
+    // a far item that holds both (rare) query words
+    f.terms.insert("100021".into(), vec!["חוזה".into(), "שכירות".into()]);
+    // one that holds only one of the two: half the query is not more than half
+    f.terms.insert("30".into(), vec!["שכירות".into()]);
+    let rows = run_on(c, &mut f, evidence_args(None)).unwrap();
+    let ids: Vec<&str> = rows.iter().map(|r| r.item_id.as_str()).collect();
+    // distance <= min(0.105, best 0.1 + 0.003): items 1..4 of chunks, 100001..100003 of halachot
+    let mut expected = vec!["1", "2", "3", "4", "100001", "100002", "100003", "100021"];
+    let mut got = ids.clone();
+    expected.sort();
+    got.sort();
+    assert_eq!(got, expected, "{rows:?}");
+    for r in &rows {
+        let ev = r.evidence.as_ref().expect("every hit says why it was admitted");
+        if r.item_id == "100021" {
+            assert_eq!(ev["rare_words"]["coverage"], json!(1.0), "{ev}");
+            assert!(ev.get("near_vector").is_none());
+        } else {
+            assert!(ev["near_vector"]["distance"].as_f64().unwrap() <= 0.103 + 1e-12, "{ev}");
+        }
+    }
+    // the list ends had no evidence: one round
+    assert!(f.branch_calls().iter().all(|&(_, _, limit)| limit == 40), "{:?}", f.branch_calls());
+}
+
+#[test]
+fn nothing_with_evidence_is_an_empty_answer_after_one_round() {
+    let c = evidence_corpus(json!({"vector": {"default": {"max_distance": 0.05, "max_gap": 0.01}}}));
+    let mut f = default_fake();
+    let rows = run_on(c, &mut f, evidence_args(Some(3))).unwrap();
+    assert!(rows.is_empty(), "{rows:?}");
+    assert!(f.branch_calls().iter().all(|&(_, _, limit)| limit == 40));
+    assert!(!f.calls.iter().any(|c| matches!(c, Call::Fetch(_))), "nothing to fetch");
+}
+
+#[test]
+fn the_window_widens_while_the_end_of_a_list_still_has_evidence() {
+    // every item up to distance 0.2 is near: the semantic lists' ends (0.139) still are, and
+    // one hit per parent leaves fewer than k rows from 40 candidates
+    let c = evidence_corpus(json!({"vector": {"default": {"max_distance": 0.2, "max_gap": 0.2}}}));
+    let mut f = default_fake();
+    let rows = run_on(c, &mut f, evidence_args(Some(1))).unwrap();
+    assert_eq!(rows.len(), 10);
+    assert!(f.branch_calls().iter().any(|&(_, _, limit)| limit == 160), "{:?}", f.branch_calls());
+    // ends beyond the threshold: no widening, fewer rows
+    let c = evidence_corpus(json!({"vector": {"default": {"max_distance": 0.125, "max_gap": 0.2}}}));
+    let mut f = default_fake();
+    let rows = run_on(c, &mut f, evidence_args(Some(1))).unwrap();
+    assert!(rows.len() < 10 && !rows.is_empty(), "{rows:?}");
+    assert!(f.branch_calls().iter().all(|&(_, _, limit)| limit == 40));
+}
+
+#[test]
+fn the_evidence_filter_needs_its_thresholds_and_statistics() {
+    let mut f = default_fake();
+    let e = run_on(evidence_corpus(json!({})), &mut f, evidence_args(None)).unwrap_err();
+    assert_eq!(e.state, SqlState::ObjectNotInPrerequisiteState);
+    assert!(e.hint.contains("corpus_calibrate_evidence"), "{e:?}");
+    // a lexical search needs no vector thresholds, but statistics
+    let mut f = default_fake();
+    f.documents = 0;
+    let a = Args { evidence: Some(true), ..args("lexical") };
+    let e = run_on(evidence_corpus(json!({})), &mut f, a).unwrap_err();
+    assert_eq!(e.state, SqlState::ObjectNotInPrerequisiteState);
+    assert!(e.hint.contains("corpus_refresh_lexical_stats"), "{e:?}");
+    // enabled by the corpus, turned off by the call
+    let c = evidence_corpus(json!({"enabled": true}));
+    let mut f = default_fake();
+    assert!(run_on(c.clone(), &mut f, args("hybrid")).is_err());
+    let rows = run_on(c, &mut f, Args { evidence: Some(false), ..args("hybrid") }).unwrap();
+    assert_eq!(rows.len(), 10);
+    assert!(rows.iter().all(|r| r.evidence.is_none()));
+}
+
+// ----------------------------------------------------------------------------------------------
+// Must-include classes and graph expansion (seeds/003)
+// ----------------------------------------------------------------------------------------------
+
+#[test]
+fn a_must_include_class_is_always_among_the_rows() {
+    let mut c = legal();
+    c.must_include =
+        crate::augment::parse_must_include(&json!([{"name": "rules", "source": "halachot", "top": 2}]), &c).unwrap();
+    let c = Arc::new(c);
+    let mut f = default_fake();
+    // halachot are far from the query and hold none of its words: the search ranks them last
+    for i in f.items[1].iter_mut() {
+        i.distance += 5.0;
+        i.lexical = None;
+    }
+    let a = Args { max_per_parent: None, ..args("hybrid") };
+    let rows = run_on(c.clone(), &mut f, a.clone()).unwrap();
+    assert_eq!(rows.len(), 10);
+    let class: Vec<&SearchRow> = rows.iter().filter(|r| r.origin.is_some()).collect();
+    assert_eq!(class.len(), 2, "{rows:?}");
+    for (i, r) in class.iter().enumerate() {
+        assert_eq!(r.source, "halachot");
+        assert_eq!(r.origin.as_ref().unwrap()["class"], json!("rules"));
+        assert_eq!(r.origin.as_ref().unwrap()["class_rank"], json!(i + 1));
+    }
+    // they replaced the two lowest-ranked hits and come last
+    assert!(rows[8].origin.is_some() && rows[9].origin.is_some());
+    assert!(rows[..8].iter().all(|r| r.source == "chunks"));
+    // the class round searched only its source
+    let class_calls: Vec<(usize, Branch, i64)> = f.branch_calls().into_iter().filter(|c| c.2 == 20).collect();
+    assert!(!class_calls.is_empty() && class_calls.iter().all(|c| c.0 == 1), "{class_calls:?}");
+    // a class hit the search returns anyway is not added twice
+    let mut f = default_fake();
+    let rows = run_on(c, &mut f, a).unwrap();
+    assert_eq!(rows.len(), 10);
+    let mut ids: Vec<&str> = rows.iter().map(|r| r.item_id.as_str()).collect();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), 10);
+}
+
+fn graph_corpus() -> Arc<Corpus> {
+    let mut c = legal();
+    c.edges = vec![crate::augment::Edges {
+        name: "cites".into(),
+        oid: 99,
+        schema: "public".into(),
+        table: "citations".into(),
+        from_source: 0,
+        from_column: "from_id".into(),
+        from_type: "bigint".into(),
+        to_source: 1,
+        to_column: "to_id".into(),
+    }];
+    Arc::new(c)
+}
+
+#[test]
+fn expansion_adds_the_seeds_forward_neighbours_within_its_limits() {
+    let mut f = default_fake();
+    // halachot are far: only the graph brings them in
+    for i in f.items[1].iter_mut() {
+        i.distance += 5.0;
+        i.lexical = None;
+    }
+    for seed in 1..=8u32 {
+        let cited: Vec<(String, String)> =
+            (0..5).map(|j| (format!("{}", 100_000 + seed * 10 + j), "77".into())).collect();
+        f.cites.insert(seed.to_string(), cited);
+    }
+    let a = Args { expand: Some(true), max_per_parent: None, k: 30, ..args("hybrid") };
+    let rows = run_on(graph_corpus(), &mut f, a).unwrap();
+    let added: Vec<&SearchRow> = rows.iter().filter(|r| r.origin.is_some()).collect();
+    assert_eq!(added.len(), 15, "at most 15 added: {rows:?}");
+    let seeds: Vec<String> = rows.iter().filter(|r| r.origin.is_none()).take(5).map(|r| r.item_id.clone()).collect();
+    for r in &added {
+        let g = &r.origin.as_ref().unwrap()["graph"];
+        let seed = g["seed"]["item_id"].as_str().unwrap();
+        assert!(seeds.iter().any(|s| s == seed), "only the top 5 hits are seeds: {g}");
+        let seed_score = rows.iter().find(|x| x.item_id == seed).unwrap().score;
+        assert!((r.score - seed_score * 0.95).abs() < 1e-12);
+        assert_eq!(r.source, "halachot");
+    }
+    // only the seeds were asked about, in one call for the one edge set
+    let asked: Vec<&Vec<String>> =
+        f.calls.iter().filter_map(|c| if let Call::Neighbours(s) = c { Some(s) } else { None }).collect();
+    assert_eq!(asked.len(), 1);
+    assert_eq!(asked[0].len(), 5);
+    // expand without edges is an error with a hint
+    let mut f = default_fake();
+    let e = run_on(corpus(), &mut f, Args { expand: Some(true), ..args("hybrid") }).unwrap_err();
+    assert_eq!(e.state, SqlState::InvalidParameterValue);
+    assert!(e.hint.contains("corpus_add_edges"));
 }

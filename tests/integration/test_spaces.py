@@ -1,0 +1,155 @@
+"""Several embedding spaces in one corpus (seeds/000: page images embedded by a multimodal model,
+fused with the text hits). Page images (8-d, space "page_image", weight 0.5) join the legal
+corpora next to the 384-d text sources: each space is searched with its own query vector,
+a space without one is not searched semantically (and explain says so), its list enters RRF
+with its weight, and the corpus predicate holds on it like on every other subplan.
+"""
+import json
+
+import numpy as np
+import psycopg
+import pytest
+from psycopg.types.json import Jsonb
+
+SEED = 8181
+EXT, INT = "external_precedents", "internal_decisions"
+DIM = 8
+PLANTED = 990001      # an internal page whose image IS the query image
+
+
+def unit(v):
+    return v / np.linalg.norm(v)
+
+
+def vtext(v):
+    return "[" + ",".join(f"{x:.6f}" for x in v) + "]"
+
+
+@pytest.fixture(scope="module")
+def db(cluster, pgc):
+    conn = cluster.create_db("pgc_spaces")
+    pgc.load_legal(conn, pgc.generate_legal_data(SEED, n_cases=40, n_documents=8))
+    rng = np.random.default_rng(SEED)
+    conn.execute("""CREATE TABLE page_images (
+        id bigint PRIMARY KEY, case_law_id bigint NOT NULL REFERENCES case_law (id), page_number int,
+        caption text NOT NULL, caption_tsv tsvector GENERATED ALWAYS AS (to_tsvector('simple', caption)) STORED,
+        embedding vector(8))""")
+    cases = conn.execute("SELECT id, source_kind FROM case_law WHERE case_number <> '' AND case_name <> '' "
+                         "ORDER BY id").fetchall()
+    query = unit(rng.normal(size=DIM))
+    rows = []
+    for n, (case, kind) in enumerate(cases):
+        for page in range(3):
+            rows.append((990100 + 3 * n + page, case, page + 1,
+                         f"scanned page {page + 1} of the judgment, a signed order with a stamp and a seal",
+                         vtext(unit(rng.normal(size=DIM)))))
+    internal = next(c for c, k in cases if k == "internal_committee")
+    rows.append((PLANTED, internal, 9, "scanned page with the planted stamp zqxwvut of the committee decision",
+                 vtext(query)))
+    with conn.cursor() as cur:
+        cur.executemany("INSERT INTO page_images (id, case_law_id, page_number, caption, embedding) "
+                        "VALUES (%s, %s, %s, %s, %s::vector)", rows)
+    for corpus in (EXT, INT):
+        conn.execute("SELECT corpus.corpus_alter(%s, spaces => %s)",
+                     [corpus, Jsonb({"page_image": {"dimensions": DIM, "model": "clip-tiny", "weight": 0.5}})])
+        conn.execute("""SELECT corpus.corpus_add_source(%s, 'pages', 'page_images', text_column => 'caption',
+                          embedding_column => 'embedding', tsv_column => 'caption_tsv', parent_table => 'case_law',
+                          parent_fk => 'case_law_id', parent_required => '{case_number,case_name}',
+                          locator => '{"case_number": "parent.case_number", "page": "page_number"}',
+                          space => 'page_image')""", [corpus])
+    text_vec = conn.execute("SELECT embedding::text FROM precedent_chunks ORDER BY id LIMIT 1").fetchone()[0]
+    return dict(conn=conn, image=query, text=text_vec)
+
+
+def search(db, corpus, qv, text, **kw):
+    args = "".join(f", {k} => %({k})s" for k in kw)
+    with db.cursor(row_factory=psycopg.rows.dict_row) as cur:
+        return cur.execute(f"SELECT * FROM corpus.corpus_hybrid_search(%(c)s, %(v)s::vector, %(t)s{args})",
+                           dict(c=corpus, v=qv, t=text, **kw)).fetchall()
+
+
+def images(v):
+    return Jsonb({"page_image": [float(x) for x in v]})
+
+
+def test_each_space_is_searched_with_its_own_vector(db):
+    conn = db["conn"]
+    plain = search(conn, EXT, db["text"], None, mode="semantic", k=50, max_per_parent=0)
+    assert plain and all(r["source"] != "pages" for r in plain), "no page vector: pages are not searched semantically"
+    both = search(conn, EXT, db["text"], None, mode="semantic", k=300, max_per_parent=0,
+                  query_vectors=images(db["image"]))
+    pages = [r for r in both if r["source"] == "pages"]
+    assert pages and all(r["semantic_rank"] is not None for r in pages)
+    assert all(q.get("space") == "page_image" for r in pages for q in r["query_ranks"])
+    # the page list enters RRF with weight 0.5: its first item scores 0.5 / 61
+    first = min(pages, key=lambda r: r["semantic_rank"])
+    assert first["semantic_rank"] == 1 and first["score"] == pytest.approx(0.5 / 61, rel=1e-12)
+    # its distances are the page space's: the nearest page by the image vector, in SQL
+    nearest = conn.execute("SELECT p.id::text FROM page_images p JOIN case_law c ON c.id = p.case_law_id "
+                           "WHERE c.source_kind = 'external_upload' ORDER BY p.embedding <=> %s::vector LIMIT 1",
+                           [vtext(db["image"])]).fetchone()[0]
+    assert first["item_id"] == nearest
+    only_images = search(conn, EXT, None, None, mode="semantic", k=5, query_vectors=images(db["image"]))
+    assert only_images and {r["source"] for r in only_images} == {"pages"}
+
+
+def test_the_planted_internal_page_never_reaches_an_external_search(db):
+    conn = db["conn"]
+    for mode in ("semantic", "hybrid"):
+        for kw in [dict(k=50, max_per_parent=0), dict(k=10), dict(k=200, max_per_parent=0)]:
+            rows = search(conn, EXT, db["text"], "zqxwvut stamp", mode=mode, query_vectors=images(db["image"]), **kw)
+            assert str(PLANTED) not in {r["item_id"] for r in rows if r["source"] == "pages"}, (mode, kw)
+            kinds = {k for (k,) in conn.execute("SELECT DISTINCT source_kind FROM case_law WHERE id::text = ANY(%s)",
+                                                [[r["parent_id"] for r in rows]])}
+            assert kinds == {"external_upload"}
+    own = search(conn, INT, None, None, mode="semantic", k=5, query_vectors=images(db["image"]))
+    assert (own[0]["source"], own[0]["item_id"]) == ("pages", str(PLANTED)), "positive control"
+    assert own[0]["semantic_distance"] == pytest.approx(0.0, abs=1e-6)
+
+
+def test_explain_says_which_sources_have_no_vector(db):
+    conn = db["conn"]
+    rows = conn.execute("SELECT source, branch, strategy, sql, params::text FROM corpus.corpus_explain(%s, %s::vector, "
+                        "'stamp', mode => 'hybrid')", [EXT, db["text"]]).fetchall()
+    none = [(r[0], r[1]) for r in rows if r[2] == "no_query_vector"]
+    assert none == [("pages", "semantic")]
+    rows = conn.execute("SELECT source, branch, strategy, sql, params::text FROM corpus.corpus_explain(%s, %s::vector, "
+                        "'stamp', query_vectors => %s)", [EXT, db["text"], images(db["image"])]).fetchall()
+    assert ("pages", "semantic") in {(r[0], r[1]) for r in rows if r[2] != "no_query_vector"}
+    for source, branch, strategy, sql, params in rows:
+        assert "source_kind" in sql and "external_upload" in params, (source, branch)
+
+
+def test_find_similar_from_a_page_searches_its_space(db):
+    conn = db["conn"]
+    page = conn.execute("SELECT p.id::text FROM page_images p JOIN case_law c ON c.id = p.case_law_id "
+                        "WHERE c.source_kind = 'external_upload' ORDER BY p.id LIMIT 1").fetchone()[0]
+    with conn.cursor(row_factory=psycopg.rows.dict_row) as cur:
+        rows = cur.execute("SELECT * FROM corpus.corpus_find_similar(%s, 'pages', %s, mode => 'semantic', k => 5)",
+                           [EXT, page]).fetchall()
+    assert rows and {r["source"] for r in rows} == {"pages"} and page not in {r["item_id"] for r in rows}
+
+
+def test_mistakes_are_refused_at_definition_and_search_time(db):
+    conn = db["conn"]
+    conn.execute("CREATE TABLE IF NOT EXISTS page_images_16 (id bigint PRIMARY KEY, case_law_id bigint, caption text, "
+                 "caption_tsv tsvector, embedding vector(16))")
+    for space, state in [("page_image", "42804"), ("audio", "22023"), (None, "42804")]:
+        with pytest.raises(psycopg.Error) as e:
+            conn.execute("""SELECT corpus.corpus_add_source(%s, 'pages16', 'page_images_16', text_column => 'caption',
+                              embedding_column => 'embedding', tsv_column => 'caption_tsv', parent_table => 'case_law',
+                              parent_fk => 'case_law_id', space => %s)""", [EXT, space])
+        assert e.value.sqlstate == state and e.value.diag.message_hint, (space, e.value)
+    assert conn.execute("SELECT count(*) FROM corpus.sources WHERE name = 'pages16'").fetchone()[0] == 0
+    for spaces in [{"page_image": {"dimensions": 16}}, {"page_image": {}}, {"bad name": {"dimensions": 8}}]:
+        with pytest.raises(psycopg.Error) as e:
+            conn.execute("SELECT corpus.corpus_alter(%s, spaces => %s)", [EXT, Jsonb(spaces)])
+        assert e.value.sqlstate in ("22023", "42804") and e.value.diag.message_hint, spaces
+    for qv, state in [({"page_image": [1.0, 2.0]}, "22000"), ({"audio": [1.0]}, "22023"),
+                      ({"page_image": "x"}, "22023")]:
+        with pytest.raises(psycopg.Error) as e:
+            search(conn, EXT, db["text"], None, mode="semantic", query_vectors=Jsonb(qv))
+        assert e.value.sqlstate == state and e.value.diag.message_hint, qv
+    listed = conn.execute("SELECT spaces, sources FROM corpus.corpus_list() WHERE name = %s", [EXT]).fetchone()
+    assert listed[0]["page_image"]["dimensions"] == DIM
+    assert {s["source"]: s["space"] for s in listed[1]}["pages"] == "page_image"
