@@ -28,9 +28,6 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-import psycopg
-from psycopg import sql
-from psycopg.conninfo import make_conninfo
 from psycopg.types.json import Jsonb
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -157,22 +154,7 @@ def main(argv=None):
     ap.add_argument("--keep", action="store_true")
     a = ap.parse_args(argv)
     started, t0 = datetime.now(timezone.utc), time.monotonic()
-    uri = qr.pgcluster("start", a.dir)
-    results = {}
-    try:
-        with psycopg.connect(uri, autocommit=True) as admin:
-            admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(DBNAME)))
-            admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(DBNAME)))
-        with psycopg.connect(make_conninfo(uri, dbname=DBNAME), autocommit=True) as conn:
-            conn.execute("CREATE EXTENSION vector")
-            conn.execute("CREATE EXTENSION pg_corpus")
-            for key, (label, corpus, gold, _) in qr.SETS.items():
-                results[label] = measure(conn, a.data / key, corpus, gold, qr.LANGUAGE.get(key), a.latency_queries)
-            version = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'pg_corpus'").fetchone()[0]
-            pg = conn.execute("SHOW server_version").fetchone()[0]
-    finally:
-        if not a.keep:
-            qr.pgcluster("stop", a.dir)
+    results, version, pg = qr.on_every_set(a.dir, DBNAME, lambda conn, folder, corpus, gold, lang: measure(conn, folder, corpus, gold, lang, a.latency_queries), a.data, keep=a.keep)
     info = f"PostgreSQL {pg}, pg_corpus {version}, k = {K}, latency over the first {a.latency_queries} queries per set"
     write(a.out, results, ".venv/bin/python bench/multi_query.py", started, time.monotonic() - t0, info)
     qr.log(f"wrote {a.out}")

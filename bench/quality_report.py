@@ -91,6 +91,30 @@ def pgcluster(cmd, directory):
 # pg_corpus
 # --------------------------------------------------------------------------------------------
 
+def on_every_set(directory, dbname, measure, data, keep=False):
+    """Start the quality cluster in `directory`, create `dbname` afresh with pg_corpus, and call
+    `measure(conn, folder, corpus, gold, language)` for every labelled set; returns
+    ({set label: result}, pg_corpus version, server version). The cluster is stopped after
+    unless `keep`."""
+    uri = pgcluster("start", directory)
+    results = {}
+    try:
+        with psycopg.connect(uri, autocommit=True) as admin:
+            admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(dbname)))
+            admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(dbname)))
+        with psycopg.connect(make_conninfo(uri, dbname=dbname), autocommit=True) as conn:
+            conn.execute("CREATE EXTENSION vector")
+            conn.execute("CREATE EXTENSION pg_corpus")
+            for key, (label, corpus, gold, _) in SETS.items():
+                results[label] = measure(conn, data / key, corpus, gold, LANGUAGE.get(key))
+            version = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'pg_corpus'").fetchone()[0]
+            pg = conn.execute("SHOW server_version").fetchone()[0]
+    finally:
+        if not keep:
+            pgcluster("stop", directory)
+    return results, version, pg
+
+
 def lexical_baselines(conn, corpus, gold, english):
     """The lexical branch on the same rows with PostgreSQL's own analysis: BM25 over
     to_tsvector('simple') lexemes, and ts_rank_cd (the pre-BM25 scorer) with the 'simple' and,

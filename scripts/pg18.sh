@@ -50,6 +50,36 @@ fi
 sed -i 's|^#define HAVE_XLOCALE_H 1|/* #undef HAVE_XLOCALE_H: glibc >= 2.26 has no xlocale.h */|' \
   "$("$PG18_CONFIG" --includedir-server)/pg_config.h"
 
+# The wheel's pgvector is compiled for x86-64-v4: its distance and conversion functions use
+# AVX-512 registers, and the first HNSW build on a CPU without AVX-512 ends the backend with
+# SIGILL (measured on an AMD EPYC with AVX2 only). On such a CPU pgvector is built from Debian
+# trixie's source (the one PostgreSQL 15 gets, scripts/pgvector_source.sh) for any x86-64,
+# with the two changes PostgreSQL 18's API needs (vacuum_delay_point takes an argument; a
+# TupleDesc's attributes are read with TupleDescAttr), and installed over the wheel's.
+PKGLIB18="$("$PG18_CONFIG" --pkglibdir)"
+AVX512=1
+for f in avx512f avx512bw avx512cd avx512dq avx512vl; do grep -qw "$f" /proc/cpuinfo || AVX512=0; done
+STAMP="$PG18_DIR/.vector-from-source"
+if [ "$AVX512" = 1 ]; then
+  step "pgvector: the wheel's build ($(sed -nE "s/^default_version = '([^']+)'/\1/p" "$("$PG18_CONFIG" --sharedir)/extension/vector.control"))"
+elif [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$(sha256sum "$PKGLIB18/vector.so" | cut -d' ' -f1)" ]; then
+  step "pgvector for PostgreSQL 18 already built from source (this CPU has no AVX-512)"
+else
+  step "pgvector for PostgreSQL 18 from Debian trixie's source (this CPU has no AVX-512 for the wheel's build)"
+  src="$("$ROOT/scripts/pgvector_source.sh")"
+  build="$(mktemp -d)"
+  cp -r "$src" "$build/pgvector"
+  make -s -C "$build/pgvector" clean >/dev/null 2>&1 || true
+  sed -i 's/vacuum_delay_point();/vacuum_delay_point(false);/' "$build/pgvector/src/hnswvacuum.c" "$build/pgvector/src/ivfvacuum.c"
+  sed -i 's/buildstate->tupdesc->attrs\[0\]\.atttypid/TupleDescAttr(buildstate->tupdesc, 0)->atttypid/' \
+    "$build/pgvector/src/ivfbuild.c"
+  make -s -C "$build/pgvector" PG_CONFIG="$PG18_CONFIG" OPTFLAGS="" >/dev/null
+  make -s -C "$build/pgvector" PG_CONFIG="$PG18_CONFIG" OPTFLAGS="" install >/dev/null
+  rm -rf "$build"
+  chmod -R a+rX "$PG18_DIR"
+  sha256sum "$PKGLIB18/vector.so" | cut -d' ' -f1 > "$STAMP"
+fi
+
 if grep -qs "^pg18 = \"$PG18_CONFIG\"" "$HOME/.pgrx/config.toml"; then
   step "cargo pgrx init already knows PostgreSQL 18"
 else

@@ -54,24 +54,7 @@ if [ -f "$PKGLIB/vector.so" ] && [ -f "$SHAREDIR/extension/vector.control" ]; th
   step "pgvector already installed ($(sed -nE "s/^default_version = '([^']+)'/\1/p" "$SHAREDIR/extension/vector.control"))"
 else
   step "building pgvector from Debian trixie's source package"
-  APTDIR="$CACHE/apt"
-  mkdir -p "$APTDIR/lists/partial" "$APTDIR/cache/archives/partial" "$CACHE/pgvector-src"
-  URI="$(sed -nE 's/^URIs: *(http[^ ]*debian)\/?$/\1/p' /etc/apt/sources.list.d/debian.sources 2>/dev/null | head -1)"
-  URI="${URI:-http://deb.debian.org/debian}"
-  cat > "$APTDIR/trixie-src.sources" <<SRC
-Types: deb-src
-URIs: $URI
-Suites: trixie
-Components: main
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
-SRC
-  APTOPTS=(-o "Dir::Etc::sourcelist=$APTDIR/trixie-src.sources" -o "Dir::Etc::sourceparts=-"
-           -o "Dir::State::Lists=$APTDIR/lists" -o "Dir::Cache=$APTDIR/cache")
-  apt-get "${APTOPTS[@]}" update -qq || die "apt-get update for trixie sources failed"
-  ( cd "$CACHE/pgvector-src" && rm -rf pgvector-*/ &&
-    apt-get "${APTOPTS[@]}" source -qq pgvector ) || die "apt-get source pgvector failed"
-  SRCDIR="$(ls -d "$CACHE"/pgvector-src/pgvector-*/ | head -1)"
-  [ -n "$SRCDIR" ] || die "pgvector source not unpacked"
+  SRCDIR="$("$ROOT/scripts/pgvector_source.sh")" || die "could not fetch pgvector's source"
   # OPTFLAGS="" avoids -march=native, so the library runs on any x86-64 machine.
   make -s -C "$SRCDIR" PG_CONFIG="$PG_CONFIG" OPTFLAGS="" >/dev/null || die "pgvector build failed"
   $SUDO make -s -C "$SRCDIR" PG_CONFIG="$PG_CONFIG" OPTFLAGS="" install >/dev/null || die "pgvector install failed"

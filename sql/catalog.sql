@@ -33,7 +33,10 @@ CREATE TABLE corpus.corpora (
                      CONSTRAINT corpora_must_include_check CHECK (jsonb_typeof(must_include) = 'array'),
     -- graph expansion limits (0.3.0): {"seeds", "max_added", "hop_penalty"}
     graph            jsonb NOT NULL DEFAULT '{}'
-                     CONSTRAINT corpora_graph_check CHECK (jsonb_typeof(graph) = 'object')
+                     CONSTRAINT corpora_graph_check CHECK (jsonb_typeof(graph) = 'object'),
+    -- the search audit log (0.3.0): {"enabled": bool, "query_text": bool}
+    audit            jsonb NOT NULL DEFAULT '{}'
+                     CONSTRAINT corpora_audit_check CHECK (jsonb_typeof(audit) = 'object')
 );
 COMMENT ON TABLE corpus.corpora IS 'pg_corpus: one row per corpus (isolation predicate, filters)';
 
@@ -91,10 +94,36 @@ CREATE TABLE corpus.edges (
 );
 COMMENT ON TABLE corpus.edges IS 'pg_corpus: citation edge sets a search may expand along';
 
+-- The search audit log (0.3.0, seeds/000 traceability): one row per search of a corpus whose
+-- audit is enabled, written by the search in the caller's transaction with the rights of the
+-- extension's owner. Nobody else may read or change it until the owner grants it: GRANT SELECT
+-- to the auditor role, DELETE (or corpus_audit_purge's EXECUTE) to whoever applies retention.
+CREATE TABLE corpus.search_audit (
+    id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    logged_at   timestamptz NOT NULL DEFAULT clock_timestamp(),
+    role        name NOT NULL,
+    session_role name NOT NULL,
+    corpus      text NOT NULL,
+    function    text NOT NULL,
+    mode        text NOT NULL,
+    k           integer NOT NULL,
+    filters     jsonb NOT NULL,
+    query_hash  text NOT NULL,
+    query_text  text,
+    results     jsonb NOT NULL,
+    options     jsonb NOT NULL,
+    latency_ms  float8 NOT NULL
+);
+CREATE INDEX search_audit_logged_at ON corpus.search_audit (logged_at);
+CREATE INDEX search_audit_corpus ON corpus.search_audit (corpus, logged_at);
+COMMENT ON TABLE corpus.search_audit IS 'pg_corpus: the search audit log (corpora with audit enabled)';
+REVOKE ALL ON corpus.search_audit FROM PUBLIC;
+
 -- pg_dump must keep the user's definitions.
 SELECT pg_catalog.pg_extension_config_dump('corpus.corpora', '');
 SELECT pg_catalog.pg_extension_config_dump('corpus.sources', '');
 SELECT pg_catalog.pg_extension_config_dump('corpus.edges', '');
+SELECT pg_catalog.pg_extension_config_dump('corpus.search_audit', '');
 
 -- Lock the catalog down: read for everyone, write for the owner (and whom it grants).
 REVOKE ALL ON SCHEMA corpus FROM PUBLIC;
@@ -165,6 +194,7 @@ AS $$
         'evidence', c.evidence,
         'must_include', c.must_include,
         'graph', c.graph,
+        'audit', c.audit,
         'edges', COALESCE((
             SELECT jsonb_agg(jsonb_build_object(
                        'name', e.name,
@@ -255,7 +285,8 @@ CREATE FUNCTION corpus.corpus_create(
     spaces           jsonb  DEFAULT '{}',
     evidence         jsonb  DEFAULT '{}',
     must_include     jsonb  DEFAULT '[]',
-    graph            jsonb  DEFAULT '{}'
+    graph            jsonb  DEFAULT '{}',
+    audit            jsonb  DEFAULT '{}'
 ) RETURNS void
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
@@ -272,16 +303,17 @@ BEGIN
     PERFORM corpus._require_object(evidence, 'evidence');
     PERFORM corpus._require_array(must_include, 'must_include');
     PERFORM corpus._require_object(graph, 'graph');
+    PERFORM corpus._require_object(audit, 'audit');
     IF EXISTS (SELECT 1 FROM corpus.corpora c WHERE c.name = corpus_create.name) THEN
         RAISE EXCEPTION USING ERRCODE = '42710',
             MESSAGE = format('corpus "%s" already exists', name),
             HINT = 'Use corpus.corpus_alter to change it, or corpus.corpus_drop first.';
     END IF;
     INSERT INTO corpus.corpora (name, description, isolation, required_filters, filter_fields, spaces,
-                                evidence, must_include, graph)
+                                evidence, must_include, graph, audit)
     VALUES (name, description, COALESCE(isolation, '{}'), COALESCE(required_filters, '{}'),
             COALESCE(filter_fields, '{}'), COALESCE(spaces, '{}'), COALESCE(evidence, '{}'),
-            COALESCE(must_include, '[]'), COALESCE(graph, '{}'));
+            COALESCE(must_include, '[]'), COALESCE(graph, '{}'), COALESCE(audit, '{}'));
     PERFORM corpus._validate_corpus(name);
 END
 $$;
@@ -391,7 +423,8 @@ CREATE FUNCTION corpus.corpus_alter(
     spaces           jsonb  DEFAULT NULL,
     evidence         jsonb  DEFAULT NULL,
     must_include     jsonb  DEFAULT NULL,
-    graph            jsonb  DEFAULT NULL
+    graph            jsonb  DEFAULT NULL,
+    audit            jsonb  DEFAULT NULL
 ) RETURNS void
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
@@ -403,6 +436,7 @@ BEGIN
     PERFORM corpus._require_object(evidence, 'evidence');
     PERFORM corpus._require_array(must_include, 'must_include');
     PERFORM corpus._require_object(graph, 'graph');
+    PERFORM corpus._require_object(audit, 'audit');
     UPDATE corpus.corpora c
        SET isolation        = COALESCE(corpus_alter.isolation, c.isolation),
            required_filters = COALESCE(corpus_alter.required_filters, c.required_filters),
@@ -411,7 +445,8 @@ BEGIN
            spaces           = COALESCE(corpus_alter.spaces, c.spaces),
            evidence         = COALESCE(corpus_alter.evidence, c.evidence),
            must_include     = COALESCE(corpus_alter.must_include, c.must_include),
-           graph            = COALESCE(corpus_alter.graph, c.graph)
+           graph            = COALESCE(corpus_alter.graph, c.graph),
+           audit            = COALESCE(corpus_alter.audit, c.audit)
      WHERE c.name = corpus_alter.name;
     IF NOT FOUND THEN
         RAISE EXCEPTION USING ERRCODE = '42704',
@@ -451,7 +486,7 @@ $$;
 CREATE FUNCTION corpus.corpus_list()
 RETURNS TABLE (name text, description text, isolation jsonb, required_filters text[],
                filter_fields jsonb, sources jsonb, spaces jsonb, evidence jsonb, must_include jsonb,
-               graph jsonb, edges jsonb)
+               graph jsonb, edges jsonb, audit jsonb)
 LANGUAGE sql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -475,7 +510,8 @@ AS $$
                         'name', e.name, 'edge_table', e.edge_table::text,
                         'from_source', e.from_source, 'from_column', e.from_column,
                         'to_source', e.to_source, 'to_column', e.to_column) ORDER BY e.name)
-                       FROM corpus.edges e WHERE e.corpus = c.name), '[]'::jsonb)
+                       FROM corpus.edges e WHERE e.corpus = c.name), '[]'::jsonb),
+           c.audit
       FROM corpus.corpora c
      ORDER BY c.name
 $$;
@@ -543,5 +579,28 @@ BEGIN
             MESSAGE = format('edge set "%s" is not registered in corpus "%s"', name, corpus),
             HINT = 'See the edge sets of each corpus in corpus.corpus_list().';
     END IF;
+END
+$$;
+
+-- Retention of the search audit log: delete the rows older than `older_than` (of one corpus, or
+-- all); returns how many. Runs with the caller's rights: only the owner, or a role it granted
+-- DELETE on corpus.search_audit, deletes anything (others get 42501).
+CREATE FUNCTION corpus.corpus_audit_purge(older_than interval, corpus text DEFAULT NULL) RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    n bigint;
+BEGIN
+    IF older_than IS NULL OR older_than < interval '0' THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = format('older_than must be a non-negative interval, got %s', COALESCE(older_than::text, 'NULL')),
+            HINT = 'Pass how old the rows to delete are, e.g. corpus.corpus_audit_purge(interval ''90 days'').';
+    END IF;
+    DELETE FROM corpus.search_audit a
+     WHERE a.logged_at < clock_timestamp() - older_than
+       AND (corpus_audit_purge.corpus IS NULL OR a.corpus = corpus_audit_purge.corpus);
+    GET DIAGNOSTICS n = ROW_COUNT;
+    RETURN n;
 END
 $$;

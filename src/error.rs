@@ -18,6 +18,7 @@ fn code(state: SqlState) -> PgSqlErrorCode {
         SqlState::ObjectNotInPrerequisiteState => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
         SqlState::ReadOnlySqlTransaction => ERRCODE_READ_ONLY_SQL_TRANSACTION,
         SqlState::StatementTooComplex => ERRCODE_STATEMENT_TOO_COMPLEX,
+        SqlState::WrongObjectType => ERRCODE_WRONG_OBJECT_TYPE,
     }
 }
 

@@ -97,6 +97,7 @@ fn evaluate_mode(
                 query_vectors: serde_json::Value::Null,
                 evidence: Some(evidence),
                 expand: Some(expand),
+                must_include: true,
             };
             let rows = search::run(&gold.corpus, args).map_err(|e| {
                 let msg = format!("gold query \"{}\": {}", q.id, e.message);
@@ -359,6 +360,14 @@ fn corpus_calibrate_evidence(
                 "0.95 keeps the nearest relevant item of 95% of the answerable queries.",
             ));
         }
+        let max_k = crate::gucs::MAX_K.get();
+        if !(1..=max_k).contains(&candidates) {
+            return Err(CoreError::new(
+                SqlState::InvalidParameterValue,
+                format!("candidates must be between 1 and {max_k}, got {candidates}"),
+                "Each gold query's semantic search returns this many candidates (default 100).",
+            ));
+        }
         let gold = spi::eval::load_gold_set(gold_set, false)?;
         let corpus = spi::catalog::load_corpus(&gold.corpus)?;
         let mut samples = Vec::new();
@@ -370,6 +379,8 @@ fn corpus_calibrate_evidence(
                 mode: "semantic".into(),
                 max_per_parent: Some(0),
                 evidence: Some(false),
+                // the search's own ranking: no class hits in place of its candidates
+                must_include: false,
                 ..Args::default()
             };
             let rows = search::run(&gold.corpus, args).map_err(|e| {
@@ -378,14 +389,23 @@ fn corpus_calibrate_evidence(
             })?;
             let judgments = gold.judgments.get(&query.id);
             let relevant = |key: &str| judgments.and_then(|j| j.get(key)).is_some_and(|&g| g > 0);
-            let Some(best) = rows.first().and_then(|r| r.semantic_distance) else { continue };
-            let nearest = rows
+            // distances, not fused ranks (sources' weights reorder the fusion): the best candidate
+            // and the nearest relevant one of the default space's
+            let default_space = |r: &&SearchRow| {
+                r.query_ranks.as_array().is_some_and(|q| q.iter().any(|h| h.get("space").is_none()))
+            };
+            let min = |it: &mut dyn Iterator<Item = f64>| it.fold(None, |m: Option<f64>, d| Some(m.map_or(d, |m| m.min(d))));
+            let Some(best) = min(&mut rows.iter().filter(default_space).filter_map(|r| r.semantic_distance)) else {
+                continue;
+            };
+            let nearest = min(&mut rows
                 .iter()
-                .find(|r| {
+                .filter(default_space)
+                .filter(|r| {
                     let key = if gold.level == "parent" { r.parent_id.clone() } else { r.item_id.clone() };
                     relevant(&key) || relevant(&format!("{}:{}", r.source, r.item_id))
                 })
-                .and_then(|r| r.semantic_distance);
+                .filter_map(|r| r.semantic_distance));
             samples.push(pg_corpus_core::evidence::Sample {
                 best,
                 nearest_relevant: nearest,

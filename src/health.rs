@@ -170,6 +170,7 @@ fn isolation_audit(corpus: &Corpus) -> Result<CheckRow, CoreError> {
                         // expansion's and must-include's additions are audited too
                         evidence: Some(false),
                         expand: Some(!corpus.edges.is_empty()),
+                        must_include: true,
                     };
                     searches += 1;
                     let rows = search::run(&corpus.name, args)?;
@@ -425,6 +426,29 @@ fn source_checks(corpus: &Corpus, idx: usize, out: &mut Vec<CheckRow>) -> Result
 }
 
 /// Everything that can silently go wrong, one row per check and corpus/source.
+/// The audit log of a corpus that keeps one: how many rows, their time range (for a role that
+/// may read the log), and the searches this backend could not log (standby, read-only).
+fn audit_log(c: &pg_corpus_core::resolve::Corpus) -> Result<CheckRow, CoreError> {
+    let mut row = CheckRow::new("audit_log", Some(&c.name), None);
+    let skipped = spi::audit::skipped();
+    row.detail = match spi::audit::summary(&c.name)? {
+        Some((n, oldest, newest)) => {
+            row.count = n;
+            json!({"rows": n, "oldest": oldest, "newest": newest, "query_text": c.audit.query_text,
+                   "skipped_in_this_session": skipped})
+        }
+        None => json!({"readable": false, "query_text": c.audit.query_text, "skipped_in_this_session": skipped}),
+    };
+    if skipped > 0 {
+        row.flag(
+            Status::Warn,
+            "Searches on a hot standby or in a read-only transaction are not logged (nothing can be written there); \
+             run audited searches on the primary in read-write transactions.",
+        );
+    }
+    Ok(row)
+}
+
 #[pg_extern(stable, parallel_restricted)]
 fn corpus_health_check(
     corpus: default!(Option<&str>, "NULL"),
@@ -474,6 +498,9 @@ fn corpus_health_check(
                     out.push(drift);
                     out.push(isolation_audit(&c)?);
                     out.push(lexical_statistics(&c)?);
+                    if c.audit.enabled {
+                        out.push(audit_log(&c)?);
+                    }
                     for idx in 0..c.sources.len() {
                         source_checks(&c, idx, &mut out)?;
                     }

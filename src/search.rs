@@ -79,9 +79,17 @@ fn common_args(
 /// Validate a search of `corpus` (its definition from the backend's cache) and plan its lexical
 /// side.
 pub(crate) fn request(corpus: &str, args: Args, exec: &mut SpiExecutor) -> Result<Request, CoreError> {
+    request_of(spi::catalog::load_corpus(corpus)?, args, exec)
+}
+
+/// [`request`] for a definition the caller has loaded.
+fn request_of(
+    corpus: std::sync::Arc<pg_corpus_core::resolve::Corpus>,
+    args: Args,
+    exec: &mut SpiExecutor,
+) -> Result<Request, CoreError> {
     let config = config();
     let checked = args.check(&config)?;
-    let corpus = spi::catalog::load_corpus(corpus)?;
     exec.with_definition(corpus.clone());
     Request::new(corpus, args, checked, config, exec)
 }
@@ -91,12 +99,76 @@ pub(crate) fn request(corpus: &str, args: Args, exec: &mut SpiExecutor) -> Resul
 /// a planner setting (enable_sort = off adds 10^10 to its cost) crosses jit_above_cost and
 /// spends hundreds of milliseconds compiling (352 ms for an exact subplan of 1,566 rows).
 pub(crate) fn run(corpus: &str, args: Args) -> Result<Vec<SearchRow>, CoreError> {
+    run_of(corpus, spi::catalog::load_corpus(corpus)?, args)
+}
+
+/// [`run`] for a definition the caller has loaded (one load per call: a definition rebuilt
+/// after an invalidation is rebuilt once).
+fn run_of(
+    corpus: &str,
+    definition: std::sync::Arc<pg_corpus_core::resolve::Corpus>,
+    args: Args,
+) -> Result<Vec<SearchRow>, CoreError> {
     spi::with_settings(&[("jit", "off".to_string())], || {
         let mut exec = SpiExecutor::new(corpus);
-        let req = request(corpus, args, &mut exec)?;
+        let req = request_of(definition, args, &mut exec)?;
         report_dropped_filters(corpus, &req.rejected_filters);
         engine::search(&req, &mut exec)
     })
+}
+
+/// The audit row of a search of `corpus` when the corpus logs its searches (its results and
+/// latency are filled in when the search is done).
+fn audit_row(
+    definition: &pg_corpus_core::resolve::Corpus,
+    function: &'static str,
+    args: &Args,
+    item: Option<(&str, &str)>,
+) -> Option<pg_corpus_core::audit::AuditRow> {
+    let corpus = definition.name.as_str();
+    if !definition.audit.enabled {
+        return None;
+    }
+    let extra = args.extra_queries.as_array().map_or(0, Vec::len);
+    let spaces: Vec<&String> = args.query_vectors.as_object().map(|o| o.keys().collect()).unwrap_or_default();
+    Some(pg_corpus_core::audit::AuditRow {
+        corpus: corpus.to_string(),
+        function,
+        mode: args.mode.clone(),
+        k: args.k,
+        filters: args.filters.clone(),
+        hash_input: pg_corpus_core::audit::hash_input(
+            args.query_text.as_deref(),
+            args.query_vec.as_deref(),
+            &args.query_vectors,
+            &args.extra_queries,
+            item,
+        ),
+        query_text: if definition.audit.query_text { args.query_text.clone() } else { None },
+        results: serde_json::Value::Null,
+        options: serde_json::json!({
+            "max_per_parent": args.max_per_parent, "candidates": args.candidates, "rrf_k": args.rrf_k,
+            "include_stale": args.include_stale, "feedback": args.feedback, "extra_queries": extra,
+            "filter_mode": args.filter_mode, "query_vectors": spaces,
+            "evidence": args.evidence.unwrap_or(definition.evidence.enabled),
+            "expand": args.expand, "item": item.map(|(s, i)| serde_json::json!({"source": s, "item_id": i})),
+        }),
+        latency_ms: 0.0,
+    })
+}
+
+/// Log a finished search (when its corpus logs searches).
+fn audit(
+    row: Option<pg_corpus_core::audit::AuditRow>,
+    rows: &[SearchRow],
+    started: std::time::Instant,
+) -> Result<(), CoreError> {
+    if let Some(mut row) = row {
+        row.results = pg_corpus_core::audit::results(rows);
+        row.latency_ms = started.elapsed().as_secs_f64() * 1000.0;
+        spi::audit::record(&row)?;
+    }
+    Ok(())
 }
 
 /// A lenient search's dropped filter conditions, as a NOTICE whose detail is their JSON.
@@ -158,7 +230,9 @@ fn hit_row(corpus: &str, r: SearchRow) -> HitRow {
 /// symbol is new in 0.3.0 (`corpus_hybrid_search_v3_wrapper`): the one the SQL definitions of
 /// earlier releases call keeps their arguments and columns ([`corpus_hybrid_search`]).
 #[allow(clippy::too_many_arguments)]
-#[pg_extern(stable, parallel_restricted, name = "corpus_hybrid_search")]
+///
+/// Volatile and parallel unsafe: a search of a corpus that keeps an audit log writes its row.
+#[pg_extern(volatile, parallel_unsafe, name = "corpus_hybrid_search")]
 fn corpus_hybrid_search_v3(
     corpus: Option<&str>,
     query_vec: Option<Vector>,
@@ -199,6 +273,7 @@ fn corpus_hybrid_search_v3(
     ),
 > {
     const F: &str = "corpus_hybrid_search";
+    let started = std::time::Instant::now();
     let rows = spi::pinned_search_path(|| {
         let corpus = required(corpus, F, "corpus")?;
         let args = Args {
@@ -221,7 +296,11 @@ fn corpus_hybrid_search_v3(
                 query_vectors,
             )?
         };
-        Ok::<_, CoreError>((corpus.to_string(), run(corpus, args)?))
+        let definition = spi::catalog::load_corpus(corpus)?;
+        let logged = audit_row(&definition, F, &args, None);
+        let rows = run_of(corpus, definition, args)?;
+        audit(logged, &rows, started)?;
+        Ok::<_, CoreError>((corpus.to_string(), rows))
     })
     .or_raise();
     let (name, rows) = rows;
@@ -385,7 +464,7 @@ fn corpus_explain(
 /// the item's stored vector and its text, under the corpus predicate, that never returns the
 /// item itself (nor, with `exclude_parent`, its parent's other items).
 #[allow(clippy::too_many_arguments)]
-#[pg_extern(stable, parallel_restricted)]
+#[pg_extern(volatile, parallel_unsafe)]
 fn corpus_find_similar(
     corpus: Option<&str>,
     source: Option<&str>,
@@ -422,6 +501,7 @@ fn corpus_find_similar(
     ),
 > {
     const F: &str = "corpus_find_similar";
+    let started = std::time::Instant::now();
     let rows = spi::pinned_search_path(|| {
         let corpus = required(corpus, F, "corpus")?;
         let sim = engine::SimilarArgs {
@@ -434,15 +514,17 @@ fn corpus_find_similar(
                 ..common_args(F, None, None, k, filters, mode, candidates, include_stale, None, filter_mode, None)?
             },
         };
+        let definition = spi::catalog::load_corpus(corpus)?;
+        let logged = audit_row(&definition, F, &sim.args, Some((sim.source.as_str(), sim.item_id.as_str())));
         let rows = spi::with_settings(&[("jit", "off".to_string())], || {
             let config = config();
             let mut exec = SpiExecutor::new(corpus);
-            let definition = spi::catalog::load_corpus(corpus)?;
             exec.with_definition(definition.clone());
             let (rows, rejected) = engine::find_similar(definition, sim, config, &mut exec)?;
             report_dropped_filters(corpus, &rejected);
             Ok::<_, CoreError>(rows)
         })?;
+        audit(logged, &rows, started)?;
         Ok::<_, CoreError>((corpus.to_string(), rows))
     })
     .or_raise();

@@ -18,7 +18,9 @@
 --   searches' evidence argument and column, corpus_calibrate_evidence), must-include classes
 --   (corpus.corpora.must_include), citation-graph expansion (corpus.edges, corpus_add_edges,
 --   corpus_drop_edges, corpus.corpora.graph, searches' expand argument); every hit says how it
---   came in (origin).
+--   came in (origin). The search audit log: corpus.corpora.audit, corpus.search_audit,
+--   corpus_audit_purge; corpus_hybrid_search and corpus_find_similar become VOLATILE PARALLEL
+--   UNSAFE (they write the log of corpora that keep one).
 -- * The changed functions are dropped and created again, so a GRANT or REVOKE of
 --   EXECUTE on them made after installing is not kept: repeat it after the update.
 -- * Gold queries may store extra queries (corpus.gold_queries.extra_queries), which
@@ -45,6 +47,30 @@ ALTER TABLE corpus.corpora ADD COLUMN must_include jsonb NOT NULL DEFAULT '[]'
     CONSTRAINT corpora_must_include_check CHECK (jsonb_typeof(must_include) = 'array');
 ALTER TABLE corpus.corpora ADD COLUMN graph jsonb NOT NULL DEFAULT '{}'
     CONSTRAINT corpora_graph_check CHECK (jsonb_typeof(graph) = 'object');
+ALTER TABLE corpus.corpora ADD COLUMN audit jsonb NOT NULL DEFAULT '{}'
+    CONSTRAINT corpora_audit_check CHECK (jsonb_typeof(audit) = 'object');
+
+CREATE TABLE corpus.search_audit (
+    id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    logged_at   timestamptz NOT NULL DEFAULT clock_timestamp(),
+    role        name NOT NULL,
+    session_role name NOT NULL,
+    corpus      text NOT NULL,
+    function    text NOT NULL,
+    mode        text NOT NULL,
+    k           integer NOT NULL,
+    filters     jsonb NOT NULL,
+    query_hash  text NOT NULL,
+    query_text  text,
+    results     jsonb NOT NULL,
+    options     jsonb NOT NULL,
+    latency_ms  float8 NOT NULL
+);
+CREATE INDEX search_audit_logged_at ON corpus.search_audit (logged_at);
+CREATE INDEX search_audit_corpus ON corpus.search_audit (corpus, logged_at);
+COMMENT ON TABLE corpus.search_audit IS 'pg_corpus: the search audit log (corpora with audit enabled)';
+REVOKE ALL ON corpus.search_audit FROM PUBLIC;
+SELECT pg_catalog.pg_extension_config_dump('corpus.search_audit', '');
 
 CREATE TABLE corpus.edges (
     corpus      text NOT NULL REFERENCES corpus.corpora (name) ON DELETE CASCADE,
@@ -85,6 +111,7 @@ AS $$
         'evidence', c.evidence,
         'must_include', c.must_include,
         'graph', c.graph,
+        'audit', c.audit,
         'edges', COALESCE((
             SELECT jsonb_agg(jsonb_build_object(
                        'name', e.name,
@@ -142,7 +169,8 @@ CREATE FUNCTION corpus.corpus_create(
     spaces           jsonb  DEFAULT '{}',
     evidence         jsonb  DEFAULT '{}',
     must_include     jsonb  DEFAULT '[]',
-    graph            jsonb  DEFAULT '{}'
+    graph            jsonb  DEFAULT '{}',
+    audit            jsonb  DEFAULT '{}'
 ) RETURNS void
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
@@ -159,16 +187,17 @@ BEGIN
     PERFORM corpus._require_object(evidence, 'evidence');
     PERFORM corpus._require_array(must_include, 'must_include');
     PERFORM corpus._require_object(graph, 'graph');
+    PERFORM corpus._require_object(audit, 'audit');
     IF EXISTS (SELECT 1 FROM corpus.corpora c WHERE c.name = corpus_create.name) THEN
         RAISE EXCEPTION USING ERRCODE = '42710',
             MESSAGE = format('corpus "%s" already exists', name),
             HINT = 'Use corpus.corpus_alter to change it, or corpus.corpus_drop first.';
     END IF;
     INSERT INTO corpus.corpora (name, description, isolation, required_filters, filter_fields, spaces,
-                                evidence, must_include, graph)
+                                evidence, must_include, graph, audit)
     VALUES (name, description, COALESCE(isolation, '{}'), COALESCE(required_filters, '{}'),
             COALESCE(filter_fields, '{}'), COALESCE(spaces, '{}'), COALESCE(evidence, '{}'),
-            COALESCE(must_include, '[]'), COALESCE(graph, '{}'));
+            COALESCE(must_include, '[]'), COALESCE(graph, '{}'), COALESCE(audit, '{}'));
     PERFORM corpus._validate_corpus(name);
 END
 $$;
@@ -259,7 +288,8 @@ CREATE FUNCTION corpus.corpus_alter(
     spaces           jsonb  DEFAULT NULL,
     evidence         jsonb  DEFAULT NULL,
     must_include     jsonb  DEFAULT NULL,
-    graph            jsonb  DEFAULT NULL
+    graph            jsonb  DEFAULT NULL,
+    audit            jsonb  DEFAULT NULL
 ) RETURNS void
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
@@ -271,6 +301,7 @@ BEGIN
     PERFORM corpus._require_object(evidence, 'evidence');
     PERFORM corpus._require_array(must_include, 'must_include');
     PERFORM corpus._require_object(graph, 'graph');
+    PERFORM corpus._require_object(audit, 'audit');
     UPDATE corpus.corpora c
        SET isolation        = COALESCE(corpus_alter.isolation, c.isolation),
            required_filters = COALESCE(corpus_alter.required_filters, c.required_filters),
@@ -279,7 +310,8 @@ BEGIN
            spaces           = COALESCE(corpus_alter.spaces, c.spaces),
            evidence         = COALESCE(corpus_alter.evidence, c.evidence),
            must_include     = COALESCE(corpus_alter.must_include, c.must_include),
-           graph            = COALESCE(corpus_alter.graph, c.graph)
+           graph            = COALESCE(corpus_alter.graph, c.graph),
+           audit            = COALESCE(corpus_alter.audit, c.audit)
      WHERE c.name = corpus_alter.name;
     IF NOT FOUND THEN
         RAISE EXCEPTION USING ERRCODE = '42704',
@@ -295,7 +327,7 @@ $$;
 CREATE FUNCTION corpus.corpus_list()
 RETURNS TABLE (name text, description text, isolation jsonb, required_filters text[],
                filter_fields jsonb, sources jsonb, spaces jsonb, evidence jsonb, must_include jsonb,
-               graph jsonb, edges jsonb)
+               graph jsonb, edges jsonb, audit jsonb)
 LANGUAGE sql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -319,7 +351,8 @@ AS $$
                         'name', e.name, 'edge_table', e.edge_table::text,
                         'from_source', e.from_source, 'from_column', e.from_column,
                         'to_source', e.to_source, 'to_column', e.to_column) ORDER BY e.name)
-                       FROM corpus.edges e WHERE e.corpus = c.name), '[]'::jsonb)
+                       FROM corpus.edges e WHERE e.corpus = c.name), '[]'::jsonb),
+           c.audit
       FROM corpus.corpora c
      ORDER BY c.name
 $$;
@@ -385,7 +418,7 @@ CREATE FUNCTION corpus."corpus_hybrid_search"(
 	"evidence" jsonb,  /* Option < JsonB > */
 	"origin" jsonb  /* Option < JsonB > */
 )
-STABLE PARALLEL RESTRICTED 
+VOLATILE PARALLEL UNSAFE 
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'corpus_hybrid_search_v3_wrapper';
 
@@ -445,7 +478,7 @@ CREATE FUNCTION corpus."corpus_find_similar"(
 	"evidence" jsonb,  /* Option < JsonB > */
 	"origin" jsonb  /* Option < JsonB > */
 )
-STABLE PARALLEL RESTRICTED
+VOLATILE PARALLEL UNSAFE
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'corpus_find_similar_wrapper';
 
@@ -557,5 +590,25 @@ BEGIN
             MESSAGE = format('edge set "%s" is not registered in corpus "%s"', name, corpus),
             HINT = 'See the edge sets of each corpus in corpus.corpus_list().';
     END IF;
+END
+$$;
+
+CREATE FUNCTION corpus.corpus_audit_purge(older_than interval, corpus text DEFAULT NULL) RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    n bigint;
+BEGIN
+    IF older_than IS NULL OR older_than < interval '0' THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = format('older_than must be a non-negative interval, got %s', COALESCE(older_than::text, 'NULL')),
+            HINT = 'Pass how old the rows to delete are, e.g. corpus.corpus_audit_purge(interval ''90 days'').';
+    END IF;
+    DELETE FROM corpus.search_audit a
+     WHERE a.logged_at < clock_timestamp() - older_than
+       AND (corpus_audit_purge.corpus IS NULL OR a.corpus = corpus_audit_purge.corpus);
+    GET DIAGNOSTICS n = ROW_COUNT;
+    RETURN n;
 END
 $$;

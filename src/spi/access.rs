@@ -11,10 +11,21 @@ use pgrx::pg_sys;
 
 /// The role owning `corpus.lexical_stats` (the extension's side tables).
 fn side_table_owner() -> Result<pg_sys::Oid, CoreError> {
+    table_owner(c"lexical_stats")
+}
+
+/// Run `f` as the owner of `corpus.search_audit` (which a DBA may have given to another role
+/// than the side tables'), in a restricted security context (see [`as_side_table_owner`]).
+pub(crate) fn as_audit_log_owner<R>(f: impl FnOnce() -> Result<R, CoreError>) -> Result<R, CoreError> {
+    as_role_restricted(table_owner(c"search_audit")?, f)
+}
+
+/// The role owning table `corpus.<name>`.
+fn table_owner(name: &std::ffi::CStr) -> Result<pg_sys::Oid, CoreError> {
     let missing = || {
         CoreError::new(
             SqlState::ObjectNotInPrerequisiteState,
-            "pg_corpus is not installed completely: corpus.lexical_stats does not exist",
+            format!("pg_corpus is not installed completely: corpus.{} does not exist", name.to_string_lossy()),
             "Re-create the extension: DROP EXTENSION pg_corpus; CREATE EXTENSION pg_corpus;",
         )
     };
@@ -24,7 +35,7 @@ fn side_table_owner() -> Result<pg_sys::Oid, CoreError> {
         if ns == pg_sys::InvalidOid {
             return Err(missing());
         }
-        let relid = pg_sys::get_relname_relid(c"lexical_stats".as_ptr(), ns);
+        let relid = pg_sys::get_relname_relid(name.as_ptr(), ns);
         if relid == pg_sys::InvalidOid {
             return Err(missing());
         }

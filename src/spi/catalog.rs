@@ -229,7 +229,12 @@ fn read_corpus(name: &str) -> Result<(Corpus, Vec<i64>), CoreError> {
 
 /// Validate a definition against the live tables, bypassing the cache (the catalog functions).
 pub fn validate_corpus(name: &str) -> Result<(), CoreError> {
-    read_corpus(name).map(|_| ())
+    let (corpus, _) = read_corpus(name)?;
+    // an edge set that does not resolve fails only expanding searches, but never a definition
+    match corpus.edge_errors.into_iter().next() {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
 }
 
 /// How often this backend's searches found their corpus in the cache: (hits, misses, entries).

@@ -5,6 +5,7 @@
 //! catalog query; values always travel as parameters.
 
 pub mod access;
+pub mod audit;
 pub mod catalog;
 pub mod eval;
 pub mod health;

@@ -214,3 +214,31 @@ def test_a_caller_who_may_not_read_the_edge_table_gets_postgres_own_error(db, pg
             conn.execute("RESET ROLE")
     finally:
         pgc.drop_roles(conn, ["pgc_rs_reader"])
+
+
+def test_a_dropped_edge_table_fails_only_expanding_searches(db):
+    conn = db["conn"]
+    conn.execute("CREATE TABLE doomed_citations (citing bigint, cited bigint)")
+    conn.execute("SELECT corpus.corpus_add_edges(%s, 'doomed', 'doomed_citations', 'chunks', 'citing', 'halachot', "
+                 "'cited')", [INT])
+    conn.execute("DROP TABLE doomed_citations")
+    try:
+        assert search(conn, INT, vec(db), " ".join(WORDS)), "a search that does not expand is not concerned"
+        with pytest.raises(psycopg.errors.UndefinedTable) as e:
+            search(conn, INT, vec(db), " ".join(WORDS), expand=True)
+        assert "corpus_drop_edges" in e.value.diag.message_hint
+        # a definition change is refused until the edge set is dropped
+        with pytest.raises(psycopg.errors.UndefinedTable):
+            conn.execute("SELECT corpus.corpus_alter(%s, description => 'x')", [INT])
+    finally:
+        conn.execute("SELECT corpus.corpus_drop_edges(%s, 'doomed')", [INT])
+    assert search(conn, INT, vec(db), " ".join(WORDS), expand=True)
+
+
+def test_an_edge_table_must_be_a_table(db):
+    conn = db["conn"]
+    conn.execute("CREATE SEQUENCE IF NOT EXISTS not_edges")
+    with pytest.raises(psycopg.errors.WrongObjectType) as e:
+        conn.execute("SELECT corpus.corpus_add_edges(%s, 'seq', 'not_edges', 'chunks', 'last_value', 'halachot', "
+                     "'last_value')", [EXT])
+    assert e.value.diag.message_hint

@@ -150,3 +150,23 @@ def test_the_health_check_on_the_standby_judges_only_what_it_can_know(pair):
         assert "XX" not in str(r["detail"] or ""), r
     lexical = [r for r in rows if r["check"] == "lexical_statistics"]
     assert lexical and all(r["status"] == "ok" for r in lexical), lexical
+
+
+def test_an_audited_search_on_the_standby_is_served_and_counted_not_logged(pair, pgc):
+    primary, standby, data = pair
+    primary.execute("""SELECT corpus.corpus_alter('case_documents', audit => '{"enabled": true}')""")
+    try:
+        wait_for_replay(primary, standby)
+        before = primary.execute("SELECT count(*) FROM corpus.search_audit").fetchone()[0]
+        row = data["document_chunks"][2]
+        q = dict(corpus="case_documents", query_vec=row["embedding"], query_text=None, mode="semantic",
+                 filters={"practice_area": row["practice_area"]})
+        on_standby = pgc.search(standby, **q)
+        assert on_standby and on_standby == pgc.search(primary, **q)
+        h = standby.execute("SELECT status, detail FROM corpus.corpus_health_check('case_documents') "
+                            "WHERE \"check\" = 'audit_log'").fetchone()
+        assert h[0] == "warn" and h[1]["skipped_in_this_session"] >= 1
+        # the primary's search was logged, the standby's was not
+        assert primary.execute("SELECT count(*) FROM corpus.search_audit").fetchone()[0] == before + 1
+    finally:
+        primary.execute("SELECT corpus.corpus_alter('case_documents', audit => '{}')")

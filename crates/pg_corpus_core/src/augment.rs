@@ -262,6 +262,16 @@ pub fn resolve_edges(def: &EdgeDef, corpus: &Corpus) -> Result<Edges> {
             ),
         )
     })?;
+    if !["r", "p", "v", "m", "f"].contains(&table.kind.as_str()) {
+        return Err(CoreError::new(
+            SqlState::WrongObjectType,
+            format!(
+                "the edge table {}.{} of edge set \"{}\" is not a table or view",
+                table.schema, table.name, def.name
+            ),
+            "Register a table (or view) with one row per citation: the citing item's id and the cited item's id.",
+        ));
+    }
     let source = |name: &str| {
         corpus.sources.iter().position(|s| s.name == name).ok_or_else(|| {
             CoreError::new(

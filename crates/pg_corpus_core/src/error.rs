@@ -28,6 +28,8 @@ pub enum SqlState {
     ReadOnlySqlTransaction,
     /// 54001
     StatementTooComplex,
+    /// 42809
+    WrongObjectType,
 }
 
 impl SqlState {
@@ -44,6 +46,7 @@ impl SqlState {
             SqlState::ObjectNotInPrerequisiteState => "55000",
             SqlState::ReadOnlySqlTransaction => "25006",
             SqlState::StatementTooComplex => "54001",
+            SqlState::WrongObjectType => "42809",
         }
     }
 }

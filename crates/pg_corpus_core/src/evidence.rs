@@ -177,10 +177,12 @@ pub fn thresholds_for<'a>(
     corpus: &str,
 ) -> Result<&'a VectorThresholds> {
     let space = &spaces[idx];
+    let lit = crate::sql::literal(corpus);
     let calibrate = format!(
         "Calibrate them on a gold set: SELECT * FROM corpus.corpus_calibrate_evidence('<gold set>', apply => true); \
-         or set them: corpus.corpus_alter({}, evidence => '{{\"vector\": {{\"{}\": {{\"max_distance\": 0.2, \"max_gap\": 0.03}}}}}}').",
-        crate::sql::literal(corpus),
+         or set them, keeping the other settings: SELECT corpus.corpus_alter({lit}, evidence => (SELECT jsonb_set(evidence, \
+         '{{vector}}', COALESCE(evidence->'vector', '{{}}') || '{{\"{}\": {{\"max_distance\": 0.2, \"max_gap\": 0.03}}}}') \
+         FROM corpus.corpora WHERE name = {lit}));",
         space.name
     );
     let Some(t) = cfg.vector.get(idx).and_then(Option::as_ref) else {

@@ -7,6 +7,7 @@
 //! SQL arguments into calls of this core and runs the SQL it produces through SPI.
 
 pub mod analysis;
+pub mod audit;
 pub mod augment;
 pub mod bm25;
 pub mod engine;

@@ -99,6 +99,9 @@ pub struct CorpusDef {
     /// Registered edge sets (`corpus.edges`).
     #[serde(default)]
     pub edges: Vec<crate::augment::EdgeDef>,
+    /// The search audit log's settings ([`crate::audit::parse`]).
+    #[serde(default)]
+    pub audit: Value,
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -306,7 +309,12 @@ pub struct Corpus {
     pub must_include: Vec<crate::augment::MustInclude>,
     /// Edge sets a search with `expand` follows, and how far.
     pub edges: Vec<crate::augment::Edges>,
+    /// Edge sets that no longer resolve (their table dropped or changed): an error for a
+    /// search that expands and for the definition functions, none for other searches.
+    pub edge_errors: Vec<CoreError>,
     pub graph: crate::augment::GraphLimits,
+    /// Whether searches are logged (seeds/000 traceability).
+    pub audit: crate::audit::AuditConfig,
 }
 
 /// The name of the space of sources that declare none, searched with `query_vec`.
@@ -819,14 +827,17 @@ pub fn resolve(def: &CorpusDef) -> Result<Corpus> {
         spaces,
         must_include: Vec::new(),
         edges: Vec::new(),
+        edge_errors: Vec::new(),
         graph: crate::augment::parse_limits(&def.graph)?,
+        audit: crate::audit::parse(&def.audit)?,
     };
     corpus.must_include = crate::augment::parse_must_include(&def.must_include, &corpus)?;
-    let mut edges = Vec::with_capacity(def.edges.len());
     for e in &def.edges {
-        edges.push(crate::augment::resolve_edges(e, &corpus)?);
+        match crate::augment::resolve_edges(e, &corpus) {
+            Ok(edges) => corpus.edges.push(edges),
+            Err(err) => corpus.edge_errors.push(err),
+        }
     }
-    corpus.edges = edges;
     Ok(corpus)
 }
 

@@ -141,6 +141,9 @@ pub struct Args {
     pub evidence: Option<bool>,
     /// `expand`: citation-graph expansion (None: off).
     pub expand: Option<bool>,
+    /// The corpus' must-include classes (false: not applied; evidence calibration measures the
+    /// search's own ranking).
+    pub must_include: bool,
 }
 
 impl Default for Args {
@@ -161,6 +164,7 @@ impl Default for Args {
             query_vectors: Value::Null,
             evidence: None,
             expand: None,
+            must_include: true,
         }
     }
 }
@@ -245,6 +249,8 @@ pub struct Request {
     pub evidence: Option<EvidencePlan>,
     /// Citation-graph expansion of the best hits ([`crate::augment`]).
     pub expand: bool,
+    /// Whether the corpus' must-include classes apply.
+    pub must_include: bool,
     /// `pg_class.reltuples` of each source's item table (negative: never analysed).
     pub table_rows: Vec<f64>,
     pub config: Config,
@@ -416,6 +422,9 @@ impl Request {
             false => None,
         };
         let expand = args.expand.unwrap_or(false);
+        if let Some(e) = corpus.edge_errors.first().filter(|_| expand) {
+            return Err(e.clone());
+        }
         if expand && corpus.edges.is_empty() {
             return Err(bad(
                 format!("corpus \"{}\" has no edge sets to expand along", corpus.name),
@@ -429,6 +438,7 @@ impl Request {
             corpus,
             evidence,
             expand,
+            must_include: args.must_include,
             conds,
             mode,
             vector,
@@ -494,9 +504,11 @@ fn evidence_plan(
     let (words, df, rare_limit) = match (has_text, lexical) {
         (false, _) => (vec![Vec::new(); corpus.sources.len()], HashMap::new(), 0.0),
         (true, None) => {
-            return Err(bad(
-                "the evidence filter's rare-words rule needs the BM25 scorer (pg_corpus.lexical_scorer = bm25)".into(),
-                "SET pg_corpus.lexical_scorer = 'bm25', or search with evidence => false.",
+            return Err(CoreError::new(
+                SqlState::ObjectNotInPrerequisiteState,
+                "the evidence filter's rare-words rule needs the BM25 scorer (pg_corpus.lexical_scorer = bm25)",
+                "SET pg_corpus.lexical_scorer = 'bm25', or search with evidence => false (a corpus whose evidence \
+                 is enabled by default filters every search that does not say so).",
             ))
         }
         (true, Some(lex)) if lex.corpus.n_docs == 0 => {

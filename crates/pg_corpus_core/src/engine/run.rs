@@ -617,7 +617,7 @@ pub fn ranked(req: &Request, exec: &mut dyn Executor) -> Result<Vec<Fused>> {
         let rows = fusion::cap(&fused, req.max_per_parent, req.k);
         if window >= max_window || !fusion::needs_wider_window(rows.len(), req.k, saturated) {
             let mut rows = if req.expand { expand(req, rows, exec)? } else { rows };
-            if !req.corpus.must_include.is_empty() {
+            if req.must_include && !req.corpus.must_include.is_empty() {
                 let mut near = near;
                 must_include(req, &mut rows, &fused, near.as_mut(), &mut item_keys, exec)?;
             }
@@ -749,9 +749,18 @@ fn must_include(
         }
     }
     rows.sort_by(fusion::fused_order);
-    // back to k rows: drop the lowest-ranked rows that no class guarantees
+    // back to k rows: drop the lowest-ranked rows that no class guarantees, first those of a
+    // parent the class hits took over the per-parent cap
+    let over_cap = |rows: &[Fused], f: &Fused| {
+        req.max_per_parent.is_some_and(|max| {
+            rows.iter().filter(|o| o.parent_scope == f.parent_scope && o.parent_id == f.parent_id).count() > max
+        })
+    };
     while rows.len() > req.k {
-        match rows.iter().rposition(|f| !guaranteed.contains(&(f.source, f.item_id.clone()))) {
+        let free = |f: &Fused| !guaranteed.contains(&(f.source, f.item_id.clone()));
+        let pick =
+            rows.iter().rposition(|f| free(f) && over_cap(rows, f)).or_else(|| rows.iter().rposition(|f| free(f)));
+        match pick {
             Some(i) => {
                 rows.remove(i);
             }
@@ -849,7 +858,9 @@ fn apply_evidence(
     Ok(frontiers.iter().filter(|f| f.full).any(|f| match (&f.last, f.branch) {
         (None, _) => false,
         (Some(h), Branch::Semantic) => near.admits(ev, f.space, h.raw).is_some(),
-        (Some(h), Branch::Lexical) => rare(h.source, &h.item_id).is_some_and(|r| r.coverage > ev.min_coverage),
+        // BM25 order is not coverage order (a long item with every rare word can rank below
+        // short ones): widen while the list's end still holds some rare query word
+        (Some(h), Branch::Lexical) => rare(h.source, &h.item_id).is_some_and(|r| !r.matched.is_empty()),
     }))
 }
 

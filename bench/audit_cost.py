@@ -1,0 +1,112 @@
+#!/usr/bin/env python3
+"""What the search audit log costs (docs/audit.md): p50 of `corpus_hybrid_search` on a corpus
+that logs its searches against the same corpus that does not, interleaved query by query in one
+session (target: at most 5% of a search's p50).
+
+    .venv/bin/python bench/audit_cost.py          # writes docs/audit.md
+
+Each labelled set is loaded by scripts/load_beir.py as corpus A; corpus B is the same definition
+(the same source over the same rows, registered from A's catalog row) with
+`audit => '{"enabled": true}'`. Every gold query is searched on A and on B, alternately, in
+hybrid, semantic and lexical mode; the log rows B wrote are counted, so the measurement cannot
+pass without logging.
+"""
+import argparse
+import statistics
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+from psycopg.types.json import Jsonb
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+sys.path.insert(0, str(ROOT / "bench"))
+import load_beir  # noqa: E402
+import quality_report as qr  # noqa: E402
+
+DBNAME = "audit_bench"
+K = 10
+SEARCH = "SELECT count(*) FROM corpus.corpus_hybrid_search(%s, %s::vector, %s, k => %s, mode => %s)"
+# corpus_add_source's arguments that load_beir sets, with their SQL types
+SOURCE_COLUMNS = {"item_table": "regclass", "text_column": "text", "embedding_column": "text", "tsv_column": "text",
+                  "id_column": "text", "parent_table": "regclass", "parent_fk": "text", "parent_key": "text",
+                  "parent_required": "text[]", "rule": "jsonb", "locator": "jsonb", "metadata": "jsonb",
+                  "min_length": "integer", "ts_config": "regconfig", "distance": "text", "language": "text"}
+
+
+def clone_logged(conn, corpus):
+    """Corpus `<corpus>_logged`: the same isolation and source as `corpus`, with the audit log on."""
+    logged = f"{corpus}_logged"
+    conn.execute("SELECT corpus.corpus_drop(%s, if_exists => true)", [logged])
+    iso = conn.execute("SELECT isolation FROM corpus.corpora WHERE name = %s", [corpus]).fetchone()[0]
+    conn.execute("SELECT corpus.corpus_create(%s, isolation => %s, audit => %s)",
+                 [logged, Jsonb(iso), Jsonb({"enabled": True})])
+    row = conn.execute(f"SELECT name, {', '.join(c + '::text' for c in SOURCE_COLUMNS)} FROM corpus.sources "
+                       "WHERE corpus = %s", [corpus]).fetchone()
+    args = ", ".join(f"{c} => %s::{t}" for c, t in SOURCE_COLUMNS.items())
+    conn.execute(f"SELECT corpus.corpus_add_source(%s, %s, {args})", [logged, row[0], *row[1:]])
+    return logged
+
+
+def measure(conn, folder, corpus, gold, language, queries_n, rounds):
+    load_beir.load_beir(conn, folder, corpus=corpus, gold_set=gold, create_schema=True, log=qr.log, language=language)
+    logged = clone_logged(conn, corpus)
+    queries = conn.execute("SELECT query_text, query_vec::text FROM corpus.gold_queries WHERE gold_set = %s "
+                           "ORDER BY query_id LIMIT %s", [gold, queries_n]).fetchall()
+    before = conn.execute("SELECT count(*) FROM corpus.search_audit").fetchone()[0]
+    out = {}
+    for mode in ("hybrid", "semantic", "lexical"):
+        times = {corpus: [], logged: []}
+        for r in range(rounds + 1):
+            for text, vec in queries:
+                for c in (corpus, logged) if r % 2 == 0 else (logged, corpus):
+                    t = time.perf_counter()
+                    conn.execute(SEARCH, (c, vec, text, K, mode)).fetchone()
+                    if r:
+                        times[c].append((time.perf_counter() - t) * 1000)
+        out[mode] = (statistics.median(times[corpus]), statistics.median(times[logged]))
+        qr.log(f"{gold} {mode}: plain {out[mode][0]:.2f} ms, logged {out[mode][1]:.2f} ms")
+    rows = conn.execute("SELECT count(*) FROM corpus.search_audit").fetchone()[0] - before
+    expected = 3 * (rounds + 1) * len(queries)
+    assert rows == expected, f"the logged corpus wrote {rows} rows, {expected} searches ran"
+    return out, rows
+
+
+def write(path, results, command, started, seconds, info):
+    lines = ["# What the search audit log costs", "",
+             "p50 of `corpus_hybrid_search` on a corpus with `audit => '{\"enabled\": true}'` against the same "
+             "corpus without it (the same source over the same rows), interleaved query by query in one session; "
+             "bench/audit_cost.py's docstring has the method. Target: the log costs at most 5% of a search's p50.",
+             "", "```sh", command, "```", "", f"Run of {started:%Y-%m-%d %H:%M} UTC, {seconds / 60:.1f} min; {info}.",
+             "", "| set | mode | p50 ms, no log | p50 ms, logged | Δ ms | logged / no log | target ≤ 1.05 |",
+             "|---|---|---:|---:|---:|---:|---|"]
+    for name, (out, rows) in results.items():
+        for mode, (a, b) in out.items():
+            lines.append(f"| {name} | {mode} | {a:.2f} | {b:.2f} | {b - a:+.2f} | {b / a:.3f} | "
+                         f"{'met' if b / a <= 1.05 else 'missed'} |")
+    lines += ["", "Every search of the logged corpus wrote its row (" + ", ".join(
+        f"{name}: {rows} rows" for name, (_, rows) in results.items()) + "). What a row costs is one INSERT "
+              "with the results' ids as jsonb, in the caller's transaction, plus the switch to the owner's rights.",
+              ""]
+    path.write_text("\n".join(lines))
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
+    ap.add_argument("--dir", type=Path, default=ROOT / ".pgdata" / "quality")
+    ap.add_argument("--out", type=Path, default=ROOT / "docs" / "audit.md")
+    ap.add_argument("--queries", type=int, default=100)
+    ap.add_argument("--rounds", type=int, default=3)
+    a = ap.parse_args(argv)
+    started, t0 = datetime.now(timezone.utc), time.monotonic()
+    results, version, pg = qr.on_every_set(a.dir, DBNAME, lambda conn, folder, corpus, gold, lang: measure(conn, folder, corpus, gold, lang, a.queries, a.rounds), a.data, keep=False)
+    info = f"PostgreSQL {pg}, pg_corpus {version}, k = {K}, {a.queries} queries per set, {a.rounds} rounds"
+    write(a.out, results, ".venv/bin/python bench/audit_cost.py", started, time.monotonic() - t0, info)
+    qr.log(f"wrote {a.out}")
+
+
+if __name__ == "__main__":
+    main()
