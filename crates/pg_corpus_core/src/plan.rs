@@ -267,13 +267,27 @@ pub fn semantic(
         col(&src.id),
         col(&src.parent_fk)
     );
-    let fw = from_where(src, conds, true, &[], &mut params);
     let sql = match strategy {
         // ORDER BY the bare operator expression: the shape pgvector's index scan serves.
-        Strategy::Approximate => format!("{select}\n{fw}\nORDER BY {dist}\nLIMIT {lim}"),
+        Strategy::Approximate => {
+            let fw = from_where(src, conds, true, &[], &mut params);
+            format!("{select}\n{fw}\nORDER BY {dist}\nLIMIT {lim}")
+        }
         // OFFSET 0 fences the slice off, so the ordering cannot be served by the ANN index:
-        // the planner reaches the slice through the predicate's B-tree indexes instead.
-        _ => format!("SELECT item_id, parent_id, distance FROM (\n{select}\n{fw}\nOFFSET 0) AS slice\nORDER BY distance, item_id\nLIMIT {lim}"),
+        // the planner reaches the slice through the predicate's B-tree indexes instead. The
+        // text condition of the searchable contract is applied outside the fence, to the rows
+        // of the slice only: inside it, as a condition of the item table alone, it would be
+        // evaluated (detoasting every text) on every row of a table shared with other corpora
+        // before the isolation join (a 239-item corpus in a 2,900-row table: 44 ms).
+        _ => {
+            let fw = from_where_parts(src, conds, true, false, &[], &mut params);
+            let text = text_contract(src, "slice.item_text").join(" AND ");
+            format!(
+                "SELECT item_id, parent_id, distance FROM (\n{select}, {} AS item_text\n{fw}\nOFFSET 0) AS slice\n\
+                 WHERE {text}\nORDER BY distance, item_id\nLIMIT {lim}",
+                col(&src.text)
+            )
+        }
     };
     Subplan {
         source: idx,
