@@ -394,18 +394,15 @@ fn corpus_calibrate_evidence(
             let default_space = |r: &&SearchRow| {
                 r.query_ranks.as_array().is_some_and(|q| q.iter().any(|h| h.get("space").is_none()))
             };
-            let min = |it: &mut dyn Iterator<Item = f64>| it.fold(None, |m: Option<f64>, d| Some(m.map_or(d, |m| m.min(d))));
-            let Some(best) = min(&mut rows.iter().filter(default_space).filter_map(|r| r.semantic_distance)) else {
-                continue;
+            let is_relevant = |r: &&SearchRow| {
+                let key = if gold.level == "parent" { r.parent_id.clone() } else { r.item_id.clone() };
+                relevant(&key) || relevant(&format!("{}:{}", r.source, r.item_id))
             };
-            let nearest = min(&mut rows
-                .iter()
-                .filter(default_space)
-                .filter(|r| {
-                    let key = if gold.level == "parent" { r.parent_id.clone() } else { r.item_id.clone() };
-                    relevant(&key) || relevant(&format!("{}:{}", r.source, r.item_id))
-                })
-                .filter_map(|r| r.semantic_distance));
+            let nearest = |rows: &mut dyn Iterator<Item = &SearchRow>| {
+                rows.filter(default_space).filter_map(|r| r.semantic_distance).reduce(f64::min)
+            };
+            let Some(best) = nearest(&mut rows.iter()) else { continue };
+            let nearest = nearest(&mut rows.iter().filter(is_relevant));
             samples.push(pg_corpus_core::evidence::Sample {
                 best,
                 nearest_relevant: nearest,

@@ -128,7 +128,7 @@ def test_evidence_and_expansion_arguments(conn, demo_dsn):
     with Client(demo_dsn) as client:
         # a lexical search needs no vector thresholds: every hit says which rule admitted it
         hits = client.search("external_precedents", None, "שופטת", mode="lexical", evidence=True)
-        assert all(h.evidence and "rare_words" in h.evidence for h in hits)
+        assert hits and all(h.evidence and "rare_words" in h.evidence for h in hits)
         assert all(h.evidence is None and h.origin is None for h in client.search("external_precedents", None, "שופטת"))
         info = {c.name: c for c in client.list_corpora()}["external_precedents"]
         assert info.edges == [] and info.must_include == [] and info.evidence == {}

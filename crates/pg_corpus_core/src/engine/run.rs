@@ -69,6 +69,12 @@ pub const EMPTY_PROBE_MAX_ESTIMATE: f64 = 1.0;
 /// or less is probed, and skipped when it holds no searchable item; parents estimated at a row
 /// or less are probed first, once for all the sources that share them.
 pub fn semantic_plans(req: &Request, exec: &mut dyn Executor) -> Result<Vec<SemanticPlan>> {
+    semantic_plans_of(req, None, exec)
+}
+
+/// [`semantic_plans`] of source `only` (None: all); the others are planned as skipped, without
+/// asking the planner (a must-include class restricted to one source).
+fn semantic_plans_of(req: &Request, only: Option<usize>, exec: &mut dyn Executor) -> Result<Vec<SemanticPlan>> {
     let exact_max = f64::from(req.config.exact_search_max_rows);
     // the probes' answers in this call, by query (sources sharing a parent table ask the same)
     let mut probed: Vec<((String, Vec<Param>), bool)> = Vec::new();
@@ -82,6 +88,10 @@ pub fn semantic_plans(req: &Request, exec: &mut dyn Executor) -> Result<Vec<Sema
     };
     let mut out = Vec::with_capacity(req.table_rows.len());
     for (idx, &total) in req.table_rows.iter().enumerate() {
+        if only.is_some_and(|o| o != idx) {
+            out.push(SemanticPlan { strategy: Strategy::Exact, selectivity: 0.0, empty: Some(EmptyBy::Items) });
+            continue;
+        }
         // the planner's minimum estimate for the parents (a value the statistics do not know)
         // says they may be empty
         let parent_probe = plan::parent_slice_probe(&req.corpus, idx);
@@ -393,9 +403,10 @@ fn run_round(
             }
         }
     }
+    // (read only by the evidence filter)
     let mut frontiers = Vec::new();
     for ((q, (semantic, lexical)), (sem_full, lex_full)) in queries.iter().zip(&per_query).zip(&full) {
-        if q.tag != QueryTag::Original {
+        if q.tag != QueryTag::Original || req.evidence.is_none() {
             continue;
         }
         for ((space, hits), &full) in semantic.iter().zip(sem_full) {
@@ -709,17 +720,12 @@ fn must_include(
         creq.extra.clear();
         creq.feedback = false;
         let window = (4 * class.top).max(20);
-        let mut csem = semantic_plans(&creq, exec)?;
-        for (idx, plan) in csem.iter_mut().enumerate() {
-            if class.source.is_some_and(|s| s != idx) {
-                plan.empty = Some(EmptyBy::Items);
-            }
-        }
+        let csem = semantic_plans_of(&creq, class.source, exec)?;
         let round = run_round(&creq, &[creq.query()], &csem, window, exec)?;
         let mut class_hits = fusion::rrf(&round.lists, &infos, req.rrf_k);
         class_hits.retain(|f| !req.excludes(f));
         if let (Some(ev), Some(near)) = (&req.evidence, near.as_deref_mut()) {
-            near.add(&round.lists);
+            near.add(&round.lists, false);
             apply_evidence(&creq, ev, near, &[], &mut class_hits, cache, exec)?;
         }
         for (i, hit) in fusion::cap(&class_hits, req.max_per_parent, class.top).into_iter().enumerate() {
@@ -783,22 +789,21 @@ struct Near {
 impl Near {
     fn of(lists: &[RankedList]) -> Near {
         let mut near = Near { distance: HashMap::new(), best: HashMap::new() };
-        for l in lists.iter().filter(|l| l.query == QueryTag::Original && l.branch == Branch::Semantic) {
-            for h in &l.hits {
-                near.distance.entry((h.source, h.item_id.clone())).or_insert((l.space, h.raw));
-                let best = near.best.entry(l.space).or_insert(h.raw);
-                *best = best.min(h.raw);
-            }
-        }
+        near.add(lists, true);
         near
     }
 
-    /// Distances of more lists of the original query (must-include classes): their items'
-    /// distances, the best candidate staying the search's own.
-    fn add(&mut self, lists: &[RankedList]) {
+    /// The distances of the original query's semantic lists; with `best`, they set each
+    /// space's best candidate (a must-include class's lists add distances only: the best
+    /// candidate stays the search's own).
+    fn add(&mut self, lists: &[RankedList], best: bool) {
         for l in lists.iter().filter(|l| l.query == QueryTag::Original && l.branch == Branch::Semantic) {
             for h in &l.hits {
                 self.distance.entry((h.source, h.item_id.clone())).or_insert((l.space, h.raw));
+                if best {
+                    let b = self.best.entry(l.space).or_insert(h.raw);
+                    *b = b.min(h.raw);
+                }
             }
         }
     }
