@@ -11,6 +11,254 @@
 -- uses too: a definition that would fail at search time fails when it is made.
 -- ==========================================================================================
 
+-- ------------------------------------------------------------------------------------------
+-- Citus. pg_corpus runs on a Citus coordinator and its workers, with the extension in every
+-- node's database (Citus creates it on the workers). These functions are the only ones that
+-- read Citus' metadata (through dynamic SQL: its tables exist only with Citus); without Citus
+-- they answer "a table of this node", and nothing else changes. README "Scaling out".
+-- ------------------------------------------------------------------------------------------
+CREATE FUNCTION corpus._citus_present() RETURNS boolean
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'citus')
+$$;
+
+-- How Citus keeps a table: 'distributed' (sharded: hash-distributed, or a single shard),
+-- 'reference' (a full copy on every node), or NULL (a table of this node only, also a Citus
+-- local table's shell).
+CREATE FUNCTION corpus._citus_table_kind(rel regclass) RETURNS text
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    kind text;
+BEGIN
+    IF rel IS NULL OR NOT corpus._citus_present() THEN
+        RETURN NULL;
+    END IF;
+    EXECUTE 'SELECT CASE WHEN p.repmodel = ''t'' THEN ''reference''
+                         WHEN p.partmethod <> ''n'' OR p.colocationid <> 0 THEN ''distributed'' END
+               FROM pg_catalog.pg_dist_partition p WHERE p.logicalrelid = $1'
+       INTO kind USING rel;
+    RETURN kind;
+END
+$$;
+
+-- The distribution column of a distributed table ('' for a single-shard table, which has
+-- none); NULL for any other table.
+CREATE FUNCTION corpus._citus_distribution_column(rel regclass) RETURNS text
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    col text;
+BEGIN
+    IF corpus._citus_table_kind(rel) IS DISTINCT FROM 'distributed' THEN
+        RETURN NULL;
+    END IF;
+    EXECUTE 'SELECT coalesce(CASE WHEN p.partkey IS NOT NULL
+                                  THEN pg_catalog.column_to_column_name(p.logicalrelid, p.partkey) END, '''')
+               FROM pg_catalog.pg_dist_partition p WHERE p.logicalrelid = $1'
+       INTO col USING rel;
+    RETURN col;
+END
+$$;
+
+-- The relations on this node that hold rows of `rel`: the table itself, or for a distributed
+-- table the shards placed on this node (none on a coordinator without shards).
+CREATE FUNCTION corpus._local_relations(rel regclass) RETURNS SETOF regclass
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF corpus._citus_table_kind(rel) IS DISTINCT FROM 'distributed' THEN
+        RETURN NEXT rel;
+        RETURN;
+    END IF;
+    RETURN QUERY EXECUTE
+        'SELECT x.r FROM (SELECT corpus._citus_shard_relation(s.logicalrelid, s.shardid) AS r, s.shardid
+                            FROM pg_catalog.pg_dist_shard s
+                            JOIN pg_catalog.pg_dist_placement pl ON pl.shardid = s.shardid
+                           WHERE s.logicalrelid = $1
+                             AND pl.groupid = (SELECT g.groupid FROM pg_catalog.pg_dist_local_group g)) x
+          WHERE x.r IS NOT NULL ORDER BY x.shardid'
+        USING rel;
+END
+$$;
+
+-- A shard of a distributed table, as a relation of this node (NULL: not here). Citus'
+-- shard_name leaves the schema out for public.
+CREATE FUNCTION corpus._citus_shard_relation(logical regclass, shard bigint) RETURNS regclass
+LANGUAGE plpgsql STABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    name text;
+BEGIN
+    EXECUTE 'SELECT pg_catalog.shard_name($1, $2)' INTO name USING logical, shard;
+    IF (SELECT n.nspname FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+         WHERE c.oid = logical) = 'public' THEN
+        name := 'public.' || name;
+    END IF;
+    RETURN pg_catalog.to_regclass(name);
+END
+$$;
+
+-- The distributed table a shard of this node belongs to (NULL: not a shard).
+CREATE FUNCTION corpus._citus_shard_table(relid oid) RETURNS oid
+LANGUAGE plpgsql STABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    shard   bigint := substring((SELECT c.relname FROM pg_catalog.pg_class c WHERE c.oid = relid)
+                                FROM '_([0-9]+)$')::bigint;
+    logical oid;
+BEGIN
+    IF shard IS NULL OR NOT corpus._citus_present() THEN
+        RETURN NULL;
+    END IF;
+    EXECUTE 'SELECT s.logicalrelid FROM pg_catalog.pg_dist_shard s
+              WHERE s.shardid = $1 AND corpus._citus_shard_relation(s.logicalrelid, s.shardid) = $2::pg_catalog.regclass'
+       INTO logical USING shard, relid;
+    RETURN logical;
+END
+$$;
+
+-- What this node is in a Citus cluster: 'coordinator' (of a cluster with other nodes: the
+-- worker API and the definition functions then reach the queue entries and slot copies kept
+-- on them), 'worker' (the catalog of corpora is not kept here), 'alone' (a coordinator without
+-- other nodes), NULL without Citus.
+CREATE FUNCTION corpus._citus_node_role() RETURNS text
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    node_role text;
+BEGIN
+    IF NOT corpus._citus_present() THEN
+        RETURN NULL;
+    END IF;
+    EXECUTE 'SELECT CASE WHEN (SELECT g.groupid FROM pg_catalog.pg_dist_local_group g) <> 0 THEN ''worker''
+                         WHEN EXISTS (SELECT 1 FROM pg_catalog.pg_dist_node n
+                                       WHERE n.isactive AND n.noderole = ''primary'' AND n.groupid <> 0)
+                         THEN ''coordinator'' ELSE ''alone'' END'
+       INTO node_role;
+    RETURN node_role;
+END
+$$;
+
+CREATE FUNCTION corpus._citus_coordinator() RETURNS boolean
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT coalesce(corpus._citus_node_role() = 'coordinator', false)
+$$;
+
+-- Run a statement here and answer its first column as text, or the error it raised as JSON
+-- ({"error": {sqlstate, message, detail, hint}}): what corpus._citus_on_other_nodes sends to
+-- each node, so that a node's error reaches the caller with its own SQLSTATE.
+CREATE FUNCTION corpus._citus_run_here(command text) RETURNS text
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    result text;
+    st     text;
+    msg    text;
+    det    text;
+    hin    text;
+BEGIN
+    EXECUTE command INTO result;
+    RETURN pg_catalog.jsonb_build_object('result', result)::text;
+EXCEPTION WHEN OTHERS THEN
+    GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL,
+                            hin = PG_EXCEPTION_HINT;
+    RETURN pg_catalog.jsonb_build_object('error', pg_catalog.jsonb_build_object(
+               'sqlstate', st, 'message', msg, 'detail', det, 'hint', hin))::text;
+END
+$$;
+
+-- The other active primary nodes of the Citus cluster (none without Citus).
+CREATE FUNCTION corpus._citus_other_nodes(OUT node_name text, OUT node_port integer) RETURNS SETOF record
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF NOT corpus._citus_present() THEN
+        RETURN;
+    END IF;
+    RETURN QUERY EXECUTE 'SELECT n.nodename::text, n.nodeport::integer FROM pg_catalog.pg_dist_node n
+                           WHERE n.isactive AND n.noderole = ''primary''
+                             AND n.groupid <> (SELECT g.groupid FROM pg_catalog.pg_dist_local_group g)
+                           ORDER BY n.nodeid';
+END
+$$;
+
+-- Run a statement (one column, one row) on these nodes, one after the other, each in its own
+-- transaction (Citus' master_run_on_worker, as the current user): each node's answer. A node's
+-- error is raised here with its SQLSTATE, message, detail and hint, naming the node; a node
+-- that cannot be reached is 08006.
+CREATE FUNCTION corpus._citus_on_nodes(names text[], ports integer[], command text) RETURNS SETOF text
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r      record;
+    answer jsonb;
+    msg    text;
+    st     text;
+    det    text;
+    hin    text;
+BEGIN
+    IF cardinality(names) IS NULL OR cardinality(names) = 0 THEN
+        RETURN;
+    END IF;
+    FOR r IN EXECUTE 'SELECT m.node_name, m.node_port, m.success, m.result
+                        FROM pg_catalog.master_run_on_worker($1, $2, $3, false) m'
+             USING names, ports,
+                   array_fill(pg_catalog.format('SELECT corpus._citus_run_here(%L)', command),
+                              ARRAY[cardinality(names)])
+    LOOP
+        IF NOT r.success THEN
+            RAISE EXCEPTION USING ERRCODE = '08006',
+                MESSAGE = pg_catalog.format('pg_corpus could not run its statement on Citus node %s:%s: %s',
+                                            r.node_name, r.node_port, r.result),
+                HINT = 'Every node needs the pg_corpus extension and the caller''s role; see README "Scaling out".';
+        END IF;
+        answer := r.result::jsonb;
+        IF answer ? 'error' THEN
+            msg := pg_catalog.format('on Citus node %s:%s: %s', r.node_name, r.node_port, answer->'error'->>'message');
+            st := answer->'error'->>'sqlstate';
+            det := nullif(answer->'error'->>'detail', '');
+            hin := nullif(answer->'error'->>'hint', '');
+            -- (RAISE takes no NULL option)
+            IF det IS NULL AND hin IS NULL THEN
+                RAISE EXCEPTION USING ERRCODE = st, MESSAGE = msg;
+            ELSIF det IS NULL THEN
+                RAISE EXCEPTION USING ERRCODE = st, MESSAGE = msg, HINT = hin;
+            ELSIF hin IS NULL THEN
+                RAISE EXCEPTION USING ERRCODE = st, MESSAGE = msg, DETAIL = det;
+            ELSE
+                RAISE EXCEPTION USING ERRCODE = st, MESSAGE = msg, DETAIL = det, HINT = hin;
+            END IF;
+        END IF;
+        RETURN NEXT answer->>'result';
+    END LOOP;
+END
+$$;
+
+-- [`corpus._citus_on_nodes`] on every other node of the cluster.
+CREATE FUNCTION corpus._citus_on_other_nodes(command text) RETURNS SETOF text
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT corpus._citus_on_nodes(a.names, a.ports, command)
+      FROM (SELECT array_agg(n.node_name ORDER BY n.o) AS names, array_agg(n.node_port ORDER BY n.o) AS ports
+              FROM corpus._citus_other_nodes() WITH ORDINALITY AS n(node_name, node_port, o)) AS a
+$$;
+-- (the worker API and the definition functions call these with the caller's rights)
+
 CREATE TABLE corpus.corpora (
     name             text PRIMARY KEY
                      CONSTRAINT corpora_name_check CHECK (name ~ '^[a-z_][a-z0-9_]{0,62}$'),
@@ -150,6 +398,7 @@ AS $$
         'schema', n.nspname::text,
         'name', c.relname::text,
         'kind', c.relkind::text,
+        'distribution', corpus._citus_distribution_column(c.oid),
         'columns', COALESCE((
             SELECT jsonb_object_agg(a.attname::text, jsonb_build_object(
                        'type', format_type(a.atttypid, a.atttypmod),

@@ -102,16 +102,47 @@ $$;
 
 -- The table whose slot a firing re-embed trigger serves: the table of the trigger itself, or,
 -- for a partition's clone of a partitioned table's trigger, of the trigger it was cloned from
--- (at any depth: a directly registered partition of a partitioned table serves its own slot).
+-- (at any depth: a directly registered partition of a partitioned table serves its own slot),
+-- or for a Citus shard (Citus copies the trigger to every shard, and it fires on the node
+-- holding the shard) the distributed table it is a shard of. The slot is named by the table's
+-- identity on this node, never by an OID written into the trigger: the same trigger serves a
+-- plain table, a partition, a shard on any node, and a table after dump and restore.
 CREATE FUNCTION corpus._trigger_slot_table(relid oid, trigger_name name) RETURNS oid
-LANGUAGE sql STABLE STRICT PARALLEL SAFE
+LANGUAGE plpgsql STABLE STRICT PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    rel oid;
+BEGIN
     WITH RECURSIVE up(tgrelid, tgparentid) AS (
         SELECT t.tgrelid, t.tgparentid FROM pg_trigger t WHERE t.tgrelid = relid AND t.tgname = trigger_name
         UNION ALL
         SELECT p.tgrelid, p.tgparentid FROM pg_trigger p JOIN up ON p.oid = up.tgparentid)
-    SELECT coalesce((SELECT up.tgrelid FROM up WHERE up.tgparentid = 0), relid)
+    SELECT coalesce((SELECT up.tgrelid FROM up WHERE up.tgparentid = 0), relid) INTO rel;
+    IF corpus._citus_present()
+       AND NOT EXISTS (SELECT 1 FROM corpus.embedding_slots s WHERE s.item_table = rel) THEN
+        rel := coalesce(corpus._citus_shard_table(rel), rel);
+    END IF;
+    RETURN rel;
+END
+$$;
+
+-- Wake the embedding workers (NOTIFY pg_corpus_embedding, the payload naming the table) for an
+-- item of `slot_table` queued by the trigger on `relid` (the table, a partition of it, or a
+-- Citus shard). Not from a Citus shard: its trigger runs on a worker node, in a transaction
+-- Citus may commit in two phases, and PostgreSQL refuses to PREPARE a transaction that sent a
+-- NOTIFY: the write would fail. Embedding workers listen on the coordinator and find those
+-- items by polling (worker/README.md, README "Scaling out").
+CREATE FUNCTION corpus._announce_work(slot_table oid, relid oid) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF slot_table <> relid AND corpus._citus_present() AND corpus._citus_shard_table(relid) IS NOT NULL THEN
+        RETURN;
+    END IF;
+    PERFORM pg_notify('pg_corpus_embedding', slot_table::regclass::text);
+END
 $$;
 
 -- A slot's columns now: by the name it was registered with while a live column has that name
@@ -205,7 +236,7 @@ BEGIN
                SET reason = 'missing', version = nextval('corpus.embedding_queue_version_seq'), enqueued_at = now(), state = 'pending',
                    claimed_by = NULL, claimed_at = NULL, lease_until = NULL, attempts = 0, last_error = NULL;
             IF FOUND THEN
-                PERFORM pg_notify('pg_corpus_embedding', rel::regclass::text);
+                PERFORM corpus._announce_work(rel, TG_RELID);
             END IF;
         END IF;
     ELSIF TG_OP = 'UPDATE' THEN
@@ -223,7 +254,7 @@ BEGIN
                SET reason = 'text_changed', version = nextval('corpus.embedding_queue_version_seq'), enqueued_at = now(), state = 'pending',
                    claimed_by = NULL, claimed_at = NULL, lease_until = NULL, attempts = 0, last_error = NULL;
             IF FOUND THEN
-                PERFORM pg_notify('pg_corpus_embedding', rel::regclass::text);
+                PERFORM corpus._announce_work(rel, TG_RELID);
             END IF;
         END IF;
     END IF;
@@ -290,6 +321,12 @@ BEGIN
                                                   WHERE a.attrelid = item_table AND a.attnum = id_attnum)),
             HINT = 'Use an id of a built-in type such as bigint, integer, text or uuid.';
     END IF;
+    IF corpus._citus_table_kind(item_table) = 'reference' THEN
+        RAISE EXCEPTION USING ERRCODE = '0A000',
+            MESSAGE = format('%s is a Citus reference table: pg_corpus cannot keep its embeddings fresh', item_table),
+            DETAIL = 'The re-embed trigger would fire on every node''s copy of the table.',
+            HINT = 'Keep items in a distributed table (create_distributed_table) or in a table of the coordinator.';
+    END IF;
     fname := format('_embedding_trigger_%s_%s', item_table::oid, attnum);
     tname := format('pg_corpus_embedding_%s', attnum);
     INSERT INTO corpus.embedding_slots (item_table, embedding_column, id_column, id_type, input_columns, model,
@@ -303,6 +340,13 @@ BEGIN
     -- OR REPLACE / IF EXISTS: a slot row deleted by hand leaves its function and trigger behind,
     -- and re-registering the source must repair that (the health check's hint).
     PERFORM corpus._write_embedding_trigger(slot);
+    IF corpus._citus_table_kind(item_table) = 'distributed' THEN
+        -- Citus creates the trigger on every shard, where it fires on the node that holds the
+        -- shard and writes that node's queue only (corpus._trigger_slot_table): safe in the
+        -- sense Citus' setting guards, which is about triggers reaching other shards.
+        -- (local to this function: its SET clause restores it)
+        PERFORM set_config('citus.enable_unsafe_triggers', 'on', true);
+    END IF;
     EXECUTE format('DROP TRIGGER IF EXISTS %I ON %s', tname, item_table);
     EXECUTE format('DROP TRIGGER IF EXISTS %I ON %s', tname || '_truncate', item_table);
     EXECUTE format('CREATE TRIGGER %I AFTER INSERT OR DELETE OR UPDATE OF %s ON %s
@@ -314,12 +358,17 @@ BEGIN
     EXECUTE format('CREATE TRIGGER %I AFTER TRUNCATE ON %s FOR EACH STATEMENT EXECUTE FUNCTION corpus.%I()',
                    tname || '_truncate', item_table, fname);
     -- Items already without an embedding are the first backlog.
-    EXECUTE format('INSERT INTO corpus.embedding_queue (item_table, embedding_column, item_id, reason)
-                    SELECT %s::oid, %L, t.%I::text, ''missing'' FROM %s t WHERE t.%I IS NULL
-                    ON CONFLICT DO NOTHING',
-                   item_table::oid, embedding_column, id_column, item_table, embedding_column);
-    IF FOUND THEN
-        PERFORM pg_notify('pg_corpus_embedding', item_table::text);
+    PERFORM corpus._enqueue_local(slot, true);
+    -- On a Citus coordinator, every other node keeps a copy of the slot, and the queue of the
+    -- shards it holds (the trigger writes there). Each node commits its copy on its own: a
+    -- registration rolled back here leaves copies whose trigger never came (its creation is
+    -- rolled back on every node with this transaction); registering again replaces them.
+    IF corpus._citus_table_kind(item_table) = 'distributed' AND corpus._citus_coordinator() THEN
+        -- (the workers listen here: announce the other nodes' backlog)
+        IF (SELECT sum(a::bigint) FROM corpus._citus_on_other_nodes(
+                format('SELECT corpus._embedding_slot_replica(%L::jsonb)', to_jsonb(slot))) a) > 0 THEN
+            PERFORM pg_notify('pg_corpus_embedding', item_table::text);
+        END IF;
     END IF;
 END
 $fn$;
@@ -395,10 +444,137 @@ BEGIN
     DELETE FROM corpus.embedding_slots s
      WHERE s.item_table = slot.item_table AND s.embedding_column = slot.embedding_column;
     IF EXISTS (SELECT 1 FROM pg_class WHERE oid = item_table) THEN
+        IF corpus._citus_table_kind(item_table) = 'distributed' THEN
+            -- (as at registration: local to this function; sequential, so that Citus may
+            -- drop the trigger function, which it created on every node, after the triggers)
+            PERFORM set_config('citus.enable_unsafe_triggers', 'on', true);
+            PERFORM set_config('citus.multi_shard_modify_mode', 'sequential', true);
+        END IF;
         EXECUTE format('DROP TRIGGER IF EXISTS %I ON %s', slot.trigger_name, item_table);
         EXECUTE format('DROP TRIGGER IF EXISTS %I ON %s', slot.trigger_name || '_truncate', item_table);
     END IF;
     EXECUTE format('DROP FUNCTION IF EXISTS corpus.%I()', slot.trigger_function);
+    IF corpus._citus_coordinator() THEN
+        PERFORM corpus._citus_on_other_nodes(format('SELECT corpus._embedding_slot_forget(%L, %L)',
+                                                    slot.item_table::text, slot.embedding_column));
+    END IF;
+END
+$$;
+
+-- Queue the items of a slot that are in relations of this node (corpus._local_relations: the
+-- table, or the shards of a distributed table placed here), in one statement per relation:
+-- those without an embedding ('missing'), or every item when only_missing is false
+-- ('requested' for those with one, renewing the entries already queued). Announces the work.
+CREATE FUNCTION corpus._enqueue_local(slot corpus.embedding_slots, only_missing boolean) RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    rel       regclass;
+    n         bigint;
+    total     bigint := 0;
+    id_column name := corpus._slot_column(slot.item_table, (corpus._slot_attnums(slot)).id_attnum);
+    embedding name := corpus._slot_column(slot.item_table, (corpus._slot_attnums(slot)).embedding_attnum);
+BEGIN
+    FOR rel IN SELECT r FROM corpus._local_relations(slot.item_table) r LOOP
+        IF only_missing THEN
+            EXECUTE format('INSERT INTO corpus.embedding_queue (item_table, embedding_column, item_id, reason)
+                            SELECT %s::oid, %L, t.%I::text, ''missing'' FROM %s t WHERE t.%I IS NULL
+                            ON CONFLICT DO NOTHING',
+                           slot.item_table::oid, slot.embedding_column, id_column, rel, embedding);
+        ELSE
+            EXECUTE format('INSERT INTO corpus.embedding_queue AS q (item_table, embedding_column, item_id, reason)
+                            SELECT %s::oid, %L, t.%I::text, CASE WHEN t.%I IS NULL THEN ''missing'' ELSE ''requested'' END
+                              FROM %s t
+                            ON CONFLICT (item_table, embedding_column, item_id) DO UPDATE
+                               SET version = nextval(''corpus.embedding_queue_version_seq''), reason = EXCLUDED.reason,
+                                   enqueued_at = now(), state = ''pending'', claimed_by = NULL, claimed_at = NULL,
+                                   lease_until = NULL, attempts = 0, last_error = NULL',
+                           slot.item_table::oid, slot.embedding_column, id_column, embedding, rel);
+        END IF;
+        GET DIAGNOSTICS n = ROW_COUNT;
+        total := total + n;
+    END LOOP;
+    IF total > 0 THEN
+        PERFORM pg_notify('pg_corpus_embedding', slot.item_table::text);
+    END IF;
+    RETURN total;
+END
+$$;
+
+-- On a Citus worker: this node's copy of a slot the coordinator registered (its JSON, the
+-- table named as text: the same table has another OID on every node), replacing an older
+-- copy, and the first backlog of the shards placed here. With the caller's rights: the
+-- registering role needs on every node the privileges it needs on the coordinator.
+CREATE FUNCTION corpus._embedding_slot_replica(slot jsonb) RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    s corpus.embedding_slots := jsonb_populate_record(NULL::corpus.embedding_slots, slot);
+BEGIN
+    INSERT INTO corpus.embedding_slots AS e SELECT s.*
+    ON CONFLICT (item_table, embedding_column) DO UPDATE
+       SET id_column = EXCLUDED.id_column, id_type = EXCLUDED.id_type, input_columns = EXCLUDED.input_columns,
+           model = EXCLUDED.model, dimensions = EXCLUDED.dimensions, trigger_name = EXCLUDED.trigger_name,
+           trigger_function = EXCLUDED.trigger_function, id_attnum = EXCLUDED.id_attnum,
+           embedding_attnum = EXCLUDED.embedding_attnum, input_attnums = EXCLUDED.input_attnums;
+    RETURN corpus._enqueue_local(s, true);
+END
+$$;
+
+-- On a Citus worker: forget this node's copy of a slot (and its queue entries).
+CREATE FUNCTION corpus._embedding_slot_forget(item_table text, embedding_column name) RETURNS bigint
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    WITH gone AS (DELETE FROM corpus.embedding_slots s
+                   WHERE s.item_table = pg_catalog.to_regclass(_embedding_slot_forget.item_table)
+                     AND s.embedding_column = _embedding_slot_forget.embedding_column RETURNING 1)
+    SELECT count(*) FROM gone
+$$;
+
+-- Whether an item of a table is queued for re-embedding on this node (in `state`, or in any
+-- state when it is NULL): on Citus, what a search and the health check ask each shard about
+-- its own rows (crate plan::queued_items), the table named as text (its OID differs between
+-- nodes). The extension owner's rights (the queue's policies show its rows only to roles that
+-- read the table in full), for a session whose user may read the table: no other role learns
+-- anything of it from here.
+CREATE FUNCTION corpus._item_queued(item_table text, embedding_column text, item_id text, state text)
+RETURNS boolean
+LANGUAGE sql STABLE PARALLEL SAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT EXISTS (
+        SELECT 1 FROM corpus.embedding_queue q
+         WHERE q.item_table = pg_catalog.to_regclass(_item_queued.item_table)
+           AND q.embedding_column = _item_queued.embedding_column::name
+           AND q.item_id = _item_queued.item_id
+           AND (_item_queued.state IS NULL OR q.state = _item_queued.state)
+           AND (pg_catalog.has_table_privilege(session_user, q.item_table, 'SELECT')
+                OR pg_catalog.has_any_column_privilege(session_user, q.item_table, 'SELECT')))
+$$;
+
+-- The health check's figures of a slot's queue: the age of its oldest live entry and its
+-- expired leases, on a Citus coordinator over every node's queue (with the caller's rights:
+-- the queue's policies apply).
+CREATE FUNCTION corpus._queue_figures(item_table regclass, embedding_column name,
+                                      OUT oldest_seconds bigint, OUT expired_leases bigint)
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    SELECT coalesce(extract(epoch FROM now() - min(q.enqueued_at) FILTER (WHERE q.state <> 'dead')), 0)::bigint,
+           count(*) FILTER (WHERE q.state = 'claimed' AND q.lease_until < now())
+      INTO oldest_seconds, expired_leases
+      FROM corpus.embedding_queue q
+     WHERE q.item_table = _queue_figures.item_table AND q.embedding_column = _queue_figures.embedding_column;
+    SELECT greatest(oldest_seconds, max((a::jsonb->>'oldest_seconds')::bigint)),
+           expired_leases + coalesce(sum((a::jsonb->>'expired_leases')::bigint), 0)
+      INTO oldest_seconds, expired_leases
+      FROM corpus._citus_fan_out(item_table,
+               format('SELECT row_to_json(f)::text FROM corpus._queue_figures(%L::regclass, %L) f',
+                      item_table::text, embedding_column)) a;
 END
 $$;
 
@@ -429,6 +605,19 @@ BEGIN
 END
 $$;
 
+-- On a Citus coordinator, a worker API statement for a distributed table's items, run on the
+-- other nodes (each node's answer); nothing for any other table or node.
+CREATE FUNCTION corpus._citus_fan_out(item_table regclass, command text) RETURNS SETOF text
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF corpus._citus_table_kind(item_table) = 'distributed' AND corpus._citus_coordinator() THEN
+        RETURN QUERY SELECT * FROM corpus._citus_on_other_nodes(command);
+    END IF;
+END
+$$;
+
 -- ------------------------------------------------------------------------------------------
 -- Worker API. These run with the caller's rights: grant a worker role
 --   GRANT SELECT, UPDATE, DELETE ON corpus.embedding_queue TO embedder;
@@ -438,6 +627,10 @@ $$;
 -- policies and generated columns run with the tenant's rights, never with the worker's, which
 -- reach every table it serves. A worker under row-level security on a table is refused (42501).
 -- ------------------------------------------------------------------------------------------
+
+-- A claimed item as another Citus node's claim answers it (JSON rows of this type).
+CREATE TYPE corpus._claimed_item AS (item_table regclass, embedding_column name, item_id text, version bigint,
+                                     content text, model text, dimensions integer, reason text, attempts integer);
 
 -- Claim up to batch_size items (oldest first) for `lease`; a crashed worker's items come back
 -- when its lease runs out. Returns the text to embed and the version to hand back.
@@ -451,10 +644,14 @@ LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    r    record;
-    slot corpus.embedding_slots;
-    cols record;
-    txt  text;
+    r       record;
+    slot    corpus.embedding_slots;
+    cols    record;
+    txt     text;
+    got     integer := 0;
+    node    record;
+    answer  jsonb;
+    claimed corpus._claimed_item;
 BEGIN
     IF batch_size IS NULL OR batch_size < 1 OR batch_size > 10000 THEN
         RAISE EXCEPTION USING ERRCODE = '22023',
@@ -508,8 +705,29 @@ BEGIN
         item_table := r.item_table; embedding_column := r.embedding_column; item_id := r.item_id;
         version := r.version; content := txt; model := slot.model; dimensions := slot.dimensions;
         reason := r.reason; attempts := r.attempts;
+        got := got + 1;
         RETURN NEXT;
     END LOOP;
+    -- On a Citus coordinator, the queue entries of distributed tables are on the nodes holding
+    -- their shards: claimed there, node after node, until the batch is full (oldest first on
+    -- each node, not across them).
+    IF got < batch_size AND corpus._citus_coordinator() THEN
+        FOR node IN SELECT * FROM corpus._citus_other_nodes() LOOP
+            EXIT WHEN got >= batch_size;
+            SELECT a::jsonb INTO answer FROM corpus._citus_on_nodes(ARRAY[node.node_name], ARRAY[node.node_port],
+                format('SELECT coalesce(jsonb_agg(c), ''[]'')::text FROM corpus.corpus_embedding_claim(%L::integer, %L::interval, %L, %L::regclass) c',
+                       batch_size - got, lease, COALESCE(worker, session_user::text || '@' || pg_backend_pid()),
+                       only_table::text)) a;
+            FOR claimed IN SELECT * FROM jsonb_populate_recordset(NULL::corpus._claimed_item, answer) LOOP
+                item_table := claimed.item_table; embedding_column := claimed.embedding_column;
+                item_id := claimed.item_id; version := claimed.version; content := claimed.content;
+                model := claimed.model; dimensions := claimed.dimensions; reason := claimed.reason;
+                attempts := claimed.attempts;
+                got := got + 1;
+                RETURN NEXT;
+            END LOOP;
+        END LOOP;
+    END IF;
 END
 $$;
 
@@ -556,7 +774,12 @@ BEGIN
        AND e.item_id = corpus_embedding_complete.item_id
        FOR UPDATE;
     IF NOT FOUND THEN
-        RETURN 'not_queued';
+        -- On a Citus coordinator: the entry of a distributed table's item is on the node
+        -- holding its shard, which stores the embedding there (its own transaction)
+        RETURN coalesce((SELECT a FROM corpus._citus_fan_out(item_table,
+                    format('SELECT corpus.corpus_embedding_complete(%L::regclass, %L, %L, %L::bigint, %L, %L)',
+                           item_table::text, embedding_column, item_id, version, embedding::text, model)) a
+                  WHERE a <> 'not_queued' LIMIT 1), 'not_queued');
     END IF;
     IF q.version <> corpus_embedding_complete.version THEN
         -- The text changed after the claim; the trigger already made the item pending again (and
@@ -590,7 +813,10 @@ BEGIN
        AND e.version = corpus_embedding_fail.version
     RETURNING * INTO q;
     IF NOT FOUND THEN
-        RETURN 'not_queued';
+        RETURN coalesce((SELECT a FROM corpus._citus_fan_out(item_table,
+                    format('SELECT corpus.corpus_embedding_fail(%L::regclass, %L, %L, %L::bigint, %L, %L::integer)',
+                           item_table::text, embedding_column, item_id, version, error, max_attempts)) a
+                  WHERE a <> 'not_queued' LIMIT 1), 'not_queued');
     END IF;
     RETURN q.state;
 END
@@ -616,6 +842,13 @@ BEGIN
        AND e.state = 'claimed'
        AND (worker IS NULL OR e.claimed_by = worker);
     IF NOT FOUND THEN
+        IF EXISTS (SELECT 1 FROM corpus._citus_fan_out(item_table,
+                       format('SELECT corpus.corpus_embedding_release(%L::regclass, %L, %L, %L::bigint, %L)',
+                              item_table::text, embedding_column, item_id, version, worker)) a
+                    WHERE a = 'released') THEN
+            PERFORM pg_notify('pg_corpus_embedding', item_table::text);
+            RETURN 'released';
+        END IF;
         RETURN 'not_claimed';
     END IF;
     PERFORM pg_notify('pg_corpus_embedding', item_table::text);
@@ -643,6 +876,14 @@ BEGIN
         PERFORM pg_notify('pg_corpus_embedding', t::text);   -- wake the workers
         n := n + k;
     END LOOP;
+    IF corpus._citus_coordinator() THEN
+        k := coalesce((SELECT sum(a::bigint) FROM corpus._citus_on_other_nodes(
+                 format('SELECT corpus.corpus_embedding_retry_dead(%L::regclass)', only_table::text)) a), 0);
+        IF k > 0 THEN
+            PERFORM pg_notify('pg_corpus_embedding', coalesce(only_table::text, ''));
+        END IF;
+        n := n + k;
+    END IF;
     RETURN n;
 END
 $$;
@@ -656,27 +897,20 @@ LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    slot corpus.embedding_slots;
-    n    bigint;
+    slot   corpus.embedding_slots;
+    n      bigint;
+    remote bigint;
 BEGIN
     slot := corpus._embedding_slot(item_table, embedding_column);
-    EXECUTE format('INSERT INTO corpus.embedding_queue AS q (item_table, embedding_column, item_id, reason)
-                    SELECT %s::oid, %L, t.%I::text, CASE WHEN t.%I IS NULL THEN ''missing'' ELSE ''requested'' END
-                      FROM %s t WHERE %s
-                    ON CONFLICT (item_table, embedding_column, item_id) DO UPDATE
-                       SET version = nextval(''corpus.embedding_queue_version_seq''), reason = EXCLUDED.reason,
-                           enqueued_at = now(), state = ''pending'', claimed_by = NULL, claimed_at = NULL,
-                           lease_until = NULL, attempts = 0, last_error = NULL',
-                   item_table::oid, slot.embedding_column, corpus._slot_column(item_table, slot.id_attnum),
-                   corpus._slot_column(item_table, slot.embedding_attnum), item_table,
-                   CASE WHEN only_missing
-                        THEN format('t.%I IS NULL', corpus._slot_column(item_table, slot.embedding_attnum))
-                        ELSE 'true' END);
-    GET DIAGNOSTICS n = ROW_COUNT;
-    IF n > 0 THEN
-        PERFORM pg_notify('pg_corpus_embedding', item_table::text);
+    -- (on a Citus coordinator, also on the nodes holding the shards of a distributed table)
+    n := corpus._enqueue_local(slot, coalesce(only_missing, true));
+    remote := coalesce((SELECT sum(a::bigint) FROM corpus._citus_fan_out(item_table,
+                  format('SELECT corpus.corpus_embedding_enqueue(%L::regclass, %L, %L)',
+                         item_table::text, slot.embedding_column, coalesce(only_missing, true))) a), 0);
+    IF remote > 0 THEN
+        PERFORM pg_notify('pg_corpus_embedding', item_table::text);   -- (the workers listen here)
     END IF;
-    RETURN n;
+    RETURN n + remote;
 END
 $$;
 
@@ -704,15 +938,22 @@ BEGIN
     UPDATE corpus.embedding_slots s SET model = _embedding_model_start.model
      WHERE s.item_table = _embedding_model_start.item_table
        AND s.embedding_column = _embedding_model_start.embedding_column;
+    -- the other Citus nodes' copies of the slot record it too
+    PERFORM corpus._citus_fan_out(item_table,
+        format('SELECT corpus._embedding_slot_replica(%L::jsonb)',
+               (SELECT to_jsonb(s) FROM corpus.embedding_slots s
+                 WHERE s.item_table = _embedding_model_start.item_table
+                   AND s.embedding_column = _embedding_model_start.embedding_column)));
     EXECUTE format('SELECT count(*) FROM %s', item_table) INTO total;
     RETURN total;
 END
 $$;
 
--- One batch: the next batch_size items after `after` (keyset pagination on the id's own type, so
+-- One batch: the next batch_size items of `relation` (the item table, or one of its shards on
+-- this node: corpus._local_relations) after `after` (keyset pagination on the id's own type, so
 -- each batch is an index range scan). Returns how many and the last id.
-CREATE FUNCTION corpus._embedding_model_batch(item_table regclass, embedding_column name, after text,
-                                              batch_size integer, OUT n bigint, OUT last text)
+CREATE FUNCTION corpus._embedding_model_batch(item_table regclass, embedding_column name, relation regclass,
+                                              after text, batch_size integer, OUT n bigint, OUT last text)
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -733,12 +974,39 @@ BEGIN
                                      claimed_by = NULL, claimed_at = NULL, lease_until = NULL, attempts = 0,
                                      last_error = NULL)
                    SELECT count(*), max(id)::text FROM batch',
-                   corpus._slot_column(item_table, slot.id_attnum), item_table, item_table::oid,
+                   corpus._slot_column(item_table, slot.id_attnum), relation, item_table::oid,
                    slot.embedding_column, slot.id_type)
        INTO n, last USING after, batch_size;
     IF n > 0 THEN
         PERFORM pg_notify('pg_corpus_embedding', item_table::text);
     END IF;
+END
+$$;
+
+-- One batch of a model change on this node, for a coordinator driving it from another node:
+-- `state` is where the previous batch ended ({"relation": its index among this node's
+-- relations of the table, "after": the last id}, {} to begin); answers the next state with
+-- the batch's size n, or {"done": true}.
+CREATE FUNCTION corpus._embedding_model_step(item_table regclass, embedding_column name, state jsonb,
+                                             batch_size integer) RETURNS jsonb
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    rels  regclass[] := ARRAY(SELECT r FROM corpus._local_relations(item_table) r);
+    i     integer := coalesce((state->>'relation')::integer, 1);
+    after text := state->>'after';
+    b     record;
+BEGIN
+    WHILE i <= coalesce(cardinality(rels), 0) LOOP
+        SELECT * INTO b FROM corpus._embedding_model_batch(item_table, embedding_column, rels[i], after, batch_size);
+        IF b.n > 0 THEN
+            RETURN jsonb_build_object('relation', i, 'after', b.last, 'n', b.n);
+        END IF;
+        i := i + 1;
+        after := NULL;
+    END LOOP;
+    RETURN '{"done": true}'::jsonb;
 END
 $$;
 
@@ -749,8 +1017,10 @@ AS $$
 DECLARE
     total bigint;
     done  bigint := 0;
-    n     bigint;
-    last  text := NULL;
+    state jsonb := '{}';
+    nodes text[];
+    ports integer[];
+    k     integer := 1;
 BEGIN
     PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
     IF batch_size IS NULL OR batch_size < 1 THEN
@@ -759,12 +1029,33 @@ BEGIN
             HINT = 'Each batch is one committed transaction; 10000 is a good size.';
     END IF;
     total := corpus._embedding_model_start(item_table, embedding_column, model);
+    -- the nodes holding the table's rows: this one, and on a Citus coordinator the others
+    -- (each batch there is the node's own transaction, driven from here)
+    IF corpus._citus_table_kind(item_table) = 'distributed' AND corpus._citus_coordinator() THEN
+        SELECT array_agg(n.node_name ORDER BY o), array_agg(n.node_port ORDER BY o) INTO nodes, ports
+          FROM corpus._citus_other_nodes() WITH ORDINALITY AS n(node_name, node_port, o);
+    END IF;
     COMMIT;
     LOOP
         PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
-        SELECT b.n, b.last INTO n, last FROM corpus._embedding_model_batch(item_table, embedding_column, last, batch_size) b;
-        EXIT WHEN n = 0;
-        done := done + n;
+        IF k = 1 THEN
+            state := corpus._embedding_model_step(item_table, embedding_column, state, batch_size);
+        ELSIF k <= coalesce(cardinality(nodes), 0) + 1 THEN
+            state := (SELECT a::jsonb FROM corpus._citus_on_nodes(ARRAY[nodes[k - 1]], ARRAY[ports[k - 1]],
+                          format('SELECT corpus._embedding_model_step(%L::regclass, %L, %L::jsonb, %L::integer)::text',
+                                 item_table::text, embedding_column, state, batch_size)) a);
+        ELSE
+            EXIT;
+        END IF;
+        IF state ? 'done' THEN
+            k := k + 1;
+            state := '{}';
+            CONTINUE;
+        END IF;
+        done := done + (state->>'n')::bigint;
+        IF k > 1 THEN
+            PERFORM pg_notify('pg_corpus_embedding', item_table::text);   -- (the workers listen here)
+        END IF;
         COMMIT;
         RAISE NOTICE 'pg_corpus: % of % items of %.% queued for model %', done, total, item_table,
                      embedding_column, model;

@@ -19,6 +19,7 @@ fn code(state: SqlState) -> PgSqlErrorCode {
         SqlState::ReadOnlySqlTransaction => ERRCODE_READ_ONLY_SQL_TRANSACTION,
         SqlState::StatementTooComplex => ERRCODE_STATEMENT_TOO_COMPLEX,
         SqlState::WrongObjectType => ERRCODE_WRONG_OBJECT_TYPE,
+        SqlState::FeatureNotSupported => ERRCODE_FEATURE_NOT_SUPPORTED,
     }
 }
 

@@ -125,7 +125,7 @@ fn isolation_audit(corpus: &Corpus) -> Result<CheckRow, CoreError> {
                 static_failures.push(format!("{}/{}", src.name, p.branch.name()));
             }
         }
-        let (sql, params) = plan::fetch(corpus, idx, &[], vec![]);
+        let (sql, params) = plan::fetch(corpus, idx, &[], vec![], vec![]);
         static_checked += 1;
         if !health::carries_isolation(src, &sql, &params) {
             static_failures.push(format!("{}/fetch", src.name));

@@ -208,6 +208,21 @@ fn read_corpus(name: &str) -> Result<(Corpus, Vec<i64>), CoreError> {
     })
     .map_err(spi_failure)?;
     let Some(json) = json else {
+        if on_citus_worker() {
+            // Citus sent the statement to a worker node (it also read a distributed table in a
+            // way Citus routes to one shard), or a client connected to one: the catalog of
+            // corpora is kept on the coordinator
+            return Err(CoreError::new(
+                SqlState::FeatureNotSupported,
+                format!("corpus \"{name}\" is not defined on this Citus worker node"),
+                "Connect to the coordinator, and pass the query vector as a value (a bind parameter), or read it first: \
+                 WITH v AS MATERIALIZED (SELECT embedding FROM ... WHERE ...) SELECT s.* FROM v, corpus.corpus_hybrid_search(..., v.embedding, ...) s",
+            )
+            .with_detail(
+                "pg_corpus keeps its catalog on the coordinator; Citus runs a statement that reads a distributed table \
+                 through a single shard on that shard's node.",
+            ));
+        }
         return Err(CoreError::new(
             SqlState::UndefinedObject,
             format!("corpus \"{name}\" does not exist"),
@@ -268,4 +283,10 @@ pub fn load_corpus_names(only: Option<&str>) -> Result<Vec<String>, CoreError> {
         )),
         _ => Ok(names),
     }
+}
+
+/// Whether this node is a worker of a Citus cluster (`corpus._citus_node_role()`; false on any
+/// error: this only chooses an error message).
+fn on_citus_worker() -> bool {
+    Spi::get_one::<bool>("SELECT corpus._citus_node_role() = 'worker'").ok().flatten().unwrap_or(false)
 }

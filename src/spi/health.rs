@@ -12,7 +12,9 @@ use super::{datums, spi_failure};
 /// Run a health query and return its rows as JSON objects.
 pub fn rows(query: &Query) -> Result<Vec<serde_json::Value>, CoreError> {
     Spi::connect(|client| {
-        let wrapped = format!("SELECT to_jsonb(q) FROM ({}) AS q", query.sql());
+        // (a materialised CTE, not a subquery: Citus pushes a subquery's whole-row reference
+        // down to the shards, and the rows come back as anonymous records, {"f1": ...})
+        let wrapped = format!("WITH q AS MATERIALIZED ({}) SELECT to_jsonb(q) FROM q", query.sql());
         let mut rows = Vec::new();
         for row in client.select(&wrapped, None, &datums(query.params()))? {
             if let Some(v) = row.get::<JsonbText>(1)? {

@@ -167,6 +167,28 @@ impl Opened {
     }
 }
 
+/// The relations of this node that hold the table's rows, named for the statements: the table
+/// itself, or on Citus the shards of a distributed table placed on this node (none on a
+/// coordinator without shards; the columns keep their names on the shards).
+fn local_relations(t: &Opened) -> Result<Vec<ItemTable>, CoreError> {
+    let oids: Vec<pg_sys::Oid> = Spi::connect(|client| {
+        let rows = client.select(
+            "SELECT r::pg_catalog.oid FROM corpus._local_relations($1::pg_catalog.oid::pg_catalog.regclass) r",
+            None,
+            &[DatumWithOid::from(t.oid)],
+        )?;
+        let mut out = Vec::new();
+        for row in rows {
+            if let Some(oid) = row.get::<pg_sys::Oid>(1)? {
+                out.push(oid);
+            }
+        }
+        Ok(out)
+    })
+    .map_err(spi_failure)?;
+    oids.into_iter().map(|oid| if oid == t.oid { Ok(t.table.clone()) } else { open(oid).map(|o| o.table) }).collect()
+}
+
 /// `item_id` as a value of the id column's type (its input function: an id that is not one
 /// raises that type's own error, e.g. 22P02).
 fn id_value(type_oid: pg_sys::Oid, item_id: &str) -> Result<DatumWithOid<'static>, CoreError> {
@@ -206,19 +228,26 @@ pub fn item_text(
         inputs.push(name);
     }
     t.require_no_row_security()?;
-    let sql = items::text_sql(&t.table, &id, &inputs);
+    let relations = local_relations(&t)?;
     as_role_restricted(t.owner, || {
-        // (the id's input function inside: a domain's CHECK is the tenant's code)
-        let key = id_value(id_type, item_id)?;
-        Spi::connect(|client| {
-            let rows = client.select(sql.as_str(), Some(1), &[key])?;
-            if rows.is_empty() {
-                Ok(None)
-            } else {
-                Ok(Some(rows.first().get_one::<String>()?.unwrap_or_default()))
+        for rel in &relations {
+            let sql = items::text_sql(rel, &id, &inputs);
+            // (the id's input function inside: a domain's CHECK is the tenant's code)
+            let key = id_value(id_type, item_id)?;
+            let found = Spi::connect(|client| {
+                let rows = client.select(sql.as_str(), Some(1), &[key])?;
+                if rows.is_empty() {
+                    Ok(None)
+                } else {
+                    Ok(Some(rows.first().get_one::<String>()?.unwrap_or_default()))
+                }
+            })
+            .map_err(spi_failure)?;
+            if found.is_some() {
+                return Ok(found);
             }
-        })
-        .map_err(spi_failure)
+        }
+        Ok(None)
     })
 }
 
@@ -242,10 +271,18 @@ fn writable(
 /// Lock the item's row for the store that follows (false: the item is gone).
 pub fn lock_item(table: pg_sys::Oid, id_attnum: i16, embedding_attnum: i16, item_id: &str) -> Result<bool, CoreError> {
     let (t, id, id_type, _, _) = writable(table, id_attnum, embedding_attnum)?;
-    let sql = items::lock_sql(&t.table, &id);
+    let relations = local_relations(&t)?;
     as_role_restricted(t.owner, || {
-        let key = id_value(id_type, item_id)?;
-        Spi::connect_mut(|client| Ok(!client.update(sql.as_str(), Some(1), &[key])?.is_empty())).map_err(spi_failure)
+        for rel in &relations {
+            let sql = items::lock_sql(rel, &id);
+            let key = id_value(id_type, item_id)?;
+            if Spi::connect_mut(|client| Ok(!client.update(sql.as_str(), Some(1), &[key])?.is_empty()))
+                .map_err(spi_failure)?
+            {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     })
 }
 
@@ -266,11 +303,20 @@ pub fn store_embedding(
             "Pass a value of the embedding column's own type (pgvector's vector).",
         ));
     }
-    let sql = items::store_sql(&t.table, &column, &id);
+    let relations = local_relations(&t)?;
     as_role_restricted(t.owner, || {
-        let key = id_value(id_type, item_id)?;
-        Spi::connect_mut(|client| Ok(client.update(sql.as_str(), None, &[embedding, key])?.len() > 0))
-            .map_err(spi_failure)
+        for rel in &relations {
+            let sql = items::store_sql(rel, &column, &id);
+            let key = id_value(id_type, item_id)?;
+            // SAFETY: the caller's datum and type, copied for each relation tried.
+            let value = unsafe { DatumWithOid::new_from_datum(embedding.datum(), embedding.oid()) };
+            if Spi::connect_mut(|client| Ok(client.update(sql.as_str(), None, &[value, key])?.len() > 0))
+                .map_err(spi_failure)?
+            {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     })
 }
 

@@ -112,6 +112,19 @@ impl Executor for SpiExecutor {
         Ok(v)
     }
 
+    fn count_rows(&mut self, sql: &str, params: &[Param]) -> Result<f64, CoreError> {
+        // memoised like an estimate (it only chooses the semantic strategy of a distributed
+        // source, and a stale count only keeps the previous choice)
+        let key = fact_key("count", sql, params);
+        if let Some(v) = catalog::cached_fact(&self.corpus, &key) {
+            return Ok(v);
+        }
+        self.settle_custom(&[]);
+        let v = select_saved(sql, &datums(params), |table| Ok(table.first().get_one::<f64>()?.unwrap_or(0.0)))?;
+        catalog::remember_fact(&self.corpus, key, v);
+        Ok(v)
+    }
+
     fn served_by_partial_index(&mut self, plan: &Subplan, settings: &[Setting]) -> Result<bool, CoreError> {
         let key = fact_key("partial", &plan.sql, &plan.params);
         if let Some(v) = catalog::cached_fact(&self.corpus, &key) {

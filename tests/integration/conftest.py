@@ -97,6 +97,26 @@ def cluster():
                                capture_output=True, text=True, timeout=180)
 
 
+@pytest.fixture(scope="session")
+def citus_cluster():
+    """A coordinator and two workers with Citus (tests/integration/citus_support.py), in
+    ${PG_CORPUS_CITUS_DIR:-<repo>/.pgdata/citus}: only the Citus layer's modules ask for it."""
+    import citus_support
+
+    try:
+        c = citus_support.CitusCluster.start()
+    except RuntimeError as e:
+        pytest.fail(str(e), pytrace=False)
+    try:
+        yield c
+    finally:
+        try:
+            c.close()
+        finally:
+            if os.environ.get("PG_CORPUS_TEST_KEEP") != "1":
+                c.stop()
+
+
 # --------------------------------------------------------------------------------------------
 # Seeded data
 # --------------------------------------------------------------------------------------------

@@ -30,6 +30,8 @@ pub enum SqlState {
     StatementTooComplex,
     /// 42809
     WrongObjectType,
+    /// 0A000
+    FeatureNotSupported,
 }
 
 impl SqlState {
@@ -47,6 +49,7 @@ impl SqlState {
             SqlState::ReadOnlySqlTransaction => "25006",
             SqlState::StatementTooComplex => "54001",
             SqlState::WrongObjectType => "42809",
+            SqlState::FeatureNotSupported => "0A000",
         }
     }
 }

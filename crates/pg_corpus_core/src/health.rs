@@ -160,13 +160,12 @@ pub fn required_value_query(src: &Source, field: &str) -> Option<Query> {
 }
 
 /// The re-embed queue of one source's table and embedding column: its oldest entry's age, the
-/// expired leases, the registered slots and their enabled triggers. Columns:
+/// expired leases (`corpus._queue_figures`: on a Citus coordinator, over every node's queue),
+/// the registered slots and their enabled triggers. Columns:
 /// table_oldest_seconds, table_expired_leases, slots, enabled_triggers, trigger_name.
 pub fn queue_query(src: &Source) -> Query {
     Query::new(
-        "SELECT coalesce(extract(epoch FROM now() - min(enqueued_at) FILTER (WHERE state <> 'dead')), 0)::bigint
-                    AS table_oldest_seconds,
-                count(*) FILTER (WHERE state = 'claimed' AND lease_until < now()) AS table_expired_leases,
+        "SELECT f.oldest_seconds AS table_oldest_seconds, f.expired_leases AS table_expired_leases,
                 (SELECT count(*) FROM corpus.embedding_slots s
                   WHERE s.item_table = $1::int8::oid AND s.embedding_column = $2::name) AS slots,
                 (SELECT count(*) FROM corpus.embedding_slots s
@@ -175,8 +174,7 @@ pub fn queue_query(src: &Source) -> Query {
                     AND t.tgenabled IN ('O', 'A')) AS enabled_triggers,
                 (SELECT s.trigger_name FROM corpus.embedding_slots s
                   WHERE s.item_table = $1::int8::oid AND s.embedding_column = $2::name) AS trigger_name
-           FROM corpus.embedding_queue
-          WHERE item_table = $1::int8::oid AND embedding_column = $2::name"
+           FROM corpus._queue_figures($1::int8::oid::regclass, $2::name) AS f"
             .to_string(),
         vec![Param::Int(src.item.oid), Param::Text(src.embedding.column.clone())],
     )

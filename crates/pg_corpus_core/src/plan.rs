@@ -230,6 +230,16 @@ pub(crate) fn queued(src: &Source, params: &mut Params) -> String {
 
 /// [`queued`], restricted to queue entries in `state` (pending, claimed, dead).
 pub(crate) fn queued_in_state(src: &Source, params: &mut Params, state: Option<&str>) -> String {
+    if src.distributed() {
+        // Citus: the entries are on the nodes holding the shards, asked on each shard
+        let table = params.push(Param::Text(qualified(&src.item.schema, &src.item.name)));
+        let column = params.push(Param::Text(src.embedding.column.clone()));
+        let state = match state {
+            Some(st) => format!("{}::text", params.push(Param::Text(st.to_string()))),
+            None => "NULL::text".to_string(),
+        };
+        return format!("corpus._item_queued({table}::text, {column}::text, {}::text, {state})", col(&src.id));
+    }
     let table = params.push(Param::Int(src.item.oid));
     let column = params.push(Param::Text(src.embedding.column.clone()));
     let state = match state {
@@ -268,6 +278,21 @@ pub fn semantic(
         col(&src.parent_fk)
     );
     let sql = match strategy {
+        // On Citus (a distributed item table) the statement goes to every shard of the slice
+        // and the coordinator merges their rows: ORDER BY … LIMIT is pushed down, so each shard
+        // returns only its nearest. The item id breaks distance ties, so that every shard and
+        // the merge keep the same tied items (a single node's results, ties included).
+        Strategy::Approximate if src.distributed() => {
+            let fw = from_where(src, conds, true, &[], &mut params);
+            format!("{select}\n{fw}\nORDER BY {dist}, {}::text\nLIMIT {lim}", col(&src.id))
+        }
+        // Exact on Citus: no OFFSET 0 fence (Citus cannot push a fenced subquery down and
+        // would pull the whole slice, texts included, to the coordinator); `+ 0` makes the
+        // order one the ANN index cannot serve, so no shard answers it approximately.
+        _ if src.distributed() => {
+            let fw = from_where(src, conds, true, &[], &mut params);
+            format!("{select}\n{fw}\nORDER BY ({dist}) + 0, {}::text\nLIMIT {lim}", col(&src.id))
+        }
         // ORDER BY the bare operator expression: the shape pgvector's index scan serves.
         Strategy::Approximate => {
             let fw = from_where(src, conds, true, &[], &mut params);
@@ -390,6 +415,14 @@ pub fn lexical_bm25(
         "corpus._bm25_score({tsv}, {keys}::text[], {weights}::real[]::float8[], {avg}::float8, {k1}::float8, {b}::float8)"
     );
     let id = col(&src.id);
+    if src.distributed() {
+        // On Citus: one statement Citus pushes down whole, so that each shard scores its own
+        // candidates and returns its best `limit` (only ids and scores travel to the
+        // coordinator, which merges them); the whole predicate, text condition included, is
+        // checked on the shards (a fenced subquery would be pulled to the coordinator).
+        let fw = from_where(src, conds, false, &[find], &mut params);
+        return lexical_subplan(src, idx, &score, &fw, &lim, limit, params);
+    }
     let sql = match scope {
         ScopeCheck::Joined | ScopeCheck::JoinedAfterIndex => {
             let fw = from_where_parts(src, conds, false, false, &[find], &mut params);
@@ -598,12 +631,31 @@ fn json_object(pairs: &[(String, ColRef)], params: &mut Params) -> String {
     parts.join(" || ")
 }
 
-/// Fetch the final rows of one source by item id, under the same predicate and filters.
-pub fn fetch(corpus: &Corpus, idx: usize, conds: &[Condition], ids: Vec<String>) -> (String, Vec<Param>) {
+/// `id = ANY(ids)`, and on a Citus table distributed by the parent key `parent_fk =
+/// ANY(parents)` as well (`parents`: the items' parent ids, or empty when unknown), so that the lookup goes only to the shards holding those parents.
+fn by_ids(src: &Source, ids: Vec<String>, parents: Vec<String>, params: &mut Params) -> Vec<String> {
+    let p = params.push(Param::TextArray(ids));
+    let mut out = vec![format!("{} = ANY({p}::text[]::{}[])", col(&src.id), src.id.sql_type)];
+    // (no parents known: every shard is asked)
+    if src.routed_by_parent() && !parents.is_empty() {
+        let q = params.push(Param::TextArray(parents));
+        out.push(format!("{} = ANY({q}::text[]::{}[])", col(&src.parent_fk), src.parent_fk.sql_type));
+    }
+    out
+}
+
+/// Fetch the final rows of one source by item id (and parent id: the Citus routing key),
+/// under the same predicate and filters.
+pub fn fetch(
+    corpus: &Corpus,
+    idx: usize,
+    conds: &[Condition],
+    ids: Vec<String>,
+    parents: Vec<String>,
+) -> (String, Vec<Param>) {
     let src = &corpus.sources[idx];
     let mut params = Params::default();
-    let p = params.push(Param::TextArray(ids));
-    let extra = [format!("{} = ANY({p}::text[]::{}[])", col(&src.id), src.id.sql_type)];
+    let extra = by_ids(src, ids, parents, &mut params);
     let locator = json_object(&src.locator, &mut params);
     let metadata = json_object(&src.metadata, &mut params);
     let fw = from_where(src, conds, false, &extra, &mut params);
@@ -615,29 +667,74 @@ pub fn fetch(corpus: &Corpus, idx: usize, conds: &[Condition], ids: Vec<String>)
     (sql, params.values)
 }
 
-/// Which of these items of these sources are queued for re-embedding (their embedding is
-/// missing or stale), in one statement over the extension's queue only: `source` (the index
-/// into `corpus.sources`), `item_id`. The queue (sql/embedding.sql) is keyed by item table,
-/// embedding column and `id::text`.
-pub fn queued_items(corpus: &Corpus, items: &[(usize, Vec<String>)]) -> (String, Vec<Param>) {
+/// Which of these items (id, parent id) of these sources are queued for re-embedding (their
+/// embedding is missing or stale), in one statement: `source` (the index into
+/// `corpus.sources`), `item_id`. The queue (sql/embedding.sql) is keyed by item table,
+/// embedding column and `id::text`. Items of a node's own tables are looked up in its queue
+/// only. On Citus the queue entries of a distributed table's items are on the nodes holding
+/// their shards (the re-embed trigger runs there): those items are looked up through the item
+/// table, routed by their parents' keys, with `corpus._item_queued` evaluated on the shards.
+pub fn queued_items(corpus: &Corpus, items: &[(usize, Vec<(String, String)>)]) -> (String, Vec<Param>) {
     let (mut sources, mut tables, mut columns, mut ids) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut distributed = Vec::new();
     for (idx, list) in items {
         let src = &corpus.sources[*idx];
-        for id in list {
+        if src.distributed() {
+            distributed.push((*idx, list));
+            continue;
+        }
+        for (id, _) in list {
             sources.push(idx.to_string());
             tables.push(src.item.oid.to_string());
             columns.push(src.embedding.column.clone());
             ids.push(id.clone());
         }
     }
-    let sql = "SELECT x.source::int4 AS source, x.item_id
-  FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS x(source, item_table, embedding_column, item_id)
+    let mut parts = Vec::new();
+    let mut params = Params::default();
+    if !ids.is_empty() || distributed.is_empty() {
+        let (a, b, c, d) = (
+            params.push(Param::TextArray(sources)),
+            params.push(Param::TextArray(tables)),
+            params.push(Param::TextArray(columns)),
+            params.push(Param::TextArray(ids)),
+        );
+        parts.push(format!(
+            "SELECT x.source::int4 AS source, x.item_id
+  FROM unnest({a}::text[], {b}::text[], {c}::text[], {d}::text[]) AS x(source, item_table, embedding_column, item_id)
  WHERE EXISTS (SELECT 1 FROM corpus.embedding_queue AS eq
                 WHERE eq.item_table = x.item_table::int8::oid
                   AND eq.embedding_column = x.embedding_column::name
                   AND eq.item_id = x.item_id)"
-        .to_string();
-    (sql, vec![Param::TextArray(sources), Param::TextArray(tables), Param::TextArray(columns), Param::TextArray(ids)])
+        ));
+    }
+    for (idx, list) in distributed {
+        let src = &corpus.sources[idx];
+        let (ids, parents): (Vec<String>, Vec<String>) = list.iter().cloned().unzip();
+        let mut conds = by_ids(src, ids, parents, &mut params);
+        let table = params.push(Param::Text(qualified(&src.item.schema, &src.item.name)));
+        let column = params.push(Param::Text(src.embedding.column.clone()));
+        conds.push(format!("corpus._item_queued({table}::text, {column}::text, {}::text, NULL::text)", col(&src.id)));
+        parts.push(format!(
+            "SELECT {idx}::int4 AS source, {}::text AS item_id\n  FROM {} AS i\n WHERE {}",
+            col(&src.id),
+            qualified(&src.item.schema, &src.item.name),
+            conds.join("\n   AND ")
+        ));
+    }
+    (parts.join("\nUNION ALL\n"), params.values)
+}
+
+/// A query counting a Citus distributed source's slice (the corpus predicate, the caller's
+/// filters, an embedding), up to `cap` rows: the planner's estimate of a distributed table is
+/// a constant of Citus', so the semantic branch chooses its strategy by this count instead.
+/// Each shard stops at `cap` rows.
+pub fn slice_count(corpus: &Corpus, idx: usize, conds: &[Condition], cap: i64) -> (String, Vec<Param>) {
+    let src = &corpus.sources[idx];
+    let mut params = Params::default();
+    let fw = from_where(src, conds, true, &[], &mut params);
+    let cap = params.push(Param::Int(cap));
+    (format!("SELECT count(*)::float8 FROM (SELECT 1\n{fw}\nLIMIT {cap}) AS slice"), params.values)
 }
 
 /// What feedback learns from the first fusion's best items of one source, under the same
@@ -778,7 +875,7 @@ mod tests {
             out.push(slice_probe(&c, idx, &conds));
             out.push(feedback_fetch(&c, idx, &conds, vec!["1".into()]));
             out.push(item_keys(&c, idx, &conds, vec!["1".into()], vec!["חוזה".into()]));
-            out.push(fetch(&c, idx, &conds, vec!["1".into()]));
+            out.push(fetch(&c, idx, &conds, vec!["1".into()], vec!["3".into()]));
         }
         out
     }
@@ -916,7 +1013,7 @@ mod tests {
         let p = semantic(&c, 0, &[], &[0.0; 384], 10, Strategy::Exact);
         assert!(p.sql.contains("OFFSET 0) AS slice"));
         assert!(!p.sql.contains("embedding_queue"));
-        let (sql, _) = fetch(&c, 0, &[], vec!["1".into()]);
+        let (sql, _) = fetch(&c, 0, &[], vec!["1".into()], vec![]);
         assert!(!sql.contains("embedding_queue"), "nor the final fetch");
     }
 
@@ -932,11 +1029,39 @@ mod tests {
     #[test]
     fn the_queue_lookup_names_each_items_table_and_column() {
         let c = legal();
-        let (sql, params) = queued_items(&c, &[(0, vec!["1".into(), "2".into()]), (1, vec!["7".into()])]);
+        let pair = |i: &str| (i.to_string(), "3".to_string());
+        let (sql, params) = queued_items(&c, &[(0, vec![pair("1"), pair("2")]), (1, vec![pair("7")])]);
         assert_placeholders_match(&sql, &params);
         assert_eq!(params[0], Param::TextArray(vec!["0".into(), "0".into(), "1".into()]));
         assert_eq!(params[1], Param::TextArray(vec!["101".into(), "101".into(), "102".into()]));
         assert_eq!(params[2], Param::TextArray(vec!["embedding".into(); 3]));
         assert_eq!(params[3], Param::TextArray(vec!["1".into(), "2".into(), "7".into()]));
+    }
+
+    #[test]
+    fn a_distributed_source_routes_its_lookups_by_parent_and_keeps_each_branch_one_pushdown() {
+        let mut c = legal();
+        for s in &mut c.sources {
+            s.item.distribution = Some(s.parent_fk.column.clone());
+        }
+        let conds = filters::parse(&c, &json!({"court": "עליון"})).unwrap();
+        let (sql, params) = fetch(&c, 0, &conds, vec!["1".into(), "2".into()], vec!["7".into()]);
+        assert_placeholders_match(&sql, &params);
+        assert!(sql.contains("i.\"case_law_id\" = ANY($2::text[]::bigint[])"), "{sql}");
+        assert!(sql.contains("p.\"source_kind\" = $"), "the corpus predicate on every path: {sql}");
+        let pair = |i: &str, p: &str| (i.to_string(), p.to_string());
+        let (sql, params) = queued_items(&c, &[(0, vec![pair("1", "7")]), (1, vec![pair("9", "8")])]);
+        assert_placeholders_match(&sql, &params);
+        assert_eq!(sql.matches("corpus._item_queued(").count(), 2, "{sql}");
+        assert!(!sql.contains("corpus.embedding_queue"), "no local table in a distributed statement: {sql}");
+        assert!(params.contains(&Param::Text("\"public\".\"precedent_chunks\"".into())), "{params:?}");
+        for strategy in [Strategy::Exact, Strategy::Approximate] {
+            let p = semantic(&c, 1, &conds, &[0.5; 384], 40, strategy);
+            assert_placeholders_match(&p.sql, &p.params);
+            assert!(!p.sql.contains("OFFSET 0") && p.sql.contains("\"review_status\" = $"), "{}", p.sql);
+        }
+        let (sql, params) = slice_count(&c, 0, &conds, 1001);
+        assert_placeholders_match(&sql, &params);
+        assert!(sql.starts_with("SELECT count(*)") && sql.contains("p.\"source_kind\" = $"), "{sql}");
     }
 }

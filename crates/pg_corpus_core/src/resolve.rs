@@ -34,6 +34,9 @@ pub struct RelationInfo {
     pub schema: String,
     pub name: String,
     pub kind: String,
+    /// A Citus distributed table's distribution column (None: a table of this node only).
+    #[serde(default)]
+    pub distribution: Option<String>,
     pub columns: BTreeMap<String, ColumnInfo>,
 }
 
@@ -221,6 +224,9 @@ pub struct Relation {
     pub oid: i64,
     pub schema: String,
     pub name: String,
+    /// A Citus distributed table's distribution column: its rows are on the shards, and the
+    /// subplans take the shapes Citus pushes down to them (crate::plan).
+    pub distribution: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -258,6 +264,17 @@ pub struct Source {
 }
 
 impl Source {
+    /// Whether the items are in a Citus distributed table (on the shards, not on this node).
+    pub fn distributed(&self) -> bool {
+        self.item.distribution.is_some()
+    }
+
+    /// Whether the item table is distributed by the parent key column: a lookup by item ids
+    /// that also names their parents' keys goes only to the shards holding them.
+    pub fn routed_by_parent(&self) -> bool {
+        self.item.distribution.as_deref() == Some(self.parent_fk.column.as_str())
+    }
+
     /// Every column the definition uses.
     pub fn columns(&self) -> Vec<&ColRef> {
         let mut cols = vec![&self.id, &self.text, &self.tsv, &self.embedding, &self.parent_fk];
@@ -739,8 +756,18 @@ fn resolve_source(
     };
     Ok(Source {
         name: src.name.clone(),
-        item: Relation { oid: item.oid, schema: item.schema.clone(), name: item.name.clone() },
-        parent: src.parent.as_ref().map(|p| Relation { oid: p.oid, schema: p.schema.clone(), name: p.name.clone() }),
+        item: Relation {
+            oid: item.oid,
+            schema: item.schema.clone(),
+            name: item.name.clone(),
+            distribution: item.distribution.clone(),
+        },
+        parent: src.parent.as_ref().map(|p| Relation {
+            oid: p.oid,
+            schema: p.schema.clone(),
+            name: p.name.clone(),
+            distribution: p.distribution.clone(),
+        }),
         parent_scope,
         id: colref(Side::Item, &src.id_column, id_info),
         text: colref(Side::Item, &src.text_column, text_info),

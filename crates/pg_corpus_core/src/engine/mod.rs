@@ -100,6 +100,9 @@ pub trait Executor {
     /// Run a [`crate::plan::slice_probe`] or [`crate::plan::parent_slice_probe`] query: does it
     /// return a row (the slice, or its parents, is not empty)?
     fn any_row(&mut self, sql: &str, params: &[Param]) -> Result<bool>;
+    /// Run a [`crate::plan::slice_count`] query: the number of rows it counts (the executor may
+    /// memoise it like an estimate: it only chooses a strategy).
+    fn count_rows(&mut self, sql: &str, params: &[Param]) -> Result<f64>;
     /// `pg_class.reltuples` of each table (negative: never analysed).
     fn table_rows(&mut self, tables: &[i64]) -> Result<Vec<f64>>;
     /// Document frequencies of `terms` in a corpus' statistics, with its totals: one round trip.

@@ -776,10 +776,12 @@ fn lexical_plans(
     let stats = exec.term_stats(&corpus.name, &all)?;
     let corpus_stats = CorpusStats { n_docs: stats.documents, total_length: stats.total_length };
     let corpus_share = lexical::corpus_share(corpus_stats.n_docs, table_rows);
+    // (how the BM25 subplan checks the corpus predicate; a distributed source's subplan has
+    // one shape, checked on the shards: Citus' estimate would mean nothing here)
     let corpus_parents = (0..corpus.sources.len())
         .map(|idx| match plan::parent_slice_estimate(corpus, idx) {
-            Some((sql, params)) => exec.estimate_rows(&sql, &params).map(Some),
-            None => Ok(None),
+            Some((sql, params)) if !corpus.sources[idx].distributed() => exec.estimate_rows(&sql, &params).map(Some),
+            _ => Ok(None),
         })
         .collect::<Result<Vec<_>>>()?;
     Ok(keys_per_text

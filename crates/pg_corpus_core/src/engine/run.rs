@@ -92,6 +92,19 @@ fn semantic_plans_of(req: &Request, only: Option<usize>, exec: &mut dyn Executor
             out.push(SemanticPlan { strategy: Strategy::Exact, selectivity: 0.0, empty: Some(EmptyBy::Items) });
             continue;
         }
+        if req.corpus.sources[idx].distributed() {
+            // Citus: the planner's estimate of a distributed table is Citus' constant, so the
+            // slice is counted (up to the exact-search limit, each shard stopping there).
+            // Emptiness is not judged from it (the executor may memoise the count, and a
+            // memoised 0 would hide new items): an empty slice's subplans return nothing.
+            let cap = i64::from(req.config.exact_search_max_rows).saturating_add(1);
+            let (sql, params) = plan::slice_count(&req.corpus, idx, &req.conds, cap);
+            let slice = exec.count_rows(&sql, &params)?;
+            let strategy =
+                if req.any_vector() && slice > exact_max { Strategy::Approximate } else { Strategy::Exact };
+            out.push(SemanticPlan { strategy, selectivity: 1.0, empty: None });
+            continue;
+        }
         // the planner's minimum estimate for the parents (a value the statistics do not know)
         // says they may be empty
         let parent_probe = plan::parent_slice_probe(&req.corpus, idx);
@@ -396,7 +409,7 @@ fn run_round(
         // stale embeddings are not used by the semantic branch (PRODUCT.md invariant 5): one
         // lookup of the queue for the semantic hits of every query
         let all = per_query.iter().flat_map(|(s, _)| s.iter().flat_map(|(_, hits)| hits));
-        let stale = queued(req, all.map(|h| (h.source, h.item_id.as_str())), exec)?;
+        let stale = queued(req, all.map(|h| (h.source, h.item_id.as_str(), h.parent_id.as_str())), exec)?;
         if !stale.is_empty() {
             for (_, hits) in per_query.iter_mut().flat_map(|(s, _)| s.iter_mut()) {
                 hits.retain(|h| !stale.contains(&(h.source, h.item_id.clone())));
@@ -435,17 +448,18 @@ fn run_round(
     Ok(Round { lists, saturated, frontiers })
 }
 
-/// Which of these (source, item id) are queued for re-embedding: one lookup of the queue.
+/// Which of these (source, item id, parent id) are queued for re-embedding: one lookup of the
+/// queue.
 fn queued<'a>(
     req: &Request,
-    items: impl Iterator<Item = (usize, &'a str)>,
+    items: impl Iterator<Item = (usize, &'a str, &'a str)>,
     exec: &mut dyn Executor,
 ) -> Result<HashSet<(usize, String)>> {
-    let mut per_source: Vec<Vec<String>> = vec![Vec::new(); req.corpus.sources.len()];
-    for (source, id) in items {
-        per_source[source].push(id.to_string());
+    let mut per_source: Vec<Vec<(String, String)>> = vec![Vec::new(); req.corpus.sources.len()];
+    for (source, id, parent) in items {
+        per_source[source].push((id.to_string(), parent.to_string()));
     }
-    let lookups: Vec<(usize, Vec<String>)> =
+    let lookups: Vec<(usize, Vec<(String, String)>)> =
         per_source.into_iter().enumerate().filter(|(_, ids)| !ids.is_empty()).collect();
     if lookups.is_empty() {
         return Ok(HashSet::new());
@@ -876,10 +890,11 @@ pub fn search(req: &Request, exec: &mut dyn Executor) -> Result<Vec<SearchRow>> 
     // hits the semantic branch kept are known fresh (it dropped the stale ones); the others
     // are looked up
     let unknown = rows.iter().filter(|f| req.include_stale || f.semantic.is_none());
-    let stale = queued(req, unknown.map(|f| (f.source, f.item_id.as_str())), exec)?;
+    let stale = queued(req, unknown.map(|f| (f.source, f.item_id.as_str(), f.parent_id.as_str())), exec)?;
     let mut fetched = HashMap::new();
     for (idx, ids) in ids_per_source(rows.iter(), req.corpus.sources.len()) {
-        let (sql, params) = plan::fetch(&req.corpus, idx, &req.conds, ids);
+        let parents = rows.iter().filter(|f| f.source == idx).map(|f| f.parent_id.clone()).collect();
+        let (sql, params) = plan::fetch(&req.corpus, idx, &req.conds, ids, parents);
         for row in exec.fetch_rows(&sql, &params)? {
             fetched.insert((idx, row.item_id.clone()), row);
         }

@@ -93,7 +93,7 @@ pub fn find_similar(
         (Mode::Lexical, _) => None,
         (_, Some(v)) if sim.args.include_stale => Some(v),
         (_, Some(v)) => {
-            let (sql, params) = plan::queued_items(&corpus, &[(idx, vec![item_id.clone()])]);
+            let (sql, params) = plan::queued_items(&corpus, &[(idx, vec![(item_id.clone(), seed.parent_id.clone().unwrap_or_default())])]);
             if exec.queued_items(&sql, &params)?.is_empty() {
                 Some(v)
             } else {

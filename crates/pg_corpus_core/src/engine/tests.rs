@@ -40,6 +40,7 @@ enum Call {
         sql: String,
     },
     Estimate,
+    Count,
     TableRows,
     Partial(usize),
     Probe(usize),
@@ -211,6 +212,11 @@ impl Executor for Fake {
         Ok(!self.items[src].is_empty())
     }
 
+    fn count_rows(&mut self, sql: &str, _params: &[Param]) -> Result<f64> {
+        self.record(Call::Count)?;
+        Ok(if sql.contains("\"halachot\"") { self.slice_rows[1] } else { self.slice_rows[0] })
+    }
+
     fn table_rows(&mut self, tables: &[i64]) -> Result<Vec<f64>> {
         self.record(Call::TableRows)?;
         Ok(self.table_rows[..tables.len()].to_vec())
@@ -332,17 +338,29 @@ impl Executor for Fake {
         Ok(out)
     }
 
-    fn queued_items(&mut self, _sql: &str, params: &[Param]) -> Result<Vec<(usize, String)>> {
-        let (Param::TextArray(sources), Param::TextArray(ids)) = (&params[0], &params[3]) else {
-            panic!("queued_items takes source and id arrays")
-        };
-        self.record(Call::Queued(ids.len()))?;
-        Ok(sources
-            .iter()
-            .zip(ids)
-            .filter(|(_, id)| self.stale.contains(id))
-            .map(|(s, id)| (s.parse().unwrap(), id.clone()))
-            .collect())
+    fn queued_items(&mut self, sql: &str, params: &[Param]) -> Result<Vec<(usize, String)>> {
+        // one part per node-local lookup (x.source from an array) or distributed source
+        // ("SELECT <idx>::int4 AS source ... id = ANY($n ...")
+        let mut asked: Vec<(usize, String)> = Vec::new();
+        for part in sql.split("\nUNION ALL\n") {
+            let placeholders: Vec<usize> =
+                part.split('$').skip(1).filter_map(|t| t.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok()).collect();
+            if part.starts_with("SELECT x.source") {
+                let (Param::TextArray(sources), Param::TextArray(ids)) =
+                    (&params[placeholders[0] - 1], &params[placeholders[3] - 1])
+                else {
+                    panic!("a local queue lookup takes source and id arrays")
+                };
+                asked.extend(sources.iter().map(|s| s.parse().unwrap()).zip(ids.iter().cloned()));
+            } else {
+                assert!(part.contains("corpus._item_queued("), "{part}");
+                let source: usize = part["SELECT ".len()..].split("::").next().unwrap().parse().unwrap();
+                let Param::TextArray(ids) = &params[placeholders[0] - 1] else { panic!("ids first: {part}") };
+                asked.extend(ids.iter().map(|id| (source, id.clone())));
+            }
+        }
+        self.record(Call::Queued(asked.len()))?;
+        Ok(asked.into_iter().filter(|(_, id)| self.stale.contains(id)).collect())
     }
 }
 
@@ -378,9 +396,22 @@ fn args(mode: &str) -> Args {
 }
 
 fn run(fake: &mut Fake, a: Args, config: Config) -> Result<Vec<SearchRow>> {
+    run_in(corpus(), fake, a, config)
+}
+
+fn run_in(corpus: Arc<Corpus>, fake: &mut Fake, a: Args, config: Config) -> Result<Vec<SearchRow>> {
     let checked = a.check(&config)?;
-    let req = Request::new(corpus(), a, checked, config, fake)?;
+    let req = Request::new(corpus, a, checked, config, fake)?;
     search(&req, fake)
+}
+
+/// The legal corpus with its item tables distributed by Citus on the parent key.
+fn distributed_corpus() -> Arc<Corpus> {
+    let mut c = legal();
+    for s in &mut c.sources {
+        s.item.distribution = Some(s.parent_fk.column.clone());
+    }
+    Arc::new(c)
 }
 
 fn default_fake() -> Fake {
@@ -1546,4 +1577,38 @@ fn expansion_adds_the_seeds_forward_neighbours_within_its_limits() {
     let e = run_on(corpus(), &mut f, Args { expand: Some(true), ..args("hybrid") }).unwrap_err();
     assert_eq!(e.state, SqlState::InvalidParameterValue);
     assert!(e.hint.contains("corpus_add_edges"));
+}
+
+#[test]
+fn a_distributed_source_is_planned_by_a_count_and_looked_up_by_its_parents() {
+    let mut f = default_fake();
+    let nearest: Vec<String> = f.items[0].iter().take(3).map(|i| i.id.clone()).collect();
+    f.stale = nearest.clone();
+    f.slice_rows = vec![3000.0, 20_000.0];
+    let rows = run_in(distributed_corpus(), &mut f, args("hybrid"), Config::default()).unwrap();
+    assert_eq!(rows.len(), 10);
+    // counted, never estimated or probed (Citus' estimate is a constant)
+    assert_eq!(f.calls.iter().filter(|c| matches!(c, Call::Count)).count(), 2);
+    assert!(!f.calls.iter().any(|c| matches!(c, Call::Estimate | Call::Probe(_) | Call::ParentProbe | Call::Partial(_))));
+    let sems: Vec<(Strategy, String)> = f
+        .calls
+        .iter()
+        .filter_map(|c| match c {
+            Call::Branch { branch: Branch::Semantic, strategy, sql, .. } => Some((*strategy, sql.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(sems.iter().map(|s| s.0).collect::<Vec<_>>(), vec![Strategy::Exact, Strategy::Approximate]);
+    for (_, sql) in &sems {
+        assert!(!sql.contains("OFFSET 0"), "no fence Citus would pull to the coordinator: {sql}");
+        assert!(sql.contains(", i.\"id\"::text\nLIMIT"), "ids break distance ties: {sql}");
+    }
+    // stale items never come from the semantic branch, and the lookup went through the items
+    assert!(rows.iter().all(|r| !nearest.contains(&r.item_id) || r.semantic_rank.is_none()));
+    assert!(f.calls.iter().any(|c| matches!(c, Call::Queued(n) if *n > 0)));
+    for c in &f.calls {
+        if let Call::Branch { branch: Branch::Lexical, sql, .. } = c {
+            assert!(!sql.contains("OFFSET 0"), "scored and cut on the shards: {sql}");
+        }
+    }
 }

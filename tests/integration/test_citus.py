@@ -1,0 +1,328 @@
+"""pg_corpus on Citus (issue 13): a coordinator and two workers on loopback, the legal schema
+distributed (case law by id, its chunks and halachot colocated by case_law_id, case documents
+by document_id), and the same rows in a single-node database.
+
+* every search mode returns exactly what the single node returns, ties included (the slices
+  are small, so the semantic branch is exact on both; the approximate form is checked for
+  isolation and recall separately);
+* re-embedding works end to end from the coordinator: a text change on the coordinator queues
+  the item on the node holding its shard (not on the coordinator), the search stops using its
+  stale embedding, a claim from the coordinator hands out its new text, a completion from the
+  coordinator stores the embedding there, and the next search finds it by it; also through the
+  reference worker (worker/pg_corpus_worker.py) run against the coordinator;
+* the health check and corpus_explain run on the coordinator; a statement Citus sends to a
+  worker gets a clear 0A000 instead of "corpus does not exist";
+* writes to distributed item tables never fail because of pg_corpus (multi-shard updates
+  commit in two phases, where a NOTIFY would make PREPARE fail).
+
+The isolation probes (the leak regression and the randomised isolation test) run on Citus in
+test_citus_isolation.py. Run by the Citus layer of scripts/test.sh (scripts/citus.sh builds
+Citus); the default integration layer leaves these two files out.
+"""
+import math
+import subprocess
+import sys
+
+import numpy as np
+import psycopg
+import pytest
+
+import citus_support as cs
+
+SEED = 1313
+ROOT = cs.ROOT
+WORKER = ROOT / "worker" / "pg_corpus_worker.py"
+FLOAT_COLUMNS = ("score", "semantic_distance", "lexical_score")
+
+
+@pytest.fixture(scope="module")
+def dbs(cluster, citus_cluster, pgc):
+    data = pgc.generate_legal_data(SEED, n_cases=160, n_documents=40)
+    single = cluster.create_db("pgc_citus_single")
+    pgc.load_legal(single, data)
+    dist = citus_cluster.create_db("pgc_citus")
+    cs.load_legal_distributed(dist, data, pgc.copy_rows, pgc.LEGAL_COLUMNS)
+    return dict(single=single, dist=dist, data=data, citus=citus_cluster)
+
+
+def queries(data, pgc, n, seed):
+    """(query vector, query text) pairs near random chunks: the vector a noisy copy of a chunk's
+    embedding, the text a few of its words and a Hebrew word."""
+    rng = np.random.default_rng(seed)
+    chunks = [c for c in data["precedent_chunks"] + data["document_chunks"] if c["embedding"] is not None]
+    out = []
+    for _ in range(n):
+        c = chunks[int(rng.integers(len(chunks)))]
+        v = pgc.unit(c["embedding"] + rng.standard_normal(pgc.DIM) * 0.02)
+        words = c["content"].split()
+        text = " ".join(words[int(rng.integers(len(words)))] for _ in range(3))
+        out.append((v, text))
+    return out
+
+
+def same_rows(a, b):
+    """Problems between two result lists (floats compared to 1e-9 relative)."""
+    problems = []
+    if len(a) != len(b):
+        problems.append(f"{len(a)} rows against {len(b)}")
+    for ra, rb in zip(a, b):
+        for key in ra:
+            x, y = ra[key], rb[key]
+            if key in FLOAT_COLUMNS and x is not None and y is not None:
+                if not math.isclose(x, y, rel_tol=1e-9, abs_tol=1e-12):
+                    problems.append(f"rank {ra['rank']} {key}: {x} != {y}")
+            elif x != y:
+                problems.append(f"rank {ra['rank']} {key}: {x!r} != {y!r}")
+    return problems
+
+
+OPTIONS = {
+    "defaults": {},
+    "k25_uncapped": {"k": 25, "max_per_parent": 0},
+    "court_filter": {"filters": {"court": "בית המשפט העליון"}},
+    "feedback": {"feedback": True},
+    "candidates": {"candidates": 120, "rrf_k": 20},
+}
+
+
+@pytest.mark.parametrize("option", list(OPTIONS))
+@pytest.mark.parametrize("mode", ["hybrid", "semantic", "lexical"])
+def test_searches_equal_a_single_node(dbs, pgc, mode, option):
+    checked = 0
+    for corpus in ("external_precedents", "internal_decisions", "case_documents"):
+        for vec, text in queries(dbs["data"], pgc, 8, hash((corpus, mode, option)) % 2**32):
+            kw = dict(OPTIONS[option], mode=mode)
+            if option == "feedback" and mode != "hybrid":
+                kw.pop("feedback")       # (feedback is a hybrid search's second round)
+            if corpus == "case_documents":
+                kw["filters"] = {"practice_area": "planning"}
+            one = pgc.search(dbs["single"], corpus, vec, text, **kw)
+            many = pgc.search(dbs["dist"], corpus, vec, text, **kw)
+            problems = same_rows(one, many)
+            assert not problems, (corpus, mode, option, problems[:5])
+            checked += len(one)
+    assert checked > 100, "the searches found something to compare"
+
+
+def test_approximate_search_on_the_shards_keeps_the_corpus_and_its_recall(dbs, pgc):
+    """Below the exact-search threshold the semantic branch uses the shards' HNSW indexes
+    (ORDER BY distance, id LIMIT pushed down): every hit is still in the corpus, and the
+    ranking is close to the exact one (pgvector's iterative scan is the database's default on
+    the workers, set by ALTER DATABASE on the coordinator)."""
+    conn = dbs["dist"]
+    settings = conn.execute(
+        "SELECT result FROM run_command_on_workers('SHOW hnsw.iterative_scan')").fetchall()
+    assert settings and all(r[0] == "relaxed_order" for r in settings), settings
+    overlap = []
+    for vec, text in queries(dbs["data"], pgc, 15, 77):
+        exact = pgc.search(conn, "external_precedents", vec, None, mode="semantic", k=10)
+        with conn.transaction():
+            conn.execute("SET LOCAL pg_corpus.exact_search_max_rows = 10")
+            plan = conn.execute(
+                "SELECT strategy FROM corpus.corpus_explain('external_precedents', %s::vector, NULL, "
+                "mode => 'semantic') WHERE branch = 'semantic'", (pgc.vec_text(vec),)).fetchall()
+            approx = pgc.search(conn, "external_precedents", vec, None, mode="semantic", k=10)
+        assert {r[0] for r in plan} == {"hnsw_iterative"}, plan
+        assert len(approx) == 10
+        kinds = conn.execute(
+            "SELECT DISTINCT source_kind FROM case_law WHERE id = ANY(%s::bigint[])",
+            ([int(r["parent_id"]) for r in approx],)).fetchall()
+        assert kinds == [("external_upload",)], kinds
+        overlap.append(len({r["item_id"] for r in exact} & {r["item_id"] for r in approx}) / 10)
+    assert np.mean(overlap) >= 0.9, overlap
+
+
+def worker_queue(citus, dbname):
+    """item id -> (node, reason) of every queue entry of precedent_chunks on the workers."""
+    out = {}
+    for node in cs.NODES[1:]:
+        with psycopg.connect(citus.dsn(dbname, node)) as c:
+            for item_id, reason, state in c.execute(
+                    "SELECT item_id, reason, state FROM corpus.embedding_queue "
+                    "WHERE item_table = 'precedent_chunks'::regclass"):
+                out[item_id] = (node, reason, state)
+    return out
+
+
+def test_reembed_end_to_end_from_the_coordinator(dbs, pgc):
+    conn, citus = dbs["dist"], dbs["citus"]
+    chunk = next(c for c in dbs["data"]["precedent_chunks"]
+                 if c["embedding"] is not None and len(c["content"]) > 80
+                 and any(k["id"] == c["case_law_id"] and k["source_kind"] == "external_upload"
+                         and k["case_name"] for k in dbs["data"]["case_law"]))
+    cid = str(chunk["id"])
+    vec = chunk["embedding"]
+    before = pgc.search(conn, "external_precedents", vec, None, mode="semantic", k=5)
+    assert before[0]["item_id"] == cid, "its own embedding finds it first"
+    # a multi-shard UPDATE (the id is not the distribution column): two-phase commit
+    conn.execute("UPDATE precedent_chunks SET content = content || ' תוספת' WHERE id = %s", (chunk["id"],))
+    assert conn.execute("SELECT count(*) FROM corpus.embedding_queue").fetchone()[0] == 0, \
+        "the coordinator holds no shard: its queue stays empty"
+    assert worker_queue(citus, "pgc_citus")[cid][1:] == ("text_changed", "pending")
+    stale = pgc.search(conn, "external_precedents", vec, None, mode="semantic", k=5)
+    assert cid not in [r["item_id"] for r in stale], "a stale embedding is not used"
+    flagged = pgc.search(conn, "external_precedents", vec, None, mode="semantic", k=5, include_stale=True)
+    assert flagged[0]["item_id"] == cid
+    claimed = conn.execute(
+        "SELECT item_id, version, content, reason FROM corpus.corpus_embedding_claim(500, '1 second', 'test') "
+        "WHERE item_id = %s", (cid,)).fetchall()
+    assert len(claimed) == 1 and claimed[0][2].endswith("תוספת") and claimed[0][3] == "text_changed"
+    version = claimed[0][1]
+    assert worker_queue(citus, "pgc_citus")[cid][2] == "claimed"
+    # (the claims here take every queued item for a second: the reference worker's test after
+    # this one finds them claimable again)
+    new = pgc.unit(np.random.default_rng(5).standard_normal(pgc.DIM))
+    store = "SELECT corpus.corpus_embedding_complete('precedent_chunks', 'embedding', %s, %s, %s::vector)"
+    assert conn.execute(store, (cid, version, pgc.vec_text(new))).fetchone()[0] == "stored"
+    assert conn.execute(store, (cid, version, pgc.vec_text(new))).fetchone()[0] == "not_queued"
+    assert cid not in worker_queue(citus, "pgc_citus")
+    after = pgc.search(conn, "external_precedents", new, None, mode="semantic", k=5)
+    assert after[0]["item_id"] == cid and after[0]["semantic_distance"] < 1e-6
+    # a change after the claim: the late result is refused, the item stays queued
+    conn.execute("UPDATE precedent_chunks SET content = content || ' שוב' WHERE id = %s", (chunk["id"],))
+    (v2,) = conn.execute("SELECT version FROM corpus.corpus_embedding_claim(500, '1 second', 'test') "
+                         "WHERE item_id = %s", (cid,)).fetchone()
+    conn.execute("UPDATE precedent_chunks SET content = content || ' ועוד' WHERE id = %s", (chunk["id"],))
+    assert conn.execute(store, (cid, v2, pgc.vec_text(new))).fetchone()[0] == "requeued"
+    # fail and release reach the entry on its node
+    (v3,) = conn.execute("SELECT version FROM corpus.corpus_embedding_claim(500, '1 second', 'test') "
+                         "WHERE item_id = %s", (cid,)).fetchone()
+    assert conn.execute("SELECT corpus.corpus_embedding_fail('precedent_chunks', 'embedding', %s, %s, 'boom')",
+                        (cid, v3)).fetchone()[0] == "pending"
+    # an insert without an embedding is queued as missing; a delete takes its entry away
+    conn.execute("INSERT INTO precedent_chunks (id, case_law_id, chunk_index, content) "
+                 "VALUES (990001, %s, 99, 'טקסט חדש בלי הטמעה עדיין כדי לבדוק את התור במלואו')",
+                 (chunk["case_law_id"],))
+    assert worker_queue(citus, "pgc_citus")["990001"][1] == "missing"
+    conn.execute("DELETE FROM precedent_chunks WHERE id = 990001")
+    assert "990001" not in worker_queue(citus, "pgc_citus")
+    # the queue figures of the health check count the workers' entries
+    row = conn.execute("SELECT count, detail FROM corpus.corpus_health_check('external_precedents') "
+                       "WHERE \"check\" = 'reembed_queue' AND source = 'chunks'").fetchone()
+    queued_on_workers = sum(1 for _, r, s in worker_queue(citus, "pgc_citus").values() if s != "dead")
+    assert row[1]["queued"] >= 1 and row[1]["table_oldest_seconds"] >= 0, row
+    assert queued_on_workers >= row[1]["queued"] >= 1
+
+
+def test_the_reference_worker_drains_every_node_from_the_coordinator(dbs, pgc):
+    conn, citus = dbs["dist"], dbs["citus"]
+    conn.execute("UPDATE document_chunks SET content = content || ' עדכון' WHERE id IN "
+                 "(SELECT id FROM document_chunks ORDER BY id LIMIT 5)")
+    assert conn.execute("SELECT corpus.corpus_embedding_enqueue('halachot', 'embedding', false)").fetchone()[0] \
+        == len(dbs["data"]["halachot"])
+    res = subprocess.run(
+        [sys.executable, str(WORKER), citus.dsn("pgc_citus"), "--embedder", "hash", "--dimensions", "384",
+         "--exit-when-empty", "--poll-interval", "1", "--progress", "none", "--batch-size", "64"],
+        capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-2000:]
+    left = {}
+    for node in cs.NODES:
+        with psycopg.connect(citus.dsn("pgc_citus", node)) as c:
+            left[node] = c.execute("SELECT count(*) FROM corpus.embedding_queue WHERE state <> 'dead'").fetchone()[0]
+    assert left == {n: 0 for n in cs.NODES}, left
+    assert conn.execute("SELECT count(*) FROM halachot WHERE embedding IS NULL").fetchone()[0] == 0
+
+
+def test_explain_and_health_check_run_on_the_coordinator(dbs, pgc):
+    conn = dbs["dist"]
+    vec, text = queries(dbs["data"], pgc, 1, 9)[0]
+    rows = conn.execute(
+        "SELECT branch, source, sql FROM corpus.corpus_explain('internal_decisions', %s::vector, %s)",
+        (pgc.vec_text(vec), text)).fetchall()
+    assert {(b, s) for b, s, _ in rows} >= {("semantic", "chunks"), ("lexical", "chunks"),
+                                            ("semantic", "halachot"), ("lexical", "halachot")}
+    for _, _, sql in rows:
+        assert "OFFSET 0" not in sql, "one statement Citus pushes down whole"
+        assert '"source_kind" = $' in sql
+    health = conn.execute("SELECT \"check\", corpus, source, status, detail "
+                          "FROM corpus.corpus_health_check()").fetchall()
+    assert health
+    bad = [(c, co, s, d) for c, co, s, st, d in health if st == "fail"]
+    assert not bad, bad
+    audits = [d for c, _, _, _, d in health if c == "isolation_audit"]
+    assert audits and all(d.get("hits_checked", 0) > 0 or "isolation" in d for d in audits), audits
+
+
+def test_a_statement_citus_sends_to_a_worker_says_so(dbs):
+    conn = dbs["dist"]
+    one = next(c["id"] for c in dbs["data"]["precedent_chunks"] if c["embedding"] is not None)
+    with pytest.raises(psycopg.errors.FeatureNotSupported) as e:
+        # (Citus sends the whole statement to the node of the shard the subquery reads)
+        conn.execute("SELECT count(*) FROM corpus.corpus_hybrid_search('external_precedents', "
+                     "(SELECT embedding FROM precedent_chunks WHERE id = %s), 'x')", (one,))
+    assert "coordinator" in e.value.diag.message_hint
+    # the documented form runs on the coordinator
+    n = conn.execute("WITH v AS MATERIALIZED (SELECT embedding FROM precedent_chunks "
+                     "WHERE embedding IS NOT NULL ORDER BY id LIMIT 1) "
+                     "SELECT count(*) FROM v, corpus.corpus_hybrid_search('external_precedents', v.embedding, 'x') s"
+                     ).fetchone()[0]
+    assert n > 0
+
+
+def test_a_reference_table_is_refused_as_an_item_table(dbs):
+    conn = dbs["dist"]
+    conn.execute("CREATE TABLE ref_items (id bigint PRIMARY KEY, body text, "
+                 "tsv tsvector GENERATED ALWAYS AS (to_tsvector('simple', body)) STORED, emb vector(3))")
+    conn.execute("SELECT create_reference_table('ref_items')")
+    conn.execute("SELECT corpus.corpus_create('ref_corpus')")
+    with pytest.raises(psycopg.errors.FeatureNotSupported) as e:
+        conn.execute("SELECT corpus.corpus_add_source('ref_corpus', 'items', 'ref_items', text_column => 'body', "
+                     "embedding_column => 'emb', tsv_column => 'tsv', parent_fk => 'id')")
+    assert "reference table" in e.value.diag.message_primary and e.value.diag.message_hint
+    assert conn.execute("SELECT count(*) FROM corpus.sources WHERE corpus = 'ref_corpus'").fetchone()[0] == 0
+
+
+def test_dropping_a_source_forgets_the_workers_copies_of_its_slot(dbs):
+    conn, citus = dbs["dist"], dbs["citus"]
+    conn.execute("SELECT corpus.corpus_create('tmp_docs', required_filters => '{practice_area}', "
+                 "filter_fields => '{\"practice_area\": \"text\"}')")
+    conn.execute("CREATE TABLE tmp_chunks (id bigint, document_id bigint, practice_area text, content text, "
+                 "content_tsv tsvector GENERATED ALWAYS AS (to_tsvector('simple', content)) STORED, "
+                 "embedding vector(384), PRIMARY KEY (id, document_id))")
+    conn.execute("SELECT create_distributed_table('tmp_chunks', 'document_id', colocate_with => 'document_chunks')")
+    conn.execute("INSERT INTO tmp_chunks (id, document_id, practice_area, content) "
+                 "SELECT g, g % 7, 'planning', 'text number ' || g || ' long enough to be searchable at all' "
+                 "FROM generate_series(1, 40) g")
+    conn.execute("SELECT corpus.corpus_add_source('tmp_docs', 'chunks', 'tmp_chunks', text_column => 'content', "
+                 "embedding_column => 'embedding', tsv_column => 'content_tsv', parent_fk => 'document_id')")
+
+    def slots_and_entries():
+        out = {}
+        for node in cs.NODES[1:]:
+            with psycopg.connect(citus.dsn("pgc_citus", node)) as c:
+                out[node] = c.execute(
+                    "SELECT (SELECT count(*) FROM corpus.embedding_slots WHERE item_table = 'tmp_chunks'::regclass), "
+                    "(SELECT count(*) FROM corpus.embedding_queue WHERE item_table = 'tmp_chunks'::regclass)"
+                ).fetchone()
+        return out
+
+    copies = slots_and_entries()
+    assert all(s == 1 for s, _ in copies.values()), copies
+    assert sum(n for _, n in copies.values()) == 40, "every item without an embedding is queued where it is"
+    conn.execute("SELECT corpus.corpus_drop_source('tmp_docs', 'chunks')")
+    assert slots_and_entries() == {n: (0, 0) for n in cs.NODES[1:]}
+    # and the table is writable again without a trigger (multi-shard insert)
+    conn.execute("INSERT INTO tmp_chunks (id, document_id, content) SELECT g, g, 'x' FROM generate_series(41, 60) g")
+    conn.execute("SELECT corpus.corpus_drop('tmp_docs')")
+    conn.execute("DROP TABLE tmp_chunks")
+
+
+def test_a_model_change_queues_every_item_on_every_node(dbs):
+    conn, citus = dbs["dist"], dbs["citus"]
+    total = conn.execute("SELECT count(*) FROM halachot").fetchone()[0]
+    with psycopg.connect(citus.dsn("pgc_citus"), autocommit=True) as c:
+        notices = []
+        c.add_notice_handler(lambda d: notices.append(d.message_primary))
+        c.execute("CALL corpus.corpus_set_embedding_model('halachot', 'embedding', 'model-b', batch_size => 7)")
+    assert notices and notices[-1].startswith(f"pg_corpus: {total} of {total} items")
+    queued = 0
+    for node in cs.NODES[1:]:
+        with psycopg.connect(citus.dsn("pgc_citus", node)) as c:
+            queued += c.execute("SELECT count(*) FROM corpus.embedding_queue "
+                                "WHERE item_table = 'halachot'::regclass AND reason = 'model_changed'").fetchone()[0]
+            assert c.execute("SELECT model FROM corpus.embedding_slots "
+                             "WHERE item_table = 'halachot'::regclass").fetchone()[0] == "model-b"
+    assert queued == total
+    claimed = conn.execute("SELECT DISTINCT model FROM corpus.corpus_embedding_claim(10, '1 minute', 't', 'halachot')"
+                           ).fetchall()
+    assert claimed == [("model-b",)]
