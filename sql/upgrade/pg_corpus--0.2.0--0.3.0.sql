@@ -612,3 +612,1077 @@ BEGIN
     RETURN n;
 END
 $$;
+
+-- ---- Citus (issue 13) ----
+
+-- * Citus: a distributed source's subplans are pushed down whole, the queue of a distributed
+--   table's items is kept on the nodes holding its shards (the re-embed trigger resolves a shard
+--   to its table), every node keeps a copy of the slot, and the worker API, the health check and
+--   the model change reach the other nodes from the coordinator (README "Scaling out").
+-- * The re-embed trigger functions no longer NOTIFY from a Citus shard (corpus._announce_work):
+--   every slot's trigger function is written again.
+
+CREATE FUNCTION corpus._citus_present() RETURNS boolean
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'citus')
+$$;
+
+CREATE FUNCTION corpus._citus_table_kind(rel regclass) RETURNS text
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    kind text;
+BEGIN
+    IF rel IS NULL OR NOT corpus._citus_present() THEN
+        RETURN NULL;
+    END IF;
+    EXECUTE 'SELECT CASE WHEN p.repmodel = ''t'' THEN ''reference''
+                         WHEN p.partmethod <> ''n'' OR p.colocationid <> 0 THEN ''distributed'' END
+               FROM pg_catalog.pg_dist_partition p WHERE p.logicalrelid = $1'
+       INTO kind USING rel;
+    RETURN kind;
+END
+$$;
+
+CREATE FUNCTION corpus._citus_distribution_column(rel regclass) RETURNS text
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    col text;
+BEGIN
+    IF corpus._citus_table_kind(rel) IS DISTINCT FROM 'distributed' THEN
+        RETURN NULL;
+    END IF;
+    EXECUTE 'SELECT coalesce(CASE WHEN p.partkey IS NOT NULL
+                                  THEN pg_catalog.column_to_column_name(p.logicalrelid, p.partkey) END, '''')
+               FROM pg_catalog.pg_dist_partition p WHERE p.logicalrelid = $1'
+       INTO col USING rel;
+    RETURN col;
+END
+$$;
+
+CREATE FUNCTION corpus._local_relations(rel regclass) RETURNS SETOF regclass
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF corpus._citus_table_kind(rel) IS DISTINCT FROM 'distributed' THEN
+        RETURN NEXT rel;
+        RETURN;
+    END IF;
+    RETURN QUERY EXECUTE
+        'SELECT x.r FROM (SELECT corpus._citus_shard_relation(s.logicalrelid, s.shardid) AS r, s.shardid
+                            FROM pg_catalog.pg_dist_shard s
+                            JOIN pg_catalog.pg_dist_placement pl ON pl.shardid = s.shardid
+                           WHERE s.logicalrelid = $1
+                             AND pl.groupid = (SELECT g.groupid FROM pg_catalog.pg_dist_local_group g)) x
+          WHERE x.r IS NOT NULL ORDER BY x.shardid'
+        USING rel;
+END
+$$;
+
+CREATE FUNCTION corpus._citus_shard_relation(logical regclass, shard bigint) RETURNS regclass
+LANGUAGE plpgsql STABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    name text;
+BEGIN
+    EXECUTE 'SELECT pg_catalog.shard_name($1, $2)' INTO name USING logical, shard;
+    IF (SELECT n.nspname FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+         WHERE c.oid = logical) = 'public' THEN
+        name := 'public.' || name;
+    END IF;
+    RETURN pg_catalog.to_regclass(name);
+END
+$$;
+
+CREATE FUNCTION corpus._citus_shard_table(relid oid) RETURNS oid
+LANGUAGE plpgsql STABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    shard   bigint := substring((SELECT c.relname FROM pg_catalog.pg_class c WHERE c.oid = relid)
+                                FROM '_([0-9]+)$')::bigint;
+    logical oid;
+BEGIN
+    IF shard IS NULL OR NOT corpus._citus_present() THEN
+        RETURN NULL;
+    END IF;
+    EXECUTE 'SELECT s.logicalrelid FROM pg_catalog.pg_dist_shard s
+              WHERE s.shardid = $1 AND corpus._citus_shard_relation(s.logicalrelid, s.shardid) = $2::pg_catalog.regclass'
+       INTO logical USING shard, relid;
+    RETURN logical;
+END
+$$;
+
+CREATE FUNCTION corpus._citus_node_role() RETURNS text
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    node_role text;
+BEGIN
+    IF NOT corpus._citus_present() THEN
+        RETURN NULL;
+    END IF;
+    EXECUTE 'SELECT CASE WHEN (SELECT g.groupid FROM pg_catalog.pg_dist_local_group g) <> 0 THEN ''worker''
+                         WHEN EXISTS (SELECT 1 FROM pg_catalog.pg_dist_node n
+                                       WHERE n.isactive AND n.noderole = ''primary'' AND n.groupid <> 0)
+                         THEN ''coordinator'' ELSE ''alone'' END'
+       INTO node_role;
+    RETURN node_role;
+END
+$$;
+
+CREATE FUNCTION corpus._citus_coordinator() RETURNS boolean
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT coalesce(corpus._citus_node_role() = 'coordinator', false)
+$$;
+
+CREATE FUNCTION corpus._citus_run_here(command text) RETURNS text
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    result text;
+    st     text;
+    msg    text;
+    det    text;
+    hin    text;
+BEGIN
+    EXECUTE command INTO result;
+    RETURN pg_catalog.jsonb_build_object('result', result)::text;
+EXCEPTION WHEN OTHERS THEN
+    GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL,
+                            hin = PG_EXCEPTION_HINT;
+    RETURN pg_catalog.jsonb_build_object('error', pg_catalog.jsonb_build_object(
+               'sqlstate', st, 'message', msg, 'detail', det, 'hint', hin))::text;
+END
+$$;
+
+CREATE FUNCTION corpus._citus_other_nodes(OUT node_name text, OUT node_port integer) RETURNS SETOF record
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF NOT corpus._citus_present() THEN
+        RETURN;
+    END IF;
+    RETURN QUERY EXECUTE 'SELECT n.nodename::text, n.nodeport::integer FROM pg_catalog.pg_dist_node n
+                           WHERE n.isactive AND n.noderole = ''primary''
+                             AND n.groupid <> (SELECT g.groupid FROM pg_catalog.pg_dist_local_group g)
+                           ORDER BY n.nodeid';
+END
+$$;
+
+CREATE FUNCTION corpus._citus_on_nodes(names text[], ports integer[], command text) RETURNS SETOF text
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r      record;
+    answer jsonb;
+    msg    text;
+    st     text;
+    det    text;
+    hin    text;
+BEGIN
+    IF cardinality(names) IS NULL OR cardinality(names) = 0 THEN
+        RETURN;
+    END IF;
+    FOR r IN EXECUTE 'SELECT m.node_name, m.node_port, m.success, m.result
+                        FROM pg_catalog.master_run_on_worker($1, $2, $3, false) m'
+             USING names, ports,
+                   array_fill(pg_catalog.format('SELECT corpus._citus_run_here(%L)', command),
+                              ARRAY[cardinality(names)])
+    LOOP
+        IF NOT r.success THEN
+            RAISE EXCEPTION USING ERRCODE = '08006',
+                MESSAGE = pg_catalog.format('pg_corpus could not run its statement on Citus node %s:%s: %s',
+                                            r.node_name, r.node_port, r.result),
+                HINT = 'Every node needs the pg_corpus extension and the caller''s role; see README "Scaling out".';
+        END IF;
+        answer := r.result::jsonb;
+        IF answer ? 'error' THEN
+            msg := pg_catalog.format('on Citus node %s:%s: %s', r.node_name, r.node_port, answer->'error'->>'message');
+            st := answer->'error'->>'sqlstate';
+            det := nullif(answer->'error'->>'detail', '');
+            hin := nullif(answer->'error'->>'hint', '');
+            -- (RAISE takes no NULL option)
+            IF det IS NULL AND hin IS NULL THEN
+                RAISE EXCEPTION USING ERRCODE = st, MESSAGE = msg;
+            ELSIF det IS NULL THEN
+                RAISE EXCEPTION USING ERRCODE = st, MESSAGE = msg, HINT = hin;
+            ELSIF hin IS NULL THEN
+                RAISE EXCEPTION USING ERRCODE = st, MESSAGE = msg, DETAIL = det;
+            ELSE
+                RAISE EXCEPTION USING ERRCODE = st, MESSAGE = msg, DETAIL = det, HINT = hin;
+            END IF;
+        END IF;
+        RETURN NEXT answer->>'result';
+    END LOOP;
+END
+$$;
+
+CREATE FUNCTION corpus._citus_on_other_nodes(command text) RETURNS SETOF text
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT corpus._citus_on_nodes(a.names, a.ports, command)
+      FROM (SELECT array_agg(n.node_name ORDER BY n.o) AS names, array_agg(n.node_port ORDER BY n.o) AS ports
+              FROM corpus._citus_other_nodes() WITH ORDINALITY AS n(node_name, node_port, o)) AS a
+$$;
+
+CREATE OR REPLACE FUNCTION corpus._relation_json(rel regclass) RETURNS jsonb
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT jsonb_build_object(
+        'oid', c.oid::bigint,
+        'schema', n.nspname::text,
+        'name', c.relname::text,
+        'kind', c.relkind::text,
+        'distribution', corpus._citus_distribution_column(c.oid),
+        'columns', COALESCE((
+            SELECT jsonb_object_agg(a.attname::text, jsonb_build_object(
+                       'type', format_type(a.atttypid, a.atttypmod),
+                       'typname', t.typname::text,
+                       'category', t.typcategory::text,
+                       'typmod', a.atttypmod,
+                       'not_null', a.attnotnull))
+              FROM pg_attribute a
+              JOIN pg_type t ON t.oid = a.atttypid
+             WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped), '{}'::jsonb))
+      FROM pg_class c
+      JOIN pg_namespace n ON n.oid = c.relnamespace
+     WHERE c.oid = rel
+$$;
+
+CREATE OR REPLACE FUNCTION corpus._trigger_slot_table(relid oid, trigger_name name) RETURNS oid
+LANGUAGE plpgsql STABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    rel oid;
+BEGIN
+    WITH RECURSIVE up(tgrelid, tgparentid) AS (
+        SELECT t.tgrelid, t.tgparentid FROM pg_trigger t WHERE t.tgrelid = relid AND t.tgname = trigger_name
+        UNION ALL
+        SELECT p.tgrelid, p.tgparentid FROM pg_trigger p JOIN up ON p.oid = up.tgparentid)
+    SELECT coalesce((SELECT up.tgrelid FROM up WHERE up.tgparentid = 0), relid) INTO rel;
+    IF corpus._citus_present()
+       AND NOT EXISTS (SELECT 1 FROM corpus.embedding_slots s WHERE s.item_table = rel) THEN
+        rel := coalesce(corpus._citus_shard_table(rel), rel);
+    END IF;
+    RETURN rel;
+END
+$$;
+
+CREATE FUNCTION corpus._announce_work(slot_table oid, relid oid) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF slot_table <> relid AND corpus._citus_present() AND corpus._citus_shard_table(relid) IS NOT NULL THEN
+        RETURN;
+    END IF;
+    PERFORM pg_notify('pg_corpus_embedding', slot_table::regclass::text);
+END
+$$;
+
+CREATE OR REPLACE FUNCTION corpus._write_embedding_trigger(slot corpus.embedding_slots) RETURNS boolean
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    cols             record := corpus._slot_attnums(slot);
+    id_column        name := corpus._slot_column(slot.item_table, cols.id_attnum);
+    embedding_column name := corpus._slot_column(slot.item_table, cols.embedding_attnum);
+    input_columns    name[];
+    inputs_changed   text;
+    body             text;
+BEGIN
+    SELECT array_agg(corpus._slot_column(slot.item_table, a) ORDER BY n) INTO input_columns
+      FROM unnest(cols.input_attnums) WITH ORDINALITY u(a, n);
+    IF id_column IS NULL OR embedding_column IS NULL OR array_position(input_columns, NULL) IS NOT NULL THEN
+        RETURN false;
+    END IF;
+    SELECT format('(%s) IS DISTINCT FROM (%s)',
+                  string_agg(format('OLD.%I', c), ', '), string_agg(format('NEW.%I', c), ', '))
+      INTO inputs_changed FROM unnest(input_columns) c;
+
+    body := format($body$
+DECLARE
+    -- The slot's table: TG_RELID, or for a partition whose trigger is a clone of a partitioned
+    -- table's (the slot is registered on that table) the table of the trigger it was cloned
+    -- from. Not the table's OID written in: a dump/restore gives the table a new OID.
+    -- (assigned on the paths that touch the queue only: a row that brings its embedding
+    -- should cost the trigger as little as possible)
+    rel oid;
+BEGIN
+    -- DROP EXTENSION pg_corpus leaves this function and its trigger behind (they are created at
+    -- registration, not by the extension script, so that dump and restore keep them): without
+    -- the queue there is nothing to do, and the table must stay writable.
+    IF to_regclass('corpus.embedding_queue') IS NULL THEN
+        RETURN NULL;
+    END IF;
+    -- Bulk loads may defer the per-row work: SET pg_corpus.defer_embedding_queue = on, load,
+    -- then SELECT corpus.corpus_embedding_enqueue(...) once. Superusers and roles granted SET
+    -- on it only: the library's function (not current_setting, which would read a placeholder
+    -- any role can set) has PostgreSQL check the setter's privilege.
+    IF corpus._embedding_queue_deferred() THEN
+        RETURN NULL;
+    END IF;
+    -- (DROP EXTENSION; CREATE EXTENSION leaves this trigger without its slot: the new catalog
+    -- is empty. The queue inserts below check for the slot in the same statement, so a write
+    -- never fails on the queue's foreign key, and cost nothing more when nothing is queued.
+    -- Registering the source again adopts the trigger.)
+    IF TG_OP = 'TRUNCATE' THEN
+        rel := corpus._trigger_slot_table(TG_RELID, TG_NAME);
+        DELETE FROM corpus.embedding_queue WHERE item_table = rel AND embedding_column = %2$L;
+        RETURN NULL;
+    END IF;
+    IF TG_OP IN ('DELETE', 'UPDATE') AND (TG_OP = 'DELETE' OR OLD.%3$I IS DISTINCT FROM NEW.%3$I) THEN
+        rel := corpus._trigger_slot_table(TG_RELID, TG_NAME);
+        DELETE FROM corpus.embedding_queue
+         WHERE item_table = rel AND embedding_column = %2$L AND item_id = OLD.%3$I::text;
+        IF TG_OP = 'DELETE' THEN
+            RETURN NULL;
+        END IF;
+    END IF;
+    IF NEW.%4$I IS NULL THEN
+        rel := corpus._trigger_slot_table(TG_RELID, TG_NAME);
+        IF TG_OP = 'INSERT' OR OLD.%4$I IS NOT NULL OR %5$s THEN
+            INSERT INTO corpus.embedding_queue AS q (item_table, embedding_column, item_id, reason)
+            SELECT rel, %2$L, NEW.%3$I::text, 'missing'
+             WHERE EXISTS (SELECT 1 FROM corpus.embedding_slots s WHERE s.item_table = rel AND s.embedding_column = %2$L)
+            ON CONFLICT (item_table, embedding_column, item_id) DO UPDATE
+               SET reason = 'missing', version = nextval('corpus.embedding_queue_version_seq'), enqueued_at = now(), state = 'pending',
+                   claimed_by = NULL, claimed_at = NULL, lease_until = NULL, attempts = 0, last_error = NULL;
+            IF FOUND THEN
+                PERFORM corpus._announce_work(rel, TG_RELID);
+            END IF;
+        END IF;
+    ELSIF TG_OP = 'UPDATE' THEN
+        rel := corpus._trigger_slot_table(TG_RELID, TG_NAME);
+        -- (compared as real[]: pgvector's = is not on this function's pinned search_path)
+        IF OLD.%4$I::real[] IS DISTINCT FROM NEW.%4$I::real[] THEN
+            -- a new embedding came in with (or after) the text: fresh
+            DELETE FROM corpus.embedding_queue
+             WHERE item_table = rel AND embedding_column = %2$L AND item_id = NEW.%3$I::text;
+        ELSIF %5$s THEN
+            INSERT INTO corpus.embedding_queue AS q (item_table, embedding_column, item_id, reason)
+            SELECT rel, %2$L, NEW.%3$I::text, 'text_changed'
+             WHERE EXISTS (SELECT 1 FROM corpus.embedding_slots s WHERE s.item_table = rel AND s.embedding_column = %2$L)
+            ON CONFLICT (item_table, embedding_column, item_id) DO UPDATE
+               SET reason = 'text_changed', version = nextval('corpus.embedding_queue_version_seq'), enqueued_at = now(), state = 'pending',
+                   claimed_by = NULL, claimed_at = NULL, lease_until = NULL, attempts = 0, last_error = NULL;
+            IF FOUND THEN
+                PERFORM corpus._announce_work(rel, TG_RELID);
+            END IF;
+        END IF;
+    END IF;
+    RETURN NULL;
+END
+$body$, slot.item_table::oid, slot.embedding_column, id_column, embedding_column, inputs_changed);
+
+
+    EXECUTE format('CREATE OR REPLACE FUNCTION corpus.%I() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
+                    SET search_path = pg_catalog, pg_temp AS %L', slot.trigger_function, body);
+    EXECUTE format('REVOKE ALL ON FUNCTION corpus.%I() FROM PUBLIC', slot.trigger_function);
+    RETURN true;
+END
+$fn$;
+
+CREATE OR REPLACE FUNCTION corpus._attach_embedding_slot(item_table regclass, embedding_column name, id_column name,
+                                              input_columns name[], model text, dimensions integer)
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+SET client_min_messages = warning  -- DROP TRIGGER IF EXISTS would NOTICE on every registration
+AS $fn$
+DECLARE
+    slot          corpus.embedding_slots;
+    attnum        smallint := (SELECT a.attnum FROM pg_attribute a
+                                WHERE a.attrelid = item_table AND a.attname = embedding_column AND NOT a.attisdropped);
+    id_attnum     smallint := (SELECT a.attnum FROM pg_attribute a
+                                WHERE a.attrelid = item_table AND a.attname = id_column AND NOT a.attisdropped);
+    input_attnums smallint[] := (SELECT array_agg(a.attnum ORDER BY c.n)
+                                   FROM unnest(input_columns) WITH ORDINALITY c(name, n)
+                                   JOIN pg_attribute a ON a.attrelid = item_table AND a.attname = c.name
+                                                      AND NOT a.attisdropped);
+    fname         text;
+    tname         text;
+BEGIN
+    -- the column's slot, whatever name it was registered under (a rename keeps the attnum)
+    SELECT * INTO slot FROM corpus.embedding_slots s
+     WHERE s.item_table = _attach_embedding_slot.item_table AND s.embedding_attnum = attnum;
+    IF FOUND THEN
+        IF slot.id_attnum <> id_attnum OR slot.input_attnums <> input_attnums THEN
+            RAISE EXCEPTION USING ERRCODE = '22023',
+                MESSAGE = format('embedding column "%s" of %s is already registered with id column "%s" and inputs %s',
+                                 embedding_column, item_table, corpus._slot_column(item_table, slot.id_attnum),
+                                 (SELECT array_agg(corpus._slot_column(item_table, a)) FROM unnest(slot.input_attnums) a)),
+                HINT = 'Sources sharing an embedding column must agree on the id column and the text it is computed from.';
+        END IF;
+        IF model IS NOT NULL AND slot.model IS DISTINCT FROM model THEN
+            RAISE EXCEPTION USING ERRCODE = '22023',
+                MESSAGE = format('embedding column "%s" of %s holds embeddings of model "%s", not "%s"',
+                                 embedding_column, item_table, slot.model, model),
+                HINT = 'Change the model with CALL corpus.corpus_set_embedding_model(...), which re-embeds every item.';
+        END IF;
+        RETURN;
+    END IF;
+
+    -- The id is turned into text in the trigger, which runs with the registering role's rights:
+    -- only a built-in base type, whose casts and operators no table owner can define.
+    IF NOT EXISTS (SELECT 1 FROM pg_attribute a JOIN pg_type ty ON ty.oid = a.atttypid
+                    WHERE a.attrelid = item_table AND a.attnum = id_attnum
+                      AND ty.typnamespace = 'pg_catalog'::regnamespace AND ty.typtype = 'b') THEN
+        RAISE EXCEPTION USING ERRCODE = '42804',
+            MESSAGE = format('id column "%s" of %s must have a built-in type', id_column, item_table),
+            DETAIL = format('It is of type %s.', (SELECT format_type(a.atttypid, a.atttypmod) FROM pg_attribute a
+                                                  WHERE a.attrelid = item_table AND a.attnum = id_attnum)),
+            HINT = 'Use an id of a built-in type such as bigint, integer, text or uuid.';
+    END IF;
+    IF corpus._citus_table_kind(item_table) = 'reference' THEN
+        RAISE EXCEPTION USING ERRCODE = '0A000',
+            MESSAGE = format('%s is a Citus reference table: pg_corpus cannot keep its embeddings fresh', item_table),
+            DETAIL = 'The re-embed trigger would fire on every node''s copy of the table.',
+            HINT = 'Keep items in a distributed table (create_distributed_table) or in a table of the coordinator.';
+    END IF;
+    fname := format('_embedding_trigger_%s_%s', item_table::oid, attnum);
+    tname := format('pg_corpus_embedding_%s', attnum);
+    INSERT INTO corpus.embedding_slots (item_table, embedding_column, id_column, id_type, input_columns, model,
+                                        dimensions, trigger_name, trigger_function, id_attnum, embedding_attnum,
+                                        input_attnums)
+    VALUES (item_table, embedding_column, id_column,
+            (SELECT format_type(a.atttypid, a.atttypmod) FROM pg_attribute a
+              WHERE a.attrelid = item_table AND a.attnum = id_attnum),
+            input_columns, model, dimensions, tname, fname, id_attnum, attnum, input_attnums)
+    RETURNING * INTO slot;
+    -- OR REPLACE / IF EXISTS: a slot row deleted by hand leaves its function and trigger behind,
+    -- and re-registering the source must repair that (the health check's hint).
+    PERFORM corpus._write_embedding_trigger(slot);
+    IF corpus._citus_table_kind(item_table) = 'distributed' THEN
+        -- Citus creates the trigger on every shard, where it fires on the node that holds the
+        -- shard and writes that node's queue only (corpus._trigger_slot_table): safe in the
+        -- sense Citus' setting guards, which is about triggers reaching other shards.
+        -- (local to this function: its SET clause restores it)
+        PERFORM set_config('citus.enable_unsafe_triggers', 'on', true);
+    END IF;
+    EXECUTE format('DROP TRIGGER IF EXISTS %I ON %s', tname, item_table);
+    EXECUTE format('DROP TRIGGER IF EXISTS %I ON %s', tname || '_truncate', item_table);
+    EXECUTE format('CREATE TRIGGER %I AFTER INSERT OR DELETE OR UPDATE OF %s ON %s
+                    FOR EACH ROW EXECUTE FUNCTION corpus.%I()',
+                   tname,
+                   (SELECT string_agg(DISTINCT quote_ident(c), ', ')
+                      FROM unnest(input_columns || ARRAY[id_column, embedding_column]) c),
+                   item_table, fname);
+    EXECUTE format('CREATE TRIGGER %I AFTER TRUNCATE ON %s FOR EACH STATEMENT EXECUTE FUNCTION corpus.%I()',
+                   tname || '_truncate', item_table, fname);
+    -- Items already without an embedding are the first backlog.
+    PERFORM corpus._enqueue_local(slot, true);
+    -- On a Citus coordinator, every other node keeps a copy of the slot, and the queue of the
+    -- shards it holds (the trigger writes there). Each node commits its copy on its own: a
+    -- registration rolled back here leaves copies whose trigger never came (its creation is
+    -- rolled back on every node with this transaction); registering again replaces them.
+    IF corpus._citus_table_kind(item_table) = 'distributed' AND corpus._citus_coordinator() THEN
+        -- (the workers listen here: announce the other nodes' backlog)
+        IF (SELECT sum(a::bigint) FROM corpus._citus_on_other_nodes(
+                format('SELECT corpus._embedding_slot_replica(%L::jsonb)', to_jsonb(slot))) a) > 0 THEN
+            PERFORM pg_notify('pg_corpus_embedding', item_table::text);
+        END IF;
+    END IF;
+END
+$fn$;
+
+CREATE OR REPLACE FUNCTION corpus._detach_embedding_slot(item_table regclass, embedding_column name) RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    slot corpus.embedding_slots;
+BEGIN
+    -- the slot by its registered name, or by the column that name means now
+    SELECT * INTO slot FROM corpus.embedding_slots s
+     WHERE s.item_table = _detach_embedding_slot.item_table
+       AND (s.embedding_column = _detach_embedding_slot.embedding_column
+            OR s.embedding_attnum = (SELECT a.attnum FROM pg_attribute a
+                                      WHERE a.attrelid = _detach_embedding_slot.item_table
+                                        AND a.attname = _detach_embedding_slot.embedding_column
+                                        AND NOT a.attisdropped));
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    -- still used by a source that names the column by its registered or its current name
+    IF EXISTS (SELECT 1 FROM corpus.sources s
+                WHERE s.item_table = slot.item_table
+                  AND (s.embedding_column = slot.embedding_column
+                       OR s.embedding_column = corpus._slot_column(slot.item_table, slot.embedding_attnum))) THEN
+        RETURN;
+    END IF;
+    DELETE FROM corpus.embedding_slots s
+     WHERE s.item_table = slot.item_table AND s.embedding_column = slot.embedding_column;
+    IF EXISTS (SELECT 1 FROM pg_class WHERE oid = item_table) THEN
+        IF corpus._citus_table_kind(item_table) = 'distributed' THEN
+            -- (as at registration: local to this function; sequential, so that Citus may
+            -- drop the trigger function, which it created on every node, after the triggers)
+            PERFORM set_config('citus.enable_unsafe_triggers', 'on', true);
+            PERFORM set_config('citus.multi_shard_modify_mode', 'sequential', true);
+        END IF;
+        EXECUTE format('DROP TRIGGER IF EXISTS %I ON %s', slot.trigger_name, item_table);
+        EXECUTE format('DROP TRIGGER IF EXISTS %I ON %s', slot.trigger_name || '_truncate', item_table);
+    END IF;
+    EXECUTE format('DROP FUNCTION IF EXISTS corpus.%I()', slot.trigger_function);
+    IF corpus._citus_coordinator() THEN
+        PERFORM corpus._citus_on_other_nodes(format('SELECT corpus._embedding_slot_forget(%L, %L)',
+                                                    slot.item_table::text, slot.embedding_column));
+    END IF;
+END
+$$;
+
+CREATE FUNCTION corpus._enqueue_local(slot corpus.embedding_slots, only_missing boolean) RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    rel       regclass;
+    n         bigint;
+    total     bigint := 0;
+    id_column name := corpus._slot_column(slot.item_table, (corpus._slot_attnums(slot)).id_attnum);
+    embedding name := corpus._slot_column(slot.item_table, (corpus._slot_attnums(slot)).embedding_attnum);
+BEGIN
+    FOR rel IN SELECT r FROM corpus._local_relations(slot.item_table) r LOOP
+        IF only_missing THEN
+            EXECUTE format('INSERT INTO corpus.embedding_queue (item_table, embedding_column, item_id, reason)
+                            SELECT %s::oid, %L, t.%I::text, ''missing'' FROM %s t WHERE t.%I IS NULL
+                            ON CONFLICT DO NOTHING',
+                           slot.item_table::oid, slot.embedding_column, id_column, rel, embedding);
+        ELSE
+            EXECUTE format('INSERT INTO corpus.embedding_queue AS q (item_table, embedding_column, item_id, reason)
+                            SELECT %s::oid, %L, t.%I::text, CASE WHEN t.%I IS NULL THEN ''missing'' ELSE ''requested'' END
+                              FROM %s t
+                            ON CONFLICT (item_table, embedding_column, item_id) DO UPDATE
+                               SET version = nextval(''corpus.embedding_queue_version_seq''), reason = EXCLUDED.reason,
+                                   enqueued_at = now(), state = ''pending'', claimed_by = NULL, claimed_at = NULL,
+                                   lease_until = NULL, attempts = 0, last_error = NULL',
+                           slot.item_table::oid, slot.embedding_column, id_column, embedding, rel);
+        END IF;
+        GET DIAGNOSTICS n = ROW_COUNT;
+        total := total + n;
+    END LOOP;
+    IF total > 0 THEN
+        PERFORM pg_notify('pg_corpus_embedding', slot.item_table::text);
+    END IF;
+    RETURN total;
+END
+$$;
+
+CREATE FUNCTION corpus._embedding_slot_replica(slot jsonb) RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    s corpus.embedding_slots := jsonb_populate_record(NULL::corpus.embedding_slots, slot);
+BEGIN
+    INSERT INTO corpus.embedding_slots AS e SELECT s.*
+    ON CONFLICT (item_table, embedding_column) DO UPDATE
+       SET id_column = EXCLUDED.id_column, id_type = EXCLUDED.id_type, input_columns = EXCLUDED.input_columns,
+           model = EXCLUDED.model, dimensions = EXCLUDED.dimensions, trigger_name = EXCLUDED.trigger_name,
+           trigger_function = EXCLUDED.trigger_function, id_attnum = EXCLUDED.id_attnum,
+           embedding_attnum = EXCLUDED.embedding_attnum, input_attnums = EXCLUDED.input_attnums;
+    RETURN corpus._enqueue_local(s, true);
+END
+$$;
+
+CREATE FUNCTION corpus._embedding_slot_forget(item_table text, embedding_column name) RETURNS bigint
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    WITH gone AS (DELETE FROM corpus.embedding_slots s
+                   WHERE s.item_table = pg_catalog.to_regclass(_embedding_slot_forget.item_table)
+                     AND s.embedding_column = _embedding_slot_forget.embedding_column RETURNING 1)
+    SELECT count(*) FROM gone
+$$;
+
+CREATE FUNCTION corpus._item_queued(item_table text, embedding_column text, item_id text, state text)
+RETURNS boolean
+LANGUAGE sql STABLE PARALLEL SAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT EXISTS (
+        SELECT 1 FROM corpus.embedding_queue q
+         WHERE q.item_table = pg_catalog.to_regclass(_item_queued.item_table)
+           AND q.embedding_column = _item_queued.embedding_column::name
+           AND q.item_id = _item_queued.item_id
+           AND (_item_queued.state IS NULL OR q.state = _item_queued.state)
+           AND (pg_catalog.has_table_privilege(session_user, q.item_table, 'SELECT')
+                OR pg_catalog.has_any_column_privilege(session_user, q.item_table, 'SELECT')))
+$$;
+
+CREATE FUNCTION corpus._queue_figures(item_table regclass, embedding_column name,
+                                      OUT oldest_seconds bigint, OUT expired_leases bigint)
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    SELECT coalesce(extract(epoch FROM now() - min(q.enqueued_at) FILTER (WHERE q.state <> 'dead')), 0)::bigint,
+           count(*) FILTER (WHERE q.state = 'claimed' AND q.lease_until < now())
+      INTO oldest_seconds, expired_leases
+      FROM corpus.embedding_queue q
+     WHERE q.item_table = _queue_figures.item_table AND q.embedding_column = _queue_figures.embedding_column;
+    SELECT greatest(oldest_seconds, max((a::jsonb->>'oldest_seconds')::bigint)),
+           expired_leases + coalesce(sum((a::jsonb->>'expired_leases')::bigint), 0)
+      INTO oldest_seconds, expired_leases
+      FROM corpus._citus_fan_out(item_table,
+               format('SELECT row_to_json(f)::text FROM corpus._queue_figures(%L::regclass, %L) f',
+                      item_table::text, embedding_column)) a;
+END
+$$;
+
+CREATE FUNCTION corpus._citus_fan_out(item_table regclass, command text) RETURNS SETOF text
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF corpus._citus_table_kind(item_table) = 'distributed' AND corpus._citus_coordinator() THEN
+        RETURN QUERY SELECT * FROM corpus._citus_on_other_nodes(command);
+    END IF;
+END
+$$;
+
+CREATE TYPE corpus._claimed_item AS (item_table regclass, embedding_column name, item_id text, version bigint,
+                                     content text, model text, dimensions integer, reason text, attempts integer);
+
+CREATE OR REPLACE FUNCTION corpus.corpus_embedding_claim(batch_size integer DEFAULT 16,
+                                              lease interval DEFAULT '5 minutes',
+                                              worker text DEFAULT NULL,
+                                              only_table regclass DEFAULT NULL)
+RETURNS TABLE (item_table regclass, embedding_column name, item_id text, version bigint, content text,
+               model text, dimensions integer, reason text, attempts integer)
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r       record;
+    slot    corpus.embedding_slots;
+    cols    record;
+    txt     text;
+    got     integer := 0;
+    node    record;
+    answer  jsonb;
+    claimed corpus._claimed_item;
+BEGIN
+    IF batch_size IS NULL OR batch_size < 1 OR batch_size > 10000 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = format('batch_size must be between 1 and 10000, got %s', batch_size),
+            HINT = 'Claim what one embedding call can take, typically 16 to 256 items.';
+    END IF;
+    IF lease IS NULL OR lease <= interval '0' THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = format('lease must be a positive interval, got %s', lease),
+            HINT = 'The lease is how long a claimed item stays yours, e.g. ''5 minutes''.';
+    END IF;
+    FOR r IN
+        WITH picked AS (
+            SELECT q.item_table, q.embedding_column, q.item_id
+              FROM corpus.embedding_queue q
+             WHERE (q.state = 'pending' OR (q.state = 'claimed' AND q.lease_until < clock_timestamp()))
+               AND (only_table IS NULL OR q.item_table = only_table)
+             ORDER BY q.enqueued_at, q.item_id
+             LIMIT batch_size
+               FOR UPDATE SKIP LOCKED)
+        UPDATE corpus.embedding_queue q
+           SET state = 'claimed', claimed_by = COALESCE(worker, session_user::text || '@' || pg_backend_pid()),
+               claimed_at = clock_timestamp(), lease_until = clock_timestamp() + lease,
+               attempts = q.attempts + 1
+          FROM picked
+         WHERE (q.item_table, q.embedding_column, q.item_id) = (picked.item_table, picked.embedding_column, picked.item_id)
+        RETURNING q.*
+    LOOP
+        SELECT * INTO slot FROM corpus.embedding_slots s
+         WHERE s.item_table = r.item_table AND s.embedding_column = r.embedding_column;
+        cols := corpus._slot_attnums(slot);
+        IF corpus._slot_column(r.item_table, cols.id_attnum) IS NULL
+           OR EXISTS (SELECT 1 FROM unnest(cols.input_attnums) a WHERE corpus._slot_column(r.item_table, a) IS NULL) THEN
+            -- a column of the slot was dropped (with CASCADE, which dropped its trigger too):
+            -- nothing to embed from; a dead letter the health check reports
+            UPDATE corpus.embedding_queue q
+               SET state = 'dead', claimed_by = NULL, claimed_at = NULL, lease_until = NULL,
+                   last_error = 'a column the embedding is computed from was dropped'
+             WHERE (q.item_table, q.embedding_column, q.item_id) = (r.item_table, r.embedding_column, r.item_id);
+            CONTINUE;
+        END IF;
+        -- read as the table's owner once this role's privileges are checked (src/worker.rs):
+        -- the tenant's policies and functions never run with the worker's rights
+        txt := corpus._embedding_item_text(r.item_table::oid, cols.id_attnum, cols.input_attnums, r.item_id);
+        IF txt IS NULL THEN
+            -- the item is gone: nothing to embed
+            DELETE FROM corpus.embedding_queue q
+             WHERE (q.item_table, q.embedding_column, q.item_id) = (r.item_table, r.embedding_column, r.item_id);
+            CONTINUE;
+        END IF;
+        item_table := r.item_table; embedding_column := r.embedding_column; item_id := r.item_id;
+        version := r.version; content := txt; model := slot.model; dimensions := slot.dimensions;
+        reason := r.reason; attempts := r.attempts;
+        got := got + 1;
+        RETURN NEXT;
+    END LOOP;
+    -- On a Citus coordinator, the queue entries of distributed tables are on the nodes holding
+    -- their shards: claimed there, node after node, until the batch is full (oldest first on
+    -- each node, not across them).
+    IF got < batch_size AND corpus._citus_coordinator() THEN
+        FOR node IN SELECT * FROM corpus._citus_other_nodes() LOOP
+            EXIT WHEN got >= batch_size;
+            SELECT a::jsonb INTO answer FROM corpus._citus_on_nodes(ARRAY[node.node_name], ARRAY[node.node_port],
+                format('SELECT coalesce(jsonb_agg(c), ''[]'')::text FROM corpus.corpus_embedding_claim(%L::integer, %L::interval, %L, %L::regclass) c',
+                       batch_size - got, lease, COALESCE(worker, session_user::text || '@' || pg_backend_pid()),
+                       only_table::text)) a;
+            FOR claimed IN SELECT * FROM jsonb_populate_recordset(NULL::corpus._claimed_item, answer) LOOP
+                item_table := claimed.item_table; embedding_column := claimed.embedding_column;
+                item_id := claimed.item_id; version := claimed.version; content := claimed.content;
+                model := claimed.model; dimensions := claimed.dimensions; reason := claimed.reason;
+                attempts := claimed.attempts;
+                got := got + 1;
+                RETURN NEXT;
+            END LOOP;
+        END LOOP;
+    END IF;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION corpus.corpus_embedding_complete(item_table regclass, embedding_column name, item_id text,
+                                                 version bigint, embedding vector, model text DEFAULT NULL)
+RETURNS text
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    q    corpus.embedding_queue;
+    slot corpus.embedding_slots;
+    cols record;
+BEGIN
+    slot := corpus._embedding_slot(item_table, embedding_column);
+    IF embedding IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'embedding is NULL',
+            HINT = 'Report a failed item with corpus.corpus_embedding_fail instead.';
+    END IF;
+    -- (array_length of the real[] cast: pgvector's functions are not on the pinned search_path)
+    IF array_length(embedding::real[], 1) <> slot.dimensions THEN
+        RAISE EXCEPTION USING ERRCODE = '22000',
+            MESSAGE = format('embedding has %s dimensions, %s.%s has %s', array_length(embedding::real[], 1), item_table,
+                             embedding_column, slot.dimensions),
+            HINT = 'The worker embeds with a different model than the column was declared for.';
+    END IF;
+    IF model IS NOT NULL AND slot.model IS NOT NULL AND model <> slot.model THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = format('embedding of model "%s" offered for %s.%s, which holds model "%s"', model,
+                             item_table, embedding_column, slot.model),
+            HINT = 'Configure the worker with the model the source records, or change the source''s model.';
+    END IF;
+    -- Lock the item row before the queue row, the order in which the (AFTER UPDATE) trigger of a
+    -- concurrent writer takes them; the opposite order deadlocks with that writer.
+    -- (as the table's owner once this role's privileges are checked, like the store below:
+    -- the tenant's triggers on its table run with the tenant's rights, src/worker.rs)
+    cols := corpus._slot_attnums(slot);
+    PERFORM corpus._embedding_item_lock(item_table::oid, cols.id_attnum, cols.embedding_attnum, item_id);
+    SELECT * INTO q FROM corpus.embedding_queue e
+     WHERE e.item_table = corpus_embedding_complete.item_table
+       AND e.embedding_column = corpus_embedding_complete.embedding_column
+       AND e.item_id = corpus_embedding_complete.item_id
+       FOR UPDATE;
+    IF NOT FOUND THEN
+        -- On a Citus coordinator: the entry of a distributed table's item is on the node
+        -- holding its shard, which stores the embedding there (its own transaction)
+        RETURN coalesce((SELECT a FROM corpus._citus_fan_out(item_table,
+                    format('SELECT corpus.corpus_embedding_complete(%L::regclass, %L, %L, %L::bigint, %L, %L)',
+                           item_table::text, embedding_column, item_id, version, embedding::text, model)) a
+                  WHERE a <> 'not_queued' LIMIT 1), 'not_queued');
+    END IF;
+    IF q.version <> corpus_embedding_complete.version THEN
+        -- The text changed after the claim; the trigger already made the item pending again (and
+        -- another worker may hold a claim of the new version: leave the row alone).
+        RETURN 'requeued';
+    END IF;
+    PERFORM corpus._embedding_item_store(item_table::oid, cols.id_attnum, cols.embedding_attnum, item_id, embedding);
+    DELETE FROM corpus.embedding_queue e
+     WHERE e.item_table = q.item_table AND e.embedding_column = q.embedding_column AND e.item_id = q.item_id;
+    RETURN 'stored';
+END
+$$;
+
+CREATE OR REPLACE FUNCTION corpus.corpus_embedding_fail(item_table regclass, embedding_column name, item_id text,
+                                             version bigint, error text, max_attempts integer DEFAULT 5)
+RETURNS text
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    q corpus.embedding_queue;
+BEGIN
+    UPDATE corpus.embedding_queue e
+       SET state = CASE WHEN e.attempts >= max_attempts THEN 'dead' ELSE 'pending' END,
+           claimed_by = NULL, claimed_at = NULL, lease_until = NULL, last_error = error
+     WHERE e.item_table = corpus_embedding_fail.item_table
+       AND e.embedding_column = corpus_embedding_fail.embedding_column
+       AND e.item_id = corpus_embedding_fail.item_id
+       AND e.version = corpus_embedding_fail.version
+    RETURNING * INTO q;
+    IF NOT FOUND THEN
+        RETURN coalesce((SELECT a FROM corpus._citus_fan_out(item_table,
+                    format('SELECT corpus.corpus_embedding_fail(%L::regclass, %L, %L, %L::bigint, %L, %L::integer)',
+                           item_table::text, embedding_column, item_id, version, error, max_attempts)) a
+                  WHERE a <> 'not_queued' LIMIT 1), 'not_queued');
+    END IF;
+    RETURN q.state;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION corpus.corpus_embedding_release(item_table regclass, embedding_column name, item_id text,
+                                                version bigint, worker text DEFAULT NULL)
+RETURNS text
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    UPDATE corpus.embedding_queue e
+       SET state = 'pending', claimed_by = NULL, claimed_at = NULL, lease_until = NULL,
+           attempts = greatest(e.attempts - 1, 0)
+     WHERE e.item_table = corpus_embedding_release.item_table
+       AND e.embedding_column = corpus_embedding_release.embedding_column
+       AND e.item_id = corpus_embedding_release.item_id
+       AND e.version = corpus_embedding_release.version
+       AND e.state = 'claimed'
+       AND (worker IS NULL OR e.claimed_by = worker);
+    IF NOT FOUND THEN
+        IF EXISTS (SELECT 1 FROM corpus._citus_fan_out(item_table,
+                       format('SELECT corpus.corpus_embedding_release(%L::regclass, %L, %L, %L::bigint, %L)',
+                              item_table::text, embedding_column, item_id, version, worker)) a
+                    WHERE a = 'released') THEN
+            PERFORM pg_notify('pg_corpus_embedding', item_table::text);
+            RETURN 'released';
+        END IF;
+        RETURN 'not_claimed';
+    END IF;
+    PERFORM pg_notify('pg_corpus_embedding', item_table::text);
+    RETURN 'released';
+END
+$$;
+
+CREATE OR REPLACE FUNCTION corpus.corpus_embedding_retry_dead(only_table regclass DEFAULT NULL) RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    t regclass;
+    k bigint;
+    n bigint := 0;
+BEGIN
+    FOR t, k IN
+        WITH retried AS (
+            UPDATE corpus.embedding_queue q SET state = 'pending', attempts = 0, enqueued_at = now()
+             WHERE q.state = 'dead' AND (only_table IS NULL OR q.item_table = only_table)
+            RETURNING q.item_table)
+        SELECT r.item_table, count(*) FROM retried r GROUP BY r.item_table
+    LOOP
+        PERFORM pg_notify('pg_corpus_embedding', t::text);   -- wake the workers
+        n := n + k;
+    END LOOP;
+    IF corpus._citus_coordinator() THEN
+        k := coalesce((SELECT sum(a::bigint) FROM corpus._citus_on_other_nodes(
+                 format('SELECT corpus.corpus_embedding_retry_dead(%L::regclass)', only_table::text)) a), 0);
+        IF k > 0 THEN
+            PERFORM pg_notify('pg_corpus_embedding', coalesce(only_table::text, ''));
+        END IF;
+        n := n + k;
+    END IF;
+    RETURN n;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION corpus.corpus_embedding_enqueue(item_table regclass, embedding_column name,
+                                                only_missing boolean DEFAULT true)
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    slot   corpus.embedding_slots;
+    n      bigint;
+    remote bigint;
+BEGIN
+    slot := corpus._embedding_slot(item_table, embedding_column);
+    -- (on a Citus coordinator, also on the nodes holding the shards of a distributed table)
+    n := corpus._enqueue_local(slot, coalesce(only_missing, true));
+    remote := coalesce((SELECT sum(a::bigint) FROM corpus._citus_fan_out(item_table,
+                  format('SELECT corpus.corpus_embedding_enqueue(%L::regclass, %L, %L)',
+                         item_table::text, slot.embedding_column, coalesce(only_missing, true))) a), 0);
+    IF remote > 0 THEN
+        PERFORM pg_notify('pg_corpus_embedding', item_table::text);   -- (the workers listen here)
+    END IF;
+    RETURN n + remote;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION corpus._embedding_model_start(item_table regclass, embedding_column name, model text)
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    total bigint;
+BEGIN
+    IF model IS NULL OR btrim(model) = '' THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'model must be a non-empty name',
+            HINT = 'Name the model the way workers report it, e.g. ''multilingual-e5-small''.';
+    END IF;
+    PERFORM corpus._embedding_slot(item_table, embedding_column);
+    UPDATE corpus.embedding_slots s SET model = _embedding_model_start.model
+     WHERE s.item_table = _embedding_model_start.item_table
+       AND s.embedding_column = _embedding_model_start.embedding_column;
+    -- the other Citus nodes' copies of the slot record it too
+    PERFORM corpus._citus_fan_out(item_table,
+        format('SELECT corpus._embedding_slot_replica(%L::jsonb)',
+               (SELECT to_jsonb(s) FROM corpus.embedding_slots s
+                 WHERE s.item_table = _embedding_model_start.item_table
+                   AND s.embedding_column = _embedding_model_start.embedding_column)));
+    EXECUTE format('SELECT count(*) FROM %s', item_table) INTO total;
+    RETURN total;
+END
+$$;
+
+DROP FUNCTION corpus._embedding_model_batch(regclass, name, text, integer);
+
+CREATE FUNCTION corpus._embedding_model_batch(item_table regclass, embedding_column name, relation regclass,
+                                              after text, batch_size integer, OUT n bigint, OUT last text)
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    slot corpus.embedding_slots;
+BEGIN
+    SELECT * INTO STRICT slot FROM corpus.embedding_slots s
+     WHERE s.item_table = _embedding_model_batch.item_table
+       AND s.embedding_column = _embedding_model_batch.embedding_column;
+    EXECUTE format('WITH batch AS (SELECT t.%1$I AS id FROM %2$s t
+                                    WHERE $1 IS NULL OR t.%1$I > $1::%5$s
+                                    ORDER BY t.%1$I LIMIT $2),
+                        q AS (INSERT INTO corpus.embedding_queue AS q (item_table, embedding_column, item_id, reason)
+                              SELECT %3$s::oid, %4$L, id::text, ''model_changed'' FROM batch
+                              ON CONFLICT (item_table, embedding_column, item_id) DO UPDATE
+                                 SET version = nextval(''corpus.embedding_queue_version_seq''),
+                                     reason = ''model_changed'', enqueued_at = now(), state = ''pending'',
+                                     claimed_by = NULL, claimed_at = NULL, lease_until = NULL, attempts = 0,
+                                     last_error = NULL)
+                   SELECT count(*), max(id)::text FROM batch',
+                   corpus._slot_column(item_table, slot.id_attnum), relation, item_table::oid,
+                   slot.embedding_column, slot.id_type)
+       INTO n, last USING after, batch_size;
+    IF n > 0 THEN
+        PERFORM pg_notify('pg_corpus_embedding', item_table::text);
+    END IF;
+END
+$$;
+
+CREATE FUNCTION corpus._embedding_model_step(item_table regclass, embedding_column name, state jsonb,
+                                             batch_size integer) RETURNS jsonb
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    rels  regclass[] := ARRAY(SELECT r FROM corpus._local_relations(item_table) r);
+    i     integer := coalesce((state->>'relation')::integer, 1);
+    after text := state->>'after';
+    b     record;
+BEGIN
+    WHILE i <= coalesce(cardinality(rels), 0) LOOP
+        SELECT * INTO b FROM corpus._embedding_model_batch(item_table, embedding_column, rels[i], after, batch_size);
+        IF b.n > 0 THEN
+            RETURN jsonb_build_object('relation', i, 'after', b.last, 'n', b.n);
+        END IF;
+        i := i + 1;
+        after := NULL;
+    END LOOP;
+    RETURN '{"done": true}'::jsonb;
+END
+$$;
+
+CREATE OR REPLACE PROCEDURE corpus.corpus_set_embedding_model(item_table regclass, embedding_column name, model text,
+                                                   batch_size integer DEFAULT 10000)
+LANGUAGE plpgsql
+AS $$
+DECLARE
+    total bigint;
+    done  bigint := 0;
+    state jsonb := '{}';
+    nodes text[];
+    ports integer[];
+    k     integer := 1;
+BEGIN
+    PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
+    IF batch_size IS NULL OR batch_size < 1 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = format('batch_size must be positive, got %s', batch_size),
+            HINT = 'Each batch is one committed transaction; 10000 is a good size.';
+    END IF;
+    total := corpus._embedding_model_start(item_table, embedding_column, model);
+    -- the nodes holding the table's rows: this one, and on a Citus coordinator the others
+    -- (each batch there is the node's own transaction, driven from here)
+    IF corpus._citus_table_kind(item_table) = 'distributed' AND corpus._citus_coordinator() THEN
+        SELECT array_agg(n.node_name ORDER BY o), array_agg(n.node_port ORDER BY o) INTO nodes, ports
+          FROM corpus._citus_other_nodes() WITH ORDINALITY AS n(node_name, node_port, o);
+    END IF;
+    COMMIT;
+    LOOP
+        PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
+        IF k = 1 THEN
+            state := corpus._embedding_model_step(item_table, embedding_column, state, batch_size);
+        ELSIF k <= coalesce(cardinality(nodes), 0) + 1 THEN
+            state := (SELECT a::jsonb FROM corpus._citus_on_nodes(ARRAY[nodes[k - 1]], ARRAY[ports[k - 1]],
+                          format('SELECT corpus._embedding_model_step(%L::regclass, %L, %L::jsonb, %L::integer)::text',
+                                 item_table::text, embedding_column, state, batch_size)) a);
+        ELSE
+            EXIT;
+        END IF;
+        IF state ? 'done' THEN
+            k := k + 1;
+            state := '{}';
+            CONTINUE;
+        END IF;
+        done := done + (state->>'n')::bigint;
+        IF k > 1 THEN
+            PERFORM pg_notify('pg_corpus_embedding', item_table::text);   -- (the workers listen here)
+        END IF;
+        COMMIT;
+        RAISE NOTICE 'pg_corpus: % of % items of %.% queued for model %', done, total, item_table,
+                     embedding_column, model;
+    END LOOP;
+END
+$$;
+
+-- Write every slot's trigger function again with the 0.3.0 body. The functions belong to the
+-- registering role, not to the extension (dump and restore keep them with their triggers), and
+-- an extension script may replace only its own objects: each joins the extension for its
+-- rewrite and leaves it again.
+DO $$
+DECLARE
+    slot corpus.embedding_slots;
+BEGIN
+    FOR slot IN SELECT * FROM corpus.embedding_slots LOOP
+        IF pg_catalog.to_regprocedure(pg_catalog.format('corpus.%I()', slot.trigger_function)) IS NULL THEN
+            CONTINUE;   -- the health check reports the missing trigger
+        END IF;
+        EXECUTE pg_catalog.format('ALTER EXTENSION pg_corpus ADD FUNCTION corpus.%I()', slot.trigger_function);
+        PERFORM corpus._write_embedding_trigger(slot);
+        EXECUTE pg_catalog.format('ALTER EXTENSION pg_corpus DROP FUNCTION corpus.%I()', slot.trigger_function);
+    END LOOP;
+END
+$$;
