@@ -358,7 +358,7 @@ BEGIN
     EXECUTE format('CREATE TRIGGER %I AFTER TRUNCATE ON %s FOR EACH STATEMENT EXECUTE FUNCTION corpus.%I()',
                    tname || '_truncate', item_table, fname);
     -- Items already without an embedding are the first backlog.
-    PERFORM corpus._enqueue_local(slot, true);
+    PERFORM corpus._enqueue_local(slot, true, false);
     -- On a Citus coordinator, every other node keeps a copy of the slot, and the queue of the
     -- shards it holds (the trigger writes there). Each node commits its copy on its own: a
     -- registration rolled back here leaves copies whose trigger never came (its creation is
@@ -464,8 +464,10 @@ $$;
 -- Queue the items of a slot that are in relations of this node (corpus._local_relations: the
 -- table, or the shards of a distributed table placed here), in one statement per relation:
 -- those without an embedding ('missing'), or every item when only_missing is false
--- ('requested' for those with one, renewing the entries already queued). Announces the work.
-CREATE FUNCTION corpus._enqueue_local(slot corpus.embedding_slots, only_missing boolean) RETURNS bigint
+-- ('requested' for those with one); entries already queued are renewed (a new version, pending
+-- again) when `renew`, else left as they are. Announces the work.
+CREATE FUNCTION corpus._enqueue_local(slot corpus.embedding_slots, only_missing boolean, renew boolean)
+RETURNS bigint
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -477,21 +479,18 @@ DECLARE
     embedding name := corpus._slot_column(slot.item_table, (corpus._slot_attnums(slot)).embedding_attnum);
 BEGIN
     FOR rel IN SELECT r FROM corpus._local_relations(slot.item_table) r LOOP
-        IF only_missing THEN
-            EXECUTE format('INSERT INTO corpus.embedding_queue (item_table, embedding_column, item_id, reason)
-                            SELECT %s::oid, %L, t.%I::text, ''missing'' FROM %s t WHERE t.%I IS NULL
-                            ON CONFLICT DO NOTHING',
-                           slot.item_table::oid, slot.embedding_column, id_column, rel, embedding);
-        ELSE
-            EXECUTE format('INSERT INTO corpus.embedding_queue AS q (item_table, embedding_column, item_id, reason)
-                            SELECT %s::oid, %L, t.%I::text, CASE WHEN t.%I IS NULL THEN ''missing'' ELSE ''requested'' END
-                              FROM %s t
-                            ON CONFLICT (item_table, embedding_column, item_id) DO UPDATE
-                               SET version = nextval(''corpus.embedding_queue_version_seq''), reason = EXCLUDED.reason,
-                                   enqueued_at = now(), state = ''pending'', claimed_by = NULL, claimed_at = NULL,
-                                   lease_until = NULL, attempts = 0, last_error = NULL',
-                           slot.item_table::oid, slot.embedding_column, id_column, embedding, rel);
-        END IF;
+        EXECUTE format('INSERT INTO corpus.embedding_queue AS q (item_table, embedding_column, item_id, reason)
+                        SELECT %s::oid, %L, t.%I::text, CASE WHEN t.%I IS NULL THEN ''missing'' ELSE ''requested'' END
+                          FROM %s t WHERE %s
+                        ON CONFLICT %s',
+                       slot.item_table::oid, slot.embedding_column, id_column, embedding, rel,
+                       CASE WHEN only_missing THEN format('t.%I IS NULL', embedding) ELSE 'true' END,
+                       CASE WHEN renew
+                            THEN '(item_table, embedding_column, item_id) DO UPDATE
+                                  SET version = nextval(''corpus.embedding_queue_version_seq''), reason = EXCLUDED.reason,
+                                      enqueued_at = now(), state = ''pending'', claimed_by = NULL, claimed_at = NULL,
+                                      lease_until = NULL, attempts = 0, last_error = NULL'
+                            ELSE 'DO NOTHING' END);
         GET DIAGNOSTICS n = ROW_COUNT;
         total := total + n;
     END LOOP;
@@ -519,7 +518,7 @@ BEGIN
            model = EXCLUDED.model, dimensions = EXCLUDED.dimensions, trigger_name = EXCLUDED.trigger_name,
            trigger_function = EXCLUDED.trigger_function, id_attnum = EXCLUDED.id_attnum,
            embedding_attnum = EXCLUDED.embedding_attnum, input_attnums = EXCLUDED.input_attnums;
-    RETURN corpus._enqueue_local(s, true);
+    RETURN corpus._enqueue_local(s, true, false);
 END
 $$;
 
@@ -551,8 +550,38 @@ AS $$
            AND q.embedding_column = _item_queued.embedding_column::name
            AND q.item_id = _item_queued.item_id
            AND (_item_queued.state IS NULL OR q.state = _item_queued.state)
-           AND (pg_catalog.has_table_privilege(session_user, q.item_table, 'SELECT')
-                OR pg_catalog.has_any_column_privilege(session_user, q.item_table, 'SELECT')))
+           AND (pg_catalog.has_table_privilege(w.who, q.item_table, 'SELECT')
+                OR pg_catalog.has_any_column_privilege(w.who, q.item_table, 'SELECT')))
+      FROM (SELECT CASE WHEN pg_catalog.current_setting('role') = 'none' THEN session_user::text
+                        ELSE pg_catalog.current_setting('role') END::name AS who) AS w
+$$;
+
+-- What this node says of itself for the health check's `citus` row: its address, its pg_corpus
+-- version, pgvector's iterative-scan setting (a database default from ALTER DATABASE, read
+-- before pgvector is loaded), and its slots of distributed tables.
+CREATE FUNCTION corpus._citus_node_facts() RETURNS jsonb
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT jsonb_build_object(
+        'host', coalesce(pg_catalog.inet_server_addr()::text, 'local'),
+        'port', pg_catalog.current_setting('port'),
+        'pg_corpus', (SELECT e.extversion FROM pg_catalog.pg_extension e WHERE e.extname = 'pg_corpus'),
+        'iterative_scan', pg_catalog.current_setting('hnsw.iterative_scan', true),
+        'slots', (SELECT coalesce(jsonb_agg(s.item_table::text || '.' || s.embedding_column
+                                            ORDER BY s.item_table::text, s.embedding_column), '[]'::jsonb)
+                    FROM corpus.embedding_slots s
+                   WHERE corpus._citus_table_kind(s.item_table) = 'distributed'))
+$$;
+
+-- On a Citus coordinator: its own facts and every other node's (corpus._citus_node_facts).
+CREATE FUNCTION corpus._citus_health(OUT coordinator jsonb, OUT nodes jsonb)
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT corpus._citus_node_facts(),
+           coalesce((SELECT jsonb_agg(a::jsonb) FROM corpus._citus_on_other_nodes(
+                         'SELECT corpus._citus_node_facts()::text') a), '[]'::jsonb)
 $$;
 
 -- The health check's figures of a slot's queue: the age of its oldest live entry and its
@@ -903,7 +932,7 @@ DECLARE
 BEGIN
     slot := corpus._embedding_slot(item_table, embedding_column);
     -- (on a Citus coordinator, also on the nodes holding the shards of a distributed table)
-    n := corpus._enqueue_local(slot, coalesce(only_missing, true));
+    n := corpus._enqueue_local(slot, coalesce(only_missing, true), true);
     remote := coalesce((SELECT sum(a::bigint) FROM corpus._citus_fan_out(item_table,
                   format('SELECT corpus.corpus_embedding_enqueue(%L::regclass, %L, %L)',
                          item_table::text, slot.embedding_column, coalesce(only_missing, true))) a), 0);

@@ -50,6 +50,13 @@ fn version_check() -> Result<CheckRow, CoreError> {
     Ok(row)
 }
 
+/// Whether this node is the coordinator of a Citus cluster (the `citus` row is its).
+fn on_citus_coordinator() -> Result<bool, CoreError> {
+    Spi::get_one::<bool>("SELECT corpus._citus_coordinator()")
+        .map(|v| v.unwrap_or(false))
+        .map_err(crate::spi::spi_failure)
+}
+
 /// PUBLIC must not create in the extension's schema nor write its catalog; other roles that can
 /// write it are listed (they can redefine corpora, isolation predicates included).
 fn privileges_check() -> Result<CheckRow, CoreError> {
@@ -468,6 +475,9 @@ fn corpus_health_check(
         // an unknown corpus is the usual 42704
         let names = spi::catalog::load_corpus_names(corpus)?;
         let mut out = vec![version_check()?, privileges_check()?];
+        if on_citus_coordinator()? {
+            out.push(health::judge_citus(&first_row(&health::citus_query())?));
+        }
         for name in names {
             let mut drift = CheckRow::new("catalog_drift", Some(&name), None);
             match spi::catalog::load_corpus(&name) {

@@ -195,6 +195,12 @@ class Stats:
 RELEASE_SIGNATURE = "corpus.corpus_embedding_release(regclass,name,text,bigint,text)"
 STATS_SIGNATURE = "corpus.corpus_refresh_lexical_stats(text,boolean,double precision)"
 STATS_SQL = "SELECT corpus, refreshed FROM corpus.corpus_refresh_lexical_stats(only_stale => true)"
+# (corpus._citus_* exist from pg_corpus 0.3.0: asked only when they do)
+CITUS_SIGNATURE = "corpus._citus_node_role()"
+CITUS_SQL = """
+SELECT corpus._citus_node_role() = 'coordinator'
+       AND EXISTS (SELECT 1 FROM corpus.embedding_slots s WHERE corpus._citus_table_kind(s.item_table) = 'distributed')"""
+CITUS_POLL_INTERVAL = 5.0
 SLOTS_SQL = """
 SELECT item_table::oid, item_table::text, embedding_column, model, dimensions
   FROM corpus.embedding_slots ORDER BY 2, 3"""
@@ -548,6 +554,15 @@ class Worker:
                 self.refresh_slots(conn)
                 self.has_release = conn.execute("SELECT to_regprocedure(%s) IS NOT NULL",
                                                 (RELEASE_SIGNATURE,)).fetchone()[0]
+                # On a Citus coordinator with distributed item tables, writes to them send no
+                # NOTIFY (the trigger runs on the shards' nodes, inside Citus' two-phase
+                # commits): poll often enough that new items are picked up promptly.
+                on_citus = conn.execute("SELECT to_regprocedure(%s) IS NOT NULL", (CITUS_SIGNATURE,)).fetchone()[0] \
+                    and conn.execute(CITUS_SQL).fetchone()[0]
+                if self.cfg.poll_interval > CITUS_POLL_INTERVAL and on_citus:
+                    log.info("Citus coordinator with distributed item tables: polling every %gs "
+                             "(writes on the shards send no notification)", CITUS_POLL_INTERVAL)
+                    self.cfg.poll_interval = CITUS_POLL_INTERVAL
         except (psycopg.Error, PgCorpusError) as e:
             log.error("cannot start: %s", str(e).strip())
             return 1

@@ -13,15 +13,17 @@ SELECT c.relname,
        has_table_privilege('public', c.oid, 'DELETE') AS public_delete
   FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
  WHERE n.nspname = 'corpus' AND c.relkind = 'r' ORDER BY 1;
--- One SECURITY DEFINER function in the extension script, the event trigger that follows renames
--- of item tables' columns (PostgreSQL calls it only as an event trigger); the re-embed triggers
+-- Two SECURITY DEFINER functions in the extension script: the event trigger that follows renames
+-- of item tables' columns (PostgreSQL calls it only as an event trigger), and _item_queued, which
+-- tells a Citus shard whether one of its items is queued, only for a session whose user may read
+-- the item's table (searches ask it about their own hits); the re-embed triggers
 -- generated at registration are too, with search_path pinned: see embedding_queue.sql. Every SQL or PL/pgSQL
 -- function pins search_path, except bm25_document (it must stay inlinable for generated
 -- columns; it runs with the caller's rights and names everything schema-qualified) and the
 -- procedure corpus_set_embedding_model (a procedure with SET cannot COMMIT; it pins
 -- search_path with set_config in each of its steps).
 SELECT p.proname AS security_definer, p.prorettype::regtype AS returns FROM pg_proc p
-  JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = 'corpus' AND p.prosecdef;
+  JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = 'corpus' AND p.prosecdef ORDER BY 1;
 SELECT p.proname AS without_pinned_search_path
   FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
  WHERE n.nspname = 'corpus' AND p.prolang <> (SELECT oid FROM pg_language WHERE lanname = 'c')

@@ -9,6 +9,7 @@ import re
 import subprocess
 from pathlib import Path
 
+import numpy as np
 import psycopg
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -122,3 +123,17 @@ def load_legal_distributed(conn, data, copy_rows, legal_columns):
         copy_rows(conn, table, cols, data[table])
     run_file(conn, FIXTURES / "legal_indexes.sql")
     run_file(conn, FIXTURES / "legal_corpora.sql")
+
+
+def near_chunk_queries(data, n, seed, unit):
+    """(query vector, query text) pairs near random chunks of generated legal rows: the vector a
+    noisy copy of a chunk's embedding (`unit` normalises), the text three of its words."""
+    rng = np.random.default_rng(seed)
+    chunks = [c for c in data["precedent_chunks"] + data["document_chunks"] if c["embedding"] is not None]
+    out = []
+    for _ in range(n):
+        c = chunks[int(rng.integers(len(chunks)))]
+        v = unit(c["embedding"] + rng.standard_normal(len(c["embedding"])) * 0.02)
+        words = c["content"].split()
+        out.append((v, " ".join(words[int(rng.integers(len(words)))] for _ in range(3))))
+    return out

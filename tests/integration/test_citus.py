@@ -46,18 +46,7 @@ def dbs(cluster, citus_cluster, pgc):
 
 
 def queries(data, pgc, n, seed):
-    """(query vector, query text) pairs near random chunks: the vector a noisy copy of a chunk's
-    embedding, the text a few of its words and a Hebrew word."""
-    rng = np.random.default_rng(seed)
-    chunks = [c for c in data["precedent_chunks"] + data["document_chunks"] if c["embedding"] is not None]
-    out = []
-    for _ in range(n):
-        c = chunks[int(rng.integers(len(chunks)))]
-        v = pgc.unit(c["embedding"] + rng.standard_normal(pgc.DIM) * 0.02)
-        words = c["content"].split()
-        text = " ".join(words[int(rng.integers(len(words)))] for _ in range(3))
-        out.append((v, text))
-    return out
+    return cs.near_chunk_queries(data, n, seed, pgc.unit)
 
 
 def same_rows(a, b):
@@ -241,6 +230,30 @@ def test_explain_and_health_check_run_on_the_coordinator(dbs, pgc):
     assert not bad, bad
     audits = [d for c, _, _, _, d in health if c == "isolation_audit"]
     assert audits and all(d.get("hits_checked", 0) > 0 or "isolation" in d for d in audits), audits
+    citus_rows = [(st, d) for c, _, _, st, d in health if c == "citus"]
+    assert len(citus_rows) == 1 and citus_rows[0][0] == "ok" and citus_rows[0][1]["nodes"] == 2, citus_rows
+    assert len(citus_rows[0][1]["coordinator"]["slots"]) == 3, "the three distributed item tables' slots"
+
+
+def test_the_health_check_names_a_node_whose_slot_copies_differ(dbs):
+    conn, citus = dbs["dist"], dbs["citus"]
+    with psycopg.connect(citus.dsn("pgc_citus", "worker2"), autocommit=True) as w:
+        # (the table named as the coordinator names it, schema-qualified)
+        w.execute("SET search_path = pg_catalog")
+        saved = w.execute("SELECT to_jsonb(s)::text FROM corpus.embedding_slots s "
+                          "WHERE item_table = 'public.document_chunks'::regclass").fetchone()[0]
+        w.execute("RESET search_path")
+        w.execute("SET session_replication_role = replica")   # (keep its queue entries)
+        w.execute("DELETE FROM corpus.embedding_slots WHERE item_table = 'document_chunks'::regclass")
+        try:
+            status, detail, hint = conn.execute(
+                "SELECT status, detail, hint FROM corpus.corpus_health_check() WHERE \"check\" = 'citus'").fetchone()
+            assert status == "fail" and len(detail["slots_differ"]) == 1 and "sources" in hint, (status, detail)
+            assert detail["slots_differ"][0].endswith(":" + str(cs.port_of(citus.uris["worker2"])))
+        finally:
+            w.execute("SELECT corpus._embedding_slot_replica(%s::jsonb)", (saved,))
+    assert conn.execute("SELECT status FROM corpus.corpus_health_check() WHERE \"check\" = 'citus'"
+                        ).fetchone()[0] == "ok"
 
 
 def test_a_statement_citus_sends_to_a_worker_says_so(dbs):

@@ -95,10 +95,24 @@ def test_every_public_function_is_callable_and_none_runs_with_definer_rights(db)
         if name.startswith("_embedding_trigger_") or name == "_follow_item_table_changes":
             # the generated triggers and the event trigger: definer, callable only as triggers
             assert definer and not public, name
+        elif name == "_item_queued":
+            # what a Citus shard answers a search about its own hits: definer, and it answers
+            # only a role that may read the table (the next test)
+            assert definer and public, name
         else:
             assert not definer, name
             if not name.startswith("_"):
                 assert public, name
+
+
+def test_the_queue_state_of_an_item_is_told_only_to_readers_of_its_table(db):
+    (item,) = db.execute("SELECT item_id FROM corpus.embedding_queue "
+                         "WHERE item_table = 'precedent_chunks'::regclass LIMIT 1").fetchone()
+    ask = "SELECT corpus._item_queued('public.precedent_chunks', 'embedding', %s, NULL)"
+    assert db.execute(ask, (item,)).fetchone()[0] is True
+    assert as_role(db, READER, ask, (item,))[0][0] is True
+    assert as_role(db, NOGRANT, ask, (item,))[0][0] is False, "no SELECT on the table: nothing to learn"
+    assert as_role(db, READER, ask, ("no such id",))[0][0] is False
 
 
 def test_what_each_role_may_do_through_the_functions(db):

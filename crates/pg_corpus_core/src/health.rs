@@ -150,6 +150,76 @@ pub fn privileges_query() -> Query {
     )
 }
 
+/// On a Citus coordinator, what every node says of itself (`corpus._citus_health()`): columns
+/// database, coordinator, nodes (each node's pg_corpus version, pgvector's iterative-scan
+/// setting, its copies of the distributed tables' slots).
+pub fn citus_query() -> Query {
+    Query::new(
+        "SELECT pg_catalog.current_database()::text AS database, h.coordinator, h.nodes FROM corpus._citus_health() AS h"
+            .to_string(),
+        Vec::new(),
+    )
+}
+
+/// The `citus` row from [`citus_query`]'s answer: a node whose pg_corpus version differs from
+/// the coordinator's, or whose copies of the slots are not the coordinator's, fails (its
+/// queue would not be kept or claimed right); a node where pgvector's iterative scan is off
+/// warns (filtered approximate searches on its shards return fewer rows than asked).
+pub fn judge_citus(v: &Value) -> CheckRow {
+    let mut row = CheckRow::new("citus", None, None);
+    let coordinator = &v["coordinator"];
+    let nodes = v["nodes"].as_array().cloned().unwrap_or_default();
+    let database = v["database"].as_str().unwrap_or("");
+    let mut version_differs = Vec::new();
+    let mut slots_differ = Vec::new();
+    let mut scan_off = Vec::new();
+    for n in &nodes {
+        let name = format!("{}:{}", n["host"].as_str().unwrap_or("?"), n["port"].as_str().unwrap_or("?"));
+        if n["pg_corpus"] != coordinator["pg_corpus"] {
+            version_differs.push(name.clone());
+        }
+        if n["slots"] != coordinator["slots"] {
+            slots_differ.push(name.clone());
+        }
+        if !matches!(n["iterative_scan"].as_str(), Some("relaxed_order" | "strict_order")) {
+            scan_off.push(name);
+        }
+    }
+    row.count = (version_differs.len() + slots_differ.len() + scan_off.len()) as i64;
+    if !version_differs.is_empty() {
+        row.flag(
+            Status::Fail,
+            "Install the coordinator's pg_corpus version on every node and update it there \
+             (SELECT run_command_on_all_nodes('ALTER EXTENSION pg_corpus UPDATE');).",
+        );
+    }
+    if !slots_differ.is_empty() {
+        row.flag(
+            Status::Fail,
+            "A node's copies of the embedding slots are not the coordinator's (a registration was rolled back, or a \
+             node was added later): drop and add the sources of those tables again on the coordinator.",
+        );
+    }
+    if !scan_off.is_empty() {
+        row.flag(
+            Status::Warn,
+            format!(
+                "pgvector's settings are read on the shards: ALTER DATABASE {} SET hnsw.iterative_scan = relaxed_order; \
+                 (Citus sends it to the workers; new sessions take it).",
+                ident(database)
+            ),
+        );
+    }
+    row.detail = json!({
+        "nodes": nodes.len(),
+        "version_differs": version_differs,
+        "slots_differ": slots_differ,
+        "iterative_scan_off": scan_off,
+        "coordinator": coordinator,
+    });
+    row
+}
+
 /// One value of a required filter field from the corpus' own searchable items of `src` (so
 /// that probe searches of corpora with required scope filters can run). Columns: v (jsonb).
 pub fn required_value_query(src: &Source, field: &str) -> Option<Query> {
@@ -626,5 +696,29 @@ mod tests {
         let row = judge_indexes("x", src, &good[1..]);
         assert_eq!(row.status, Status::Warn);
         assert!(row.hint.contains("USING hnsw"));
+    }
+
+    #[test]
+    fn the_citus_row_names_each_node_that_differs_from_the_coordinator() {
+        let node = |port: &str, version: &str, slots: Value, scan: Value| {
+            json!({"host": "10.0.0.2", "port": port, "pg_corpus": version, "slots": slots, "iterative_scan": scan})
+        };
+        let coordinator = json!({"pg_corpus": "0.3.0", "slots": ["public.chunks.embedding"]});
+        let good = json!({"database": "le\"gal", "coordinator": coordinator, "nodes": [
+            node("5432", "0.3.0", json!(["public.chunks.embedding"]), json!("relaxed_order"))]});
+        let row = judge_citus(&good);
+        assert_eq!((row.status, row.count), (Status::Ok, 0), "{:?}", row.detail);
+        let bad = json!({"database": "le\"gal", "coordinator": coordinator, "nodes": [
+            node("5432", "0.3.0", json!(["public.chunks.embedding"]), Value::Null),
+            node("5433", "0.2.0", json!([]), json!("off"))]});
+        let row = judge_citus(&bad);
+        assert_eq!((row.status, row.count), (Status::Fail, 4));
+        assert_eq!(row.detail["iterative_scan_off"], json!(["10.0.0.2:5432", "10.0.0.2:5433"]));
+        assert_eq!(row.detail["slots_differ"], json!(["10.0.0.2:5433"]));
+        let scan_only = json!({"database": "le\"gal", "coordinator": coordinator, "nodes": [
+            node("5432", "0.3.0", json!(["public.chunks.embedding"]), json!("off"))]});
+        let row = judge_citus(&scan_only);
+        assert_eq!(row.status, Status::Warn);
+        assert!(row.hint.contains("ALTER DATABASE \"le\"\"gal\" SET hnsw.iterative_scan"), "{}", row.hint);
     }
 }

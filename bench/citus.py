@@ -1,0 +1,222 @@
+#!/usr/bin/env python3
+r"""Citus against one node (issue 13): the same legal rows in a single-node database and on a
+Citus coordinator with two workers (all on this machine), searches of every mode interleaved,
+p50 latency per system and their ratio, and the work each search gives the shards.
+(docs/citus.md)
+
+    .venv/bin/python bench/citus.py                          # 2,000 cases (about 12k chunks), 32 shards
+    .venv/bin/python bench/citus.py --cases 500 --queries 10 --markdown /tmp/citus.md --json /tmp/c.json
+
+What it does:
+ 1. starts a Citus cluster (tests/integration/citus_support.py: scripts/citus_cluster.sh,
+    coordinator + 2 workers on loopback, in --citus-dir) and a single-node cluster
+    (scripts/pgcluster.sh, --single-dir); Citus must be installed (scripts/citus.sh);
+ 2. generates the legal rows with the integration tests' generator (tests/integration/
+    conftest.py generate_legal_data: --cases parents, their chunks and halachot, --cases / 5
+    documents) and loads them with the tests' loaders: legal_schema.sql, legal_indexes.sql and
+    legal_corpora.sql on the single node; the same with legal_distribute.sql on Citus
+    (--shard-count shards per table, Citus' default 32);
+ 3. runs --queries queries (a vector near a random chunk's, three of its words) in each mode
+    (hybrid, semantic, lexical) on each corpus of the legal system, single node and Citus
+    alternating query by query, --repeats times, after one warm-up pass; p50 and p90 per mode
+    and system, and the Citus/single-node ratio of the p50s;
+ 4. the per-shard work of one search per mode: each subplan corpus_explain prints, run on the
+    coordinator under EXPLAIN (ANALYZE, FORMAT JSON) with citus.explain_all_tasks: the tasks
+    (shards) it ran on and the rows they returned to the coordinator, against the rows the
+    subplan returns (its LIMIT).
+The three servers share the machine's cores: the ratio is an upper bound for a cluster whose
+nodes have their own machines, and a measure of the fixed cost Citus adds per statement.
+"""
+import argparse
+import json
+import re
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import psycopg
+from psycopg.conninfo import make_conninfo
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests" / "integration"))
+import citus_support as cs  # noqa: E402
+import conftest as fx  # noqa: E402
+
+CORPORA = {"external_precedents": {}, "internal_decisions": {},
+           "case_documents": {"filters": {"practice_area": "planning"}}}
+MODES = ["hybrid", "semantic", "lexical"]
+
+
+def single_node(directory, dbname):
+    uri = subprocess.run(["bash", str(ROOT / "scripts" / "pgcluster.sh"), "start", directory],
+                         capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
+    with psycopg.connect(uri, autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
+        admin.execute(f'CREATE DATABASE "{dbname}"')
+    conn = psycopg.connect(make_conninfo(uri, dbname=dbname), autocommit=True)
+    conn.execute("CREATE EXTENSION vector")
+    conn.execute("CREATE EXTENSION pg_corpus")
+    return conn
+
+
+def queries(data, n, seed):
+    return [(fx.vec_text(v), text) for v, text in cs.near_chunk_queries(data, n, seed, fx.unit)]
+
+
+def timed_search(conn, corpus, vec, text, mode):
+    kw = dict(CORPORA[corpus], mode=mode)
+    sql, params = fx.search_sql(corpus=corpus, query_vec=None if mode == "lexical" else vec,
+                                query_text=None if mode == "semantic" else text, **kw)
+    t = time.perf_counter()
+    rows = conn.execute(sql, params).fetchall()
+    return (time.perf_counter() - t) * 1000, len(rows)
+
+
+def shard_work(conn, corpus, vec, text, mode):
+    """Each subplan of one search on the coordinator: (branch, source, strategy, tasks, rows
+    the tasks returned, rows the subplan returned)."""
+    rows = conn.execute(
+        "SELECT branch, source, strategy, sql, params FROM corpus.corpus_explain(%s, %s::vector, %s, "
+        "filters => %s::jsonb, mode => %s)",
+        (corpus, None if mode == "lexical" else vec, None if mode == "semantic" else text,
+         json.dumps(CORPORA[corpus].get("filters", {})), mode)).fetchall()
+    out = []
+    for branch, source, strategy, text_sql, params in rows:
+        body = "\n".join(line for line in text_sql.splitlines() if not line.startswith("SET LOCAL"))
+        body = re.sub(r"\$(\d+)", r"%(p\1)s", body.replace("%", "%%"))
+        values = {f"p{i + 1}": v for i, v in enumerate(params)}
+        if branch == "semantic":
+            values["p1"] = [float(x) for x in vec.strip("[]").split(",")]
+        with conn.transaction():
+            conn.execute("SET LOCAL citus.explain_all_tasks = on")
+            doc = conn.execute("EXPLAIN (ANALYZE, TIMING OFF, FORMAT JSON) " + body, values).fetchone()[0]
+        tasks, task_rows = 0, 0
+
+        def walk(node):
+            nonlocal tasks, task_rows
+            job = node.get("Distributed Query", {}).get("Job")
+            if job:
+                tasks += job.get("Task Count", 0)
+                for t in job.get("Tasks", []):
+                    for plan in t.get("Remote Plan", []):
+                        for p in (plan if isinstance(plan, list) else [plan]):
+                            task_rows += p.get("Plan", {}).get("Actual Rows", 0)
+            for child in node.get("Plans", []):
+                walk(child)
+        walk(doc[0]["Plan"])
+        out.append(dict(branch=branch, source=source, strategy=strategy, tasks=tasks,
+                        task_rows=task_rows, returned=doc[0]["Plan"].get("Actual Rows", 0)))
+    return out
+
+
+def percentile(xs, q):
+    return float(np.percentile(np.array(xs), q))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--cases", type=int, default=2000)
+    ap.add_argument("--queries", type=int, default=30)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--shard-count", type=int, default=32)
+    ap.add_argument("--seed", type=int, default=2026)
+    ap.add_argument("--citus-dir", default=str(ROOT / ".pgdata" / "citus-bench"))
+    ap.add_argument("--single-dir", default=str(ROOT / ".pgdata" / "citus-bench-single"))
+    ap.add_argument("--json", default=str(ROOT / "bench" / "results" / "citus.json"))
+    ap.add_argument("--markdown", default=str(ROOT / "docs" / "citus.md"))
+    a = ap.parse_args()
+
+    started = time.time()
+    data = fx.generate_legal_data(a.seed, n_cases=a.cases, n_documents=max(a.cases // 5, 10))
+    sizes = {t: len(rows) for t, rows in data.items()}
+    single = single_node(a.single_dir, "pgc_citus_bench")
+    fx.load_legal(single, data)
+    citus = cs.CitusCluster.start(a.citus_dir)
+    dist = citus.create_db("pgc_citus_bench", shard_count=a.shard_count)
+    cs.load_legal_distributed(dist, data, fx.copy_rows, fx.LEGAL_COLUMNS)
+    load_s = time.time() - started
+
+    qs = queries(data, a.queries, a.seed + 1)
+    systems = {"single": single, "citus": dist}
+    times = {(s, m): [] for s in systems for m in MODES}
+    for corpus in CORPORA:                              # warm-up
+        for vec, text in qs[:3]:
+            for m in MODES:
+                for conn in systems.values():
+                    timed_search(conn, corpus, vec, text, m)
+    for _ in range(a.repeats):
+        for corpus in CORPORA:
+            for vec, text in qs:
+                for m in MODES:
+                    for s, conn in systems.items():
+                        ms, _ = timed_search(conn, corpus, vec, text, m)
+                        times[(s, m)].append(ms)
+    summary = []
+    for m in MODES:
+        one, many = times[("single", m)], times[("citus", m)]
+        summary.append(dict(mode=m, searches=len(one), single_p50=statistics.median(one),
+                            single_p90=percentile(one, 90), citus_p50=statistics.median(many),
+                            citus_p90=percentile(many, 90),
+                            ratio_p50=statistics.median(many) / statistics.median(one)))
+    vec, text = qs[0]
+    work = {m: shard_work(dist, "external_precedents", vec, text, m) for m in MODES}
+    with dist.transaction():
+        dist.execute("SET LOCAL pg_corpus.exact_search_max_rows = 10")
+        work["semantic (approximate)"] = shard_work(dist, "external_precedents", vec, text, "semantic")
+
+    result = dict(cases=a.cases, rows=sizes, shard_count=a.shard_count, queries=a.queries,
+                  repeats=a.repeats, corpora=list(CORPORA), summary=summary, shard_work=work,
+                  load_seconds=round(load_s, 1), total_seconds=round(time.time() - started, 1),
+                  machine=dict(cores=subprocess.run(["nproc"], capture_output=True, text=True).stdout.strip()),
+                  command="bench/citus.py " + " ".join(sys.argv[1:]))
+    Path(a.json).parent.mkdir(parents=True, exist_ok=True)
+    Path(a.json).write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
+    Path(a.markdown).write_text(markdown(result))
+    print(markdown(result))
+    citus.close()
+    citus.stop()
+    single.close()
+    subprocess.run(["bash", str(ROOT / "scripts" / "pgcluster.sh"), "stop", a.single_dir], capture_output=True)
+
+
+def markdown(r):
+    lines = [
+        "# Citus against one node",
+        "",
+        f"`.venv/bin/python {r['command'].strip()}` (bench/citus.py; raw figures in bench/results/citus.json).",
+        "",
+        f"The legal system's rows ({r['rows']['case_law']:,} cases, {r['rows']['precedent_chunks']:,} chunks, "
+        f"{r['rows']['halachot']:,} halachot, {r['rows']['document_chunks']:,} document chunks, 384-d) in a "
+        f"single-node database and on a Citus coordinator with two workers ({r['shard_count']} shards per "
+        "table, distributed as README \"Scaling out\" shows), all on one machine with "
+        f"{r['machine']['cores']} cores. {r['queries']} queries x {len(r['corpora'])} corpora x "
+        f"{r['repeats']} repeats per mode, the two systems alternating query by query after a warm-up.",
+        "",
+        "| mode | searches | single node p50 (ms) | p90 | Citus p50 (ms) | p90 | Citus / single p50 |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for s in r["summary"]:
+        lines.append(f"| {s['mode']} | {s['searches']} | {s['single_p50']:.1f} | {s['single_p90']:.1f} | "
+                     f"{s['citus_p50']:.1f} | {s['citus_p90']:.1f} | {s['ratio_p50']:.2f}x |")
+    lines += ["", "Per-shard work of one search of external_precedents (EXPLAIN ANALYZE of each subplan "
+              "corpus_explain prints, run on the coordinator):", "",
+              "| search | branch | source | strategy | shards (tasks) | rows the shards returned | rows kept |",
+              "|---|---|---|---|---:|---:|---:|"]
+    for search, subplans in r["shard_work"].items():
+        for p in subplans:
+            lines.append(f"| {search} | {p['branch']} | {p['source']} | {p['strategy']} | {p['tasks']} | "
+                         f"{p['task_rows']} | {p['returned']} |")
+    lines += ["", "Reading: every branch is one statement per source that Citus sends to every shard of the "
+              "table (the corpus predicate selects rows on all of them: a corpus is not a shard key); each "
+              "shard returns at most the subplan's LIMIT rows (ids, parent ids and distances or scores), and "
+              "the coordinator merges them. The fixed cost per statement (planning the distributed query, one "
+              "task per shard over two connections) is what the ratio measures at this size; the three servers "
+              "share the machine's cores.", ""]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()
