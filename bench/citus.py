@@ -4,8 +4,8 @@ Citus coordinator with two workers (all on this machine), searches of every mode
 p50 latency per system and their ratio, and the work each search gives the shards.
 (docs/citus.md)
 
-    .venv/bin/python bench/citus.py                          # 2,000 cases (about 12k chunks), 32 shards
-    .venv/bin/python bench/citus.py --cases 500 --queries 10 --markdown /tmp/citus.md --json /tmp/c.json
+    .venv/bin/python bench/citus.py                          # 2,000 cases (about 12k chunks), 8 and 32 shards
+    .venv/bin/python bench/citus.py --cases 500 --queries 10 --shard-counts 4 --markdown /tmp/citus.md --json /tmp/c.json
 
 What it does:
  1. starts a Citus cluster (tests/integration/citus_support.py: scripts/citus_cluster.sh,
@@ -14,12 +14,12 @@ What it does:
  2. generates the legal rows with the integration tests' generator (tests/integration/
     conftest.py generate_legal_data: --cases parents, their chunks and halachot, --cases / 5
     documents) and loads them with the tests' loaders: legal_schema.sql, legal_indexes.sql and
-    legal_corpora.sql on the single node; the same with legal_distribute.sql on Citus
-    (--shard-count shards per table, Citus' default 32);
+    legal_corpora.sql on the single node; the same with legal_distribute.sql on Citus, once
+    per --shard-counts (shards per table: 32 is Citus' default, 8 four per worker core);
  3. runs --queries queries (a vector near a random chunk's, three of its words) in each mode
     (hybrid, semantic, lexical) on each corpus of the legal system, single node and Citus
     alternating query by query, --repeats times, after one warm-up pass; p50 and p90 per mode
-    and system, and the Citus/single-node ratio of the p50s;
+    and system, and the Citus/single-node ratio of the p50s, for each shard count;
  4. the per-shard work of one search per mode: each subplan corpus_explain prints, run on the
     coordinator under EXPLAIN (ANALYZE, FORMAT JSON) with citus.explain_all_tasks: the tasks
     (shards) it ran on and the rows they returned to the coordinator, against the rows the
@@ -121,7 +121,7 @@ def main():
     ap.add_argument("--cases", type=int, default=2000)
     ap.add_argument("--queries", type=int, default=30)
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--shard-count", type=int, default=32)
+    ap.add_argument("--shard-counts", default="8,32", help="comma-separated shard counts to measure")
     ap.add_argument("--seed", type=int, default=2026)
     ap.add_argument("--citus-dir", default=str(ROOT / ".pgdata" / "citus-bench"))
     ap.add_argument("--single-dir", default=str(ROOT / ".pgdata" / "citus-bench-single"))
@@ -135,19 +135,45 @@ def main():
     single = single_node(a.single_dir, "pgc_citus_bench")
     fx.load_legal(single, data)
     citus = cs.CitusCluster.start(a.citus_dir)
-    dist = citus.create_db("pgc_citus_bench", shard_count=a.shard_count)
-    cs.load_legal_distributed(dist, data, fx.copy_rows, fx.LEGAL_COLUMNS)
-    load_s = time.time() - started
-
     qs = queries(data, a.queries, a.seed + 1)
-    systems = {"single": single, "citus": dist}
+    runs = []
+    for shards in [int(x) for x in a.shard_counts.split(",")]:
+        t0 = time.time()
+        dist = citus.create_db(f"pgc_citus_bench_{shards}", shard_count=shards)
+        cs.load_legal_distributed(dist, data, fx.copy_rows, fx.LEGAL_COLUMNS)
+        load_s = time.time() - t0
+        summary = measure({"single": single, "citus": dist}, qs, a.repeats)
+        vec, text = qs[0]
+        work = {m: shard_work(dist, "external_precedents", vec, text, m) for m in MODES}
+        with dist.transaction():
+            dist.execute("SET LOCAL pg_corpus.exact_search_max_rows = 10")
+            work["semantic (approximate)"] = shard_work(dist, "external_precedents", vec, text, "semantic")
+        runs.append(dict(shard_count=shards, summary=summary, shard_work=work, load_seconds=round(load_s, 1)))
+        dist.close()
+
+    result = dict(cases=a.cases, rows=sizes, queries=a.queries, repeats=a.repeats, corpora=list(CORPORA),
+                  runs=runs, total_seconds=round(time.time() - started, 1),
+                  machine=dict(cores=subprocess.run(["nproc"], capture_output=True, text=True).stdout.strip()),
+                  command="bench/citus.py " + " ".join(sys.argv[1:]))
+    Path(a.json).parent.mkdir(parents=True, exist_ok=True)
+    Path(a.json).write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
+    Path(a.markdown).write_text(markdown(result))
+    print(markdown(result))
+    citus.close()
+    citus.stop()
+    single.close()
+    subprocess.run(["bash", str(ROOT / "scripts" / "pgcluster.sh"), "stop", a.single_dir], capture_output=True)
+
+
+def measure(systems, qs, repeats):
+    """p50/p90 per mode and system, the systems alternating query by query after a warm-up."""
     times = {(s, m): [] for s in systems for m in MODES}
     for corpus in CORPORA:                              # warm-up
         for vec, text in qs[:3]:
             for m in MODES:
                 for conn in systems.values():
                     timed_search(conn, corpus, vec, text, m)
-    for _ in range(a.repeats):
+    for _ in range(repeats):
         for corpus in CORPORA:
             for vec, text in qs:
                 for m in MODES:
@@ -161,25 +187,7 @@ def main():
                             single_p90=percentile(one, 90), citus_p50=statistics.median(many),
                             citus_p90=percentile(many, 90),
                             ratio_p50=statistics.median(many) / statistics.median(one)))
-    vec, text = qs[0]
-    work = {m: shard_work(dist, "external_precedents", vec, text, m) for m in MODES}
-    with dist.transaction():
-        dist.execute("SET LOCAL pg_corpus.exact_search_max_rows = 10")
-        work["semantic (approximate)"] = shard_work(dist, "external_precedents", vec, text, "semantic")
-
-    result = dict(cases=a.cases, rows=sizes, shard_count=a.shard_count, queries=a.queries,
-                  repeats=a.repeats, corpora=list(CORPORA), summary=summary, shard_work=work,
-                  load_seconds=round(load_s, 1), total_seconds=round(time.time() - started, 1),
-                  machine=dict(cores=subprocess.run(["nproc"], capture_output=True, text=True).stdout.strip()),
-                  command="bench/citus.py " + " ".join(sys.argv[1:]))
-    Path(a.json).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.json).write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
-    Path(a.markdown).write_text(markdown(result))
-    print(markdown(result))
-    citus.close()
-    citus.stop()
-    single.close()
-    subprocess.run(["bash", str(ROOT / "scripts" / "pgcluster.sh"), "stop", a.single_dir], capture_output=True)
+    return summary
 
 
 def markdown(r):
@@ -190,31 +198,35 @@ def markdown(r):
         "",
         f"The legal system's rows ({r['rows']['case_law']:,} cases, {r['rows']['precedent_chunks']:,} chunks, "
         f"{r['rows']['halachot']:,} halachot, {r['rows']['document_chunks']:,} document chunks, 384-d) in a "
-        f"single-node database and on a Citus coordinator with two workers ({r['shard_count']} shards per "
-        "table, distributed as README \"Scaling out\" shows), all on one machine with "
-        f"{r['machine']['cores']} cores. {r['queries']} queries x {len(r['corpora'])} corpora x "
-        f"{r['repeats']} repeats per mode, the two systems alternating query by query after a warm-up.",
+        "single-node database and on a Citus coordinator with two workers (distributed as README \"Scaling "
+        f"out\" shows), all on one machine with {r['machine']['cores']} cores. {r['queries']} queries x "
+        f"{len(r['corpora'])} corpora x {r['repeats']} repeats per mode, the two systems alternating query by "
+        "query after a warm-up.",
         "",
-        "| mode | searches | single node p50 (ms) | p90 | Citus p50 (ms) | p90 | Citus / single p50 |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        "| shards per table | mode | searches | single node p50 (ms) | p90 | Citus p50 (ms) | p90 | Citus / single p50 |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|",
     ]
-    for s in r["summary"]:
-        lines.append(f"| {s['mode']} | {s['searches']} | {s['single_p50']:.1f} | {s['single_p90']:.1f} | "
-                     f"{s['citus_p50']:.1f} | {s['citus_p90']:.1f} | {s['ratio_p50']:.2f}x |")
-    lines += ["", "Per-shard work of one search of external_precedents (EXPLAIN ANALYZE of each subplan "
-              "corpus_explain prints, run on the coordinator):", "",
-              "| search | branch | source | strategy | shards (tasks) | rows the shards returned | rows kept |",
-              "|---|---|---|---|---:|---:|---:|"]
-    for search, subplans in r["shard_work"].items():
-        for p in subplans:
-            lines.append(f"| {search} | {p['branch']} | {p['source']} | {p['strategy']} | {p['tasks']} | "
-                         f"{p['task_rows']} | {p['returned']} |")
+    for run in r["runs"]:
+        for s in run["summary"]:
+            lines.append(f"| {run['shard_count']} | {s['mode']} | {s['searches']} | {s['single_p50']:.1f} | "
+                         f"{s['single_p90']:.1f} | {s['citus_p50']:.1f} | {s['citus_p90']:.1f} | "
+                         f"{s['ratio_p50']:.2f}x |")
+    for run in r["runs"]:
+        lines += ["", f"Per-shard work of one search of external_precedents, {run['shard_count']} shards per table "
+                  "(EXPLAIN ANALYZE of each subplan corpus_explain prints, run on the coordinator):", "",
+                  "| search | branch | source | strategy | shards (tasks) | rows the shards returned | rows kept |",
+                  "|---|---|---|---|---:|---:|---:|"]
+        for search, subplans in run["shard_work"].items():
+            for p in subplans:
+                lines.append(f"| {search} | {p['branch']} | {p['source']} | {p['strategy']} | {p['tasks']} | "
+                             f"{p['task_rows']} | {p['returned']} |")
     lines += ["", "Reading: every branch is one statement per source that Citus sends to every shard of the "
               "table (the corpus predicate selects rows on all of them: a corpus is not a shard key); each "
               "shard returns at most the subplan's LIMIT rows (ids, parent ids and distances or scores), and "
-              "the coordinator merges them. The fixed cost per statement (planning the distributed query, one "
-              "task per shard over two connections) is what the ratio measures at this size; the three servers "
-              "share the machine's cores.", ""]
+              "the coordinator merges them. So a search costs, per statement, one planning and one execution "
+              "on every shard: the ratio grows with the shard count at this size, and the three servers "
+              "share the machine's cores (on a cluster whose nodes have their own machines the shards run "
+              "in parallel).", ""]
     return "\n".join(lines)
 
 

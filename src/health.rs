@@ -52,6 +52,9 @@ fn version_check() -> Result<CheckRow, CoreError> {
 
 /// Whether this node is the coordinator of a Citus cluster (the `citus` row is its).
 fn on_citus_coordinator() -> Result<bool, CoreError> {
+    if !spi::has_function("corpus._citus_coordinator()") {
+        return Ok(false); // (a database still at an older release)
+    }
     Spi::get_one::<bool>("SELECT corpus._citus_coordinator()")
         .map(|v| v.unwrap_or(false))
         .map_err(crate::spi::spi_failure)
@@ -389,7 +392,7 @@ fn source_checks(corpus: &Corpus, idx: usize, out: &mut Vec<CheckRow>) -> Result
 
     // re-embed queue: counts of this corpus' items; ages and the trigger are per table
     let mut q = CheckRow::new("reembed_queue", Some(&corpus.name), name);
-    let v = first_row(&health::queue_query(src))?;
+    let v = first_row(&health::queue_query(src, spi::has_function("corpus._queue_figures(regclass,name)")))?;
     let (queued, dead) = (est(&c, "queued"), est(&c, "dead_letters"));
     q.count = queued;
     if int(&v, "slots") == 0 || int(&v, "enabled_triggers") == 0 {

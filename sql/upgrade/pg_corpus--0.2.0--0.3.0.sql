@@ -865,6 +865,30 @@ AS $$
      WHERE c.oid = rel
 $$;
 
+CREATE FUNCTION corpus._table_changes(tables oid[]) RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    n bigint;
+BEGIN
+    SELECT coalesce(sum(s.n_tup_ins + s.n_tup_upd + s.n_tup_del
+                        + pg_stat_get_xact_tuples_inserted(s.relid)
+                        + pg_stat_get_xact_tuples_updated(s.relid)
+                        + pg_stat_get_xact_tuples_deleted(s.relid)), 0)::bigint
+      INTO n
+      FROM pg_stat_all_tables s
+     WHERE s.relid IN (SELECT r::oid FROM unnest(tables) t, corpus._local_relations(t::regclass) r);
+    IF corpus._citus_coordinator()
+       AND EXISTS (SELECT 1 FROM unnest(tables) t WHERE corpus._citus_table_kind(t::regclass) = 'distributed') THEN
+        n := n + coalesce((SELECT sum(a::bigint) FROM corpus._citus_on_other_nodes(
+                 format('SELECT corpus._table_changes(%L::text[]::regclass[]::oid[])',
+                        (SELECT array_agg(t::regclass::text) FROM unnest(tables) t))) a), 0);
+    END IF;
+    RETURN n;
+END
+$$;
+
 CREATE OR REPLACE FUNCTION corpus._trigger_slot_table(relid oid, trigger_name name) RETURNS oid
 LANGUAGE plpgsql STABLE STRICT PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp

@@ -288,5 +288,6 @@ pub fn load_corpus_names(only: Option<&str>) -> Result<Vec<String>, CoreError> {
 /// Whether this node is a worker of a Citus cluster (`corpus._citus_node_role()`; false on any
 /// error: this only chooses an error message).
 fn on_citus_worker() -> bool {
-    Spi::get_one::<bool>("SELECT corpus._citus_node_role() = 'worker'").ok().flatten().unwrap_or(false)
+    super::has_function("corpus._citus_node_role()")
+        && Spi::get_one::<bool>("SELECT corpus._citus_node_role() = 'worker'").ok().flatten().unwrap_or(false)
 }

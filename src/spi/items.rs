@@ -171,6 +171,9 @@ impl Opened {
 /// itself, or on Citus the shards of a distributed table placed on this node (none on a
 /// coordinator without shards; the columns keep their names on the shards).
 fn local_relations(t: &Opened) -> Result<Vec<ItemTable>, CoreError> {
+    if !super::has_function("corpus._local_relations(regclass)") {
+        return Ok(vec![t.table.clone()]); // (a database still at a release before Citus support)
+    }
     let oids: Vec<pg_sys::Oid> = Spi::connect(|client| {
         let rows = client.select(
             "SELECT r::pg_catalog.oid FROM corpus._local_relations($1::pg_catalog.oid::pg_catalog.regclass) r",

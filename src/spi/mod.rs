@@ -144,3 +144,16 @@ pub fn with_settings<T>(settings: &[(&str, String)], f: impl FnOnce() -> T) -> T
     unsafe { pg_sys::AtEOXact_GUC(true, nest) };
     out
 }
+
+/// Whether the installed catalog has this function (`to_regprocedure` of its signature): the
+/// library serves a database still at an older release until it is updated, so what a newer
+/// release added is asked for first.
+pub(crate) fn has_function(signature: &str) -> bool {
+    Spi::get_one_with_args::<bool>(
+        "SELECT pg_catalog.to_regprocedure($1) IS NOT NULL",
+        &[pgrx::datum::DatumWithOid::from(signature)],
+    )
+    .ok()
+    .flatten()
+    .unwrap_or(false)
+}

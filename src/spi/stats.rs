@@ -113,9 +113,10 @@ impl LexicalState {
 }
 
 pub fn lexical_state(corpus: &str, tables: &[i64]) -> Result<LexicalState, CoreError> {
+    let sql = statistics::state_sql(super::has_function("corpus._table_changes(oid[])"));
     Spi::connect(|client| {
         let row = client
-            .select(statistics::STATE, None, &[DatumWithOid::from(corpus), DatumWithOid::from(tables.to_vec())])?
+            .select(sql.as_str(), None, &[DatumWithOid::from(corpus), DatumWithOid::from(tables.to_vec())])?
             .first();
         let refreshed = row.get::<bool>(1)?.unwrap_or(false);
         Ok(LexicalState {

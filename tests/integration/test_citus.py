@@ -22,6 +22,7 @@ Citus); the default integration layer leaves these two files out.
 import math
 import subprocess
 import sys
+import time
 
 import numpy as np
 import psycopg
@@ -339,3 +340,28 @@ def test_a_model_change_queues_every_item_on_every_node(dbs):
     claimed = conn.execute("SELECT DISTINCT model FROM corpus.corpus_embedding_claim(10, '1 minute', 't', 'halachot')"
                            ).fetchall()
     assert claimed == [("model-b",)]
+
+
+def test_lexical_statistics_go_stale_by_the_shards_counters(dbs):
+    """The coordinator has no change counters for a distributed table: they are the shards'."""
+    conn = dbs["dist"]
+    conn.execute("SELECT * FROM corpus.corpus_refresh_lexical_stats('case_documents')")
+    fresh = conn.execute("SELECT status, detail FROM corpus.corpus_health_check('case_documents') "
+                         "WHERE \"check\" = 'lexical_statistics'").fetchone()
+    assert fresh[0] == "ok", fresh
+    n = conn.execute("SELECT count(*) FROM document_chunks").fetchone()[0]
+    conn.execute("UPDATE document_chunks SET section = section WHERE id IN "
+                 "(SELECT id FROM document_chunks ORDER BY id LIMIT %s)", (n // 4,))
+    # (a worker's backend reports its counters at most once a second, and when idle within
+    # 10 s: ask until they are in)
+    deadline = time.monotonic() + 30
+    while True:
+        stale = conn.execute("SELECT status, hint FROM corpus.corpus_health_check('case_documents') "
+                             "WHERE \"check\" = 'lexical_statistics'").fetchone()
+        if stale[0] != "ok" or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    assert stale[0] == "warn" and "corpus_refresh_lexical_stats" in stale[1], stale
+    refreshed = conn.execute("SELECT corpus, refreshed FROM corpus.corpus_refresh_lexical_stats(only_stale => true)"
+                             ).fetchall()
+    assert ("case_documents", True) in refreshed, refreshed

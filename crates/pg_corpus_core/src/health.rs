@@ -233,9 +233,20 @@ pub fn required_value_query(src: &Source, field: &str) -> Option<Query> {
 /// expired leases (`corpus._queue_figures`: on a Citus coordinator, over every node's queue),
 /// the registered slots and their enabled triggers. Columns:
 /// table_oldest_seconds, table_expired_leases, slots, enabled_triggers, trigger_name.
-pub fn queue_query(src: &Source) -> Query {
+pub fn queue_query(src: &Source, figures_function: bool) -> Query {
+    // (a database still at a release before corpus._queue_figures: this node's queue only)
+    let figures = if figures_function {
+        "corpus._queue_figures($1::int8::oid::regclass, $2::name) AS f"
+    } else {
+        "(SELECT coalesce(extract(epoch FROM now() - min(q.enqueued_at) FILTER (WHERE q.state <> 'dead')), 0)::bigint
+                     AS oldest_seconds,
+                 count(*) FILTER (WHERE q.state = 'claimed' AND q.lease_until < now()) AS expired_leases
+            FROM corpus.embedding_queue q
+           WHERE q.item_table = $1::int8::oid AND q.embedding_column = $2::name) AS f"
+    };
     Query::new(
-        "SELECT f.oldest_seconds AS table_oldest_seconds, f.expired_leases AS table_expired_leases,
+        format!(
+            "SELECT f.oldest_seconds AS table_oldest_seconds, f.expired_leases AS table_expired_leases,
                 (SELECT count(*) FROM corpus.embedding_slots s
                   WHERE s.item_table = $1::int8::oid AND s.embedding_column = $2::name) AS slots,
                 (SELECT count(*) FROM corpus.embedding_slots s
@@ -244,8 +255,8 @@ pub fn queue_query(src: &Source) -> Query {
                     AND t.tgenabled IN ('O', 'A')) AS enabled_triggers,
                 (SELECT s.trigger_name FROM corpus.embedding_slots s
                   WHERE s.item_table = $1::int8::oid AND s.embedding_column = $2::name) AS trigger_name
-           FROM corpus._queue_figures($1::int8::oid::regclass, $2::name) AS f"
-            .to_string(),
+           FROM {figures}"
+        ),
         vec![Param::Int(src.item.oid), Param::Text(src.embedding.column.clone())],
     )
 }
