@@ -52,12 +52,8 @@ fn version_check() -> Result<CheckRow, CoreError> {
 
 /// Whether this node is the coordinator of a Citus cluster (the `citus` row is its).
 fn on_citus_coordinator() -> Result<bool, CoreError> {
-    if !spi::has_function("corpus._citus_coordinator()") {
-        return Ok(false); // (a database still at an older release)
-    }
-    Spi::get_one::<bool>("SELECT corpus._citus_coordinator()")
-        .map(|v| v.unwrap_or(false))
-        .map_err(crate::spi::spi_failure)
+    // (false in a database still at an older release)
+    Ok(spi::has_function("corpus._citus_coordinator()") && spi::select_bool("SELECT corpus._citus_coordinator()", &[]))
 }
 
 /// PUBLIC must not create in the extension's schema nor write its catalog; other roles that can

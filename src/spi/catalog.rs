@@ -289,5 +289,5 @@ pub fn load_corpus_names(only: Option<&str>) -> Result<Vec<String>, CoreError> {
 /// error: this only chooses an error message).
 fn on_citus_worker() -> bool {
     super::has_function("corpus._citus_node_role()")
-        && Spi::get_one::<bool>("SELECT corpus._citus_node_role() = 'worker'").ok().flatten().unwrap_or(false)
+        && super::select_bool("SELECT corpus._citus_node_role() = 'worker'", &[])
 }

@@ -149,11 +149,14 @@ pub fn with_settings<T>(settings: &[(&str, String)], f: impl FnOnce() -> T) -> T
 /// library serves a database still at an older release until it is updated, so what a newer
 /// release added is asked for first.
 pub(crate) fn has_function(signature: &str) -> bool {
-    Spi::get_one_with_args::<bool>(
-        "SELECT pg_catalog.to_regprocedure($1) IS NOT NULL",
-        &[pgrx::datum::DatumWithOid::from(signature)],
-    )
-    .ok()
-    .flatten()
-    .unwrap_or(false)
+    select_bool("SELECT pg_catalog.to_regprocedure($1) IS NOT NULL", &[DatumWithOid::from(signature)])
+}
+
+/// A one-value boolean query, read-only (false for no row or NULL; Spi::get_one's statements
+/// are not read-only, which a hot standby refuses).
+pub(crate) fn select_bool(sql: &str, args: &[DatumWithOid<'_>]) -> bool {
+    Spi::connect(|client| client.select(sql, Some(1), args)?.first().get_one::<bool>())
+        .ok()
+        .flatten()
+        .unwrap_or(false)
 }
