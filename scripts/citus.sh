@@ -10,11 +10,17 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PG_CONFIG="${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}"
 CACHE="${PG_CORPUS_CACHE:-$HOME/.cache/pg_corpus}"
-SHARED="${PG_CORPUS_SHARED:-$ROOT/../shared}"
 VERSION="13.2.2"
-ARCHIVE="$SHARED/citus/citus-$VERSION.tar.gz"
 BUILD="$CACHE/citus-$VERSION"
 PKGLIB="$("$PG_CONFIG" --pkglibdir)"
+# The brief's shared/ folder: $PG_CORPUS_SHARED, beside this checkout, or beside the repository
+# it was cloned from (a CI clone elsewhere), whichever holds the archive.
+SHARED=""
+origin="$(git -C "$ROOT" remote get-url origin 2>/dev/null || true)"
+for d in "${PG_CORPUS_SHARED:-}" "$ROOT/../shared" ${origin:+"$origin/../shared"}; do
+  if [ -n "$d" ] && [ -f "$d/citus/citus-$VERSION.tar.gz" ]; then SHARED="$d"; break; fi
+done
+ARCHIVE="$SHARED/citus/citus-$VERSION.tar.gz"
 
 step() { printf '\n==> %s\n' "$*" >&2; }
 die()  { printf '\nCITUS SETUP FAILED: %s\n' "$*" >&2; exit 1; }
@@ -22,7 +28,6 @@ die()  { printf '\nCITUS SETUP FAILED: %s\n' "$*" >&2; exit 1; }
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
 
-[ -f "$ARCHIVE" ] || die "$ARCHIVE not found (the project brief's shared/citus/ folder)"
 
 installed_matches() {
   [ -f "$BUILD/.built" ] && [ -f "$PKGLIB/citus.so" ] && [ -f "$BUILD/src/backend/distributed/citus.so" ] \
@@ -48,6 +53,8 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 if [ ! -f "$BUILD/.built" ]; then
+  [ -n "$SHARED" ] || die "citus-$VERSION.tar.gz not found in the project brief's shared/citus/ folder \
+(looked beside $ROOT and beside ${origin:-its origin}; set PG_CORPUS_SHARED to the shared/ folder)"
   (cd "$SHARED/citus" && sha256sum -c --quiet --ignore-missing SHA256SUMS) \
     || die "$ARCHIVE does not match SHA256SUMS"
   step "building Citus $VERSION in $BUILD (about 6 minutes on 2 cores)"

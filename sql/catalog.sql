@@ -66,13 +66,13 @@ END
 $$;
 
 -- The relations on this node that hold rows of `rel`: the table itself, or for a distributed
--- table the shards placed on this node (none on a coordinator without shards).
+-- or reference table its shards placed on this node (none on a coordinator without shards).
 CREATE FUNCTION corpus._local_relations(rel regclass) RETURNS SETOF regclass
 LANGUAGE plpgsql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF corpus._citus_table_kind(rel) IS DISTINCT FROM 'distributed' THEN
+    IF corpus._citus_table_kind(rel) IS NULL THEN
         RETURN NEXT rel;
         RETURN;
     END IF;
@@ -112,7 +112,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     shard   bigint := substring((SELECT c.relname FROM pg_catalog.pg_class c WHERE c.oid = relid)
-                                FROM '_([0-9]+)$')::bigint;
+                                FROM '_([0-9]{1,18})$')::bigint;   -- (a bigint, whatever the name)
     logical oid;
 BEGIN
     IF shard IS NULL OR NOT corpus._citus_present() THEN

@@ -454,10 +454,8 @@ BEGIN
         EXECUTE format('DROP TRIGGER IF EXISTS %I ON %s', slot.trigger_name || '_truncate', item_table);
     END IF;
     EXECUTE format('DROP FUNCTION IF EXISTS corpus.%I()', slot.trigger_function);
-    IF corpus._citus_coordinator() THEN
-        PERFORM corpus._citus_on_other_nodes(format('SELECT corpus._embedding_slot_forget(%L, %L)',
-                                                    slot.item_table::text, slot.embedding_column));
-    END IF;
+    PERFORM corpus._citus_fan_out(slot.item_table, format('SELECT corpus._embedding_slot_forget(%L, %L)',
+                                                          slot.item_table::text, slot.embedding_column));
 END
 $$;
 
@@ -535,25 +533,34 @@ $$;
 
 -- Whether an item of a table is queued for re-embedding on this node (in `state`, or in any
 -- state when it is NULL): on Citus, what a search and the health check ask each shard about
--- its own rows (crate plan::queued_items), the table named as text (its OID differs between
--- nodes). The extension owner's rights (the queue's policies show its rows only to roles that
--- read the table in full), for a session whose user may read the table: no other role learns
--- anything of it from here.
+-- its own rows (crate plan::queued_items, run with the caller's rights, so Citus connects to
+-- the shards as the caller), the table named as text (its OID differs between nodes). The
+-- extension owner's rights, answering only a caller the queue's own policy would show the
+-- entry to (sql/access.sql): SELECT on the slot's id column and no row-level security on the
+-- table for it (the role SET ROLE chose, else the session's user: a definer function's
+-- current_user is its owner). Anyone else learns nothing from here (false).
 CREATE FUNCTION corpus._item_queued(item_table text, embedding_column text, item_id text, state text)
 RETURNS boolean
 LANGUAGE sql STABLE PARALLEL SAFE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT EXISTS (
-        SELECT 1 FROM corpus.embedding_queue q
+        SELECT 1
+          FROM corpus.embedding_queue q
+          JOIN corpus.embedding_slots s ON s.item_table = q.item_table AND s.embedding_column = q.embedding_column
+          JOIN pg_catalog.pg_class c ON c.oid = q.item_table
+          CROSS JOIN (SELECT CASE WHEN pg_catalog.current_setting('role') = 'none' THEN session_user::text
+                                  ELSE pg_catalog.current_setting('role') END::name AS who) AS w
          WHERE q.item_table = pg_catalog.to_regclass(_item_queued.item_table)
            AND q.embedding_column = _item_queued.embedding_column::name
            AND q.item_id = _item_queued.item_id
            AND (_item_queued.state IS NULL OR q.state = _item_queued.state)
-           AND (pg_catalog.has_table_privilege(w.who, q.item_table, 'SELECT')
-                OR pg_catalog.has_any_column_privilege(w.who, q.item_table, 'SELECT')))
-      FROM (SELECT CASE WHEN pg_catalog.current_setting('role') = 'none' THEN session_user::text
-                        ELSE pg_catalog.current_setting('role') END::name AS who) AS w
+           AND pg_catalog.has_column_privilege(w.who, q.item_table,
+                   corpus._slot_column(q.item_table, (corpus._slot_attnums(s)).id_attnum)::text, 'SELECT')
+           AND (NOT c.relrowsecurity
+                OR EXISTS (SELECT 1 FROM pg_catalog.pg_roles r
+                            WHERE r.rolname = w.who AND (r.rolsuper OR r.rolbypassrls))
+                OR (NOT c.relforcerowsecurity AND pg_catalog.pg_has_role(w.who, c.relowner, 'USAGE'))))
 $$;
 
 -- What this node says of itself for the health check's `citus` row: its address, its pg_corpus
@@ -580,8 +587,22 @@ LANGUAGE sql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT corpus._citus_node_facts(),
-           coalesce((SELECT jsonb_agg(a::jsonb) FROM corpus._citus_on_other_nodes(
-                         'SELECT corpus._citus_node_facts()::text') a), '[]'::jsonb)
+           coalesce((SELECT jsonb_agg(corpus._citus_node_facts_of(n.node_name, n.node_port))
+                       FROM corpus._citus_other_nodes() n), '[]'::jsonb)
+$$;
+
+-- Another node's facts (corpus._citus_node_facts), or {"host", "port", "unreachable": the
+-- error} when it cannot be asked.
+CREATE FUNCTION corpus._citus_node_facts_of(node_name text, node_port integer) RETURNS jsonb
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN (SELECT a::jsonb FROM corpus._citus_on_nodes(ARRAY[node_name], ARRAY[node_port],
+                                                        'SELECT corpus._citus_node_facts()::text') a);
+EXCEPTION WHEN OTHERS THEN
+    RETURN jsonb_build_object('host', node_name, 'port', node_port::text, 'unreachable', SQLERRM);
+END
 $$;
 
 -- The health check's figures of a slot's queue: the age of its oldest live entry and its
@@ -740,13 +761,22 @@ BEGIN
     -- On a Citus coordinator, the queue entries of distributed tables are on the nodes holding
     -- their shards: claimed there, node after node, until the batch is full (oldest first on
     -- each node, not across them).
-    IF got < batch_size AND corpus._citus_coordinator() THEN
+    IF got < batch_size AND corpus._citus_coordinator()
+       AND (only_table IS NULL OR corpus._citus_table_kind(only_table) = 'distributed') THEN
         FOR node IN SELECT * FROM corpus._citus_other_nodes() LOOP
             EXIT WHEN got >= batch_size;
-            SELECT a::jsonb INTO answer FROM corpus._citus_on_nodes(ARRAY[node.node_name], ARRAY[node.node_port],
-                format('SELECT coalesce(jsonb_agg(c), ''[]'')::text FROM corpus.corpus_embedding_claim(%L::integer, %L::interval, %L, %L::regclass) c',
-                       batch_size - got, lease, COALESCE(worker, session_user::text || '@' || pg_backend_pid()),
-                       only_table::text)) a;
+            -- (each node claims in its own transaction; one that cannot be reached is skipped:
+            -- its items wait for the next claim)
+            BEGIN
+                SELECT a::jsonb INTO answer FROM corpus._citus_on_nodes(ARRAY[node.node_name], ARRAY[node.node_port],
+                    format('SELECT coalesce(jsonb_agg(c), ''[]'')::text FROM corpus.corpus_embedding_claim(%L::integer, %L::interval, %L, %L::regclass) c',
+                           batch_size - got, lease, COALESCE(worker, session_user::text || '@' || pg_backend_pid()),
+                           only_table::text)) a;
+            EXCEPTION WHEN connection_failure THEN
+                RAISE WARNING 'pg_corpus: %', SQLERRM
+                      USING HINT = 'Its queue entries are claimed once it answers again.';
+                CONTINUE;
+            END;
             FOR claimed IN SELECT * FROM jsonb_populate_recordset(NULL::corpus._claimed_item, answer) LOOP
                 item_table := claimed.item_table; embedding_column := claimed.embedding_column;
                 item_id := claimed.item_id; version := claimed.version; content := claimed.content;
@@ -905,7 +935,8 @@ BEGIN
         PERFORM pg_notify('pg_corpus_embedding', t::text);   -- wake the workers
         n := n + k;
     END LOOP;
-    IF corpus._citus_coordinator() THEN
+    IF corpus._citus_coordinator()
+       AND (only_table IS NULL OR corpus._citus_table_kind(only_table) = 'distributed') THEN
         k := coalesce((SELECT sum(a::bigint) FROM corpus._citus_on_other_nodes(
                  format('SELECT corpus.corpus_embedding_retry_dead(%L::regclass)', only_table::text)) a), 0);
         IF k > 0 THEN
@@ -932,10 +963,11 @@ DECLARE
 BEGIN
     slot := corpus._embedding_slot(item_table, embedding_column);
     -- (on a Citus coordinator, also on the nodes holding the shards of a distributed table)
-    n := corpus._enqueue_local(slot, coalesce(only_missing, true), true);
+    -- (only_missing NULL: every item, as a CASE on it always read)
+    n := corpus._enqueue_local(slot, coalesce(only_missing, false), true);
     remote := coalesce((SELECT sum(a::bigint) FROM corpus._citus_fan_out(item_table,
                   format('SELECT corpus.corpus_embedding_enqueue(%L::regclass, %L, %L)',
-                         item_table::text, slot.embedding_column, coalesce(only_missing, true))) a), 0);
+                         item_table::text, slot.embedding_column, coalesce(only_missing, false))) a), 0);
     IF remote > 0 THEN
         PERFORM pg_notify('pg_corpus_embedding', item_table::text);   -- (the workers listen here)
     END IF;

@@ -62,11 +62,14 @@ BEGIN
       INTO n
       FROM pg_stat_all_tables s
      WHERE s.relid IN (SELECT r::oid FROM unnest(tables) t, corpus._local_relations(t::regclass) r);
+    -- (a reference table's changes are its placement's here; only distributed tables have
+    -- shards elsewhere, and only they are named to the other nodes)
     IF corpus._citus_coordinator()
        AND EXISTS (SELECT 1 FROM unnest(tables) t WHERE corpus._citus_table_kind(t::regclass) = 'distributed') THEN
         n := n + coalesce((SELECT sum(a::bigint) FROM corpus._citus_on_other_nodes(
                  format('SELECT corpus._table_changes(%L::text[]::regclass[]::oid[])',
-                        (SELECT array_agg(t::regclass::text) FROM unnest(tables) t))) a), 0);
+                        (SELECT array_agg(t::regclass::text) FROM unnest(tables) t
+                          WHERE corpus._citus_table_kind(t::regclass) = 'distributed'))) a), 0);
     END IF;
     RETURN n;
 END

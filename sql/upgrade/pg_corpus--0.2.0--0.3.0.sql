@@ -670,7 +670,7 @@ LANGUAGE plpgsql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF corpus._citus_table_kind(rel) IS DISTINCT FROM 'distributed' THEN
+    IF corpus._citus_table_kind(rel) IS NULL THEN
         RETURN NEXT rel;
         RETURN;
     END IF;
@@ -707,7 +707,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     shard   bigint := substring((SELECT c.relname FROM pg_catalog.pg_class c WHERE c.oid = relid)
-                                FROM '_([0-9]+)$')::bigint;
+                                FROM '_([0-9]{1,18})$')::bigint;   -- (a bigint, whatever the name)
     logical oid;
 BEGIN
     IF shard IS NULL OR NOT corpus._citus_present() THEN
@@ -879,11 +879,14 @@ BEGIN
       INTO n
       FROM pg_stat_all_tables s
      WHERE s.relid IN (SELECT r::oid FROM unnest(tables) t, corpus._local_relations(t::regclass) r);
+    -- (a reference table's changes are its placement's here; only distributed tables have
+    -- shards elsewhere, and only they are named to the other nodes)
     IF corpus._citus_coordinator()
        AND EXISTS (SELECT 1 FROM unnest(tables) t WHERE corpus._citus_table_kind(t::regclass) = 'distributed') THEN
         n := n + coalesce((SELECT sum(a::bigint) FROM corpus._citus_on_other_nodes(
                  format('SELECT corpus._table_changes(%L::text[]::regclass[]::oid[])',
-                        (SELECT array_agg(t::regclass::text) FROM unnest(tables) t))) a), 0);
+                        (SELECT array_agg(t::regclass::text) FROM unnest(tables) t
+                          WHERE corpus._citus_table_kind(t::regclass) = 'distributed'))) a), 0);
     END IF;
     RETURN n;
 END
@@ -1166,10 +1169,8 @@ BEGIN
         EXECUTE format('DROP TRIGGER IF EXISTS %I ON %s', slot.trigger_name || '_truncate', item_table);
     END IF;
     EXECUTE format('DROP FUNCTION IF EXISTS corpus.%I()', slot.trigger_function);
-    IF corpus._citus_coordinator() THEN
-        PERFORM corpus._citus_on_other_nodes(format('SELECT corpus._embedding_slot_forget(%L, %L)',
-                                                    slot.item_table::text, slot.embedding_column));
-    END IF;
+    PERFORM corpus._citus_fan_out(slot.item_table, format('SELECT corpus._embedding_slot_forget(%L, %L)',
+                                                          slot.item_table::text, slot.embedding_column));
 END
 $$;
 
@@ -1241,15 +1242,22 @@ LANGUAGE sql STABLE PARALLEL SAFE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT EXISTS (
-        SELECT 1 FROM corpus.embedding_queue q
+        SELECT 1
+          FROM corpus.embedding_queue q
+          JOIN corpus.embedding_slots s ON s.item_table = q.item_table AND s.embedding_column = q.embedding_column
+          JOIN pg_catalog.pg_class c ON c.oid = q.item_table
+          CROSS JOIN (SELECT CASE WHEN pg_catalog.current_setting('role') = 'none' THEN session_user::text
+                                  ELSE pg_catalog.current_setting('role') END::name AS who) AS w
          WHERE q.item_table = pg_catalog.to_regclass(_item_queued.item_table)
            AND q.embedding_column = _item_queued.embedding_column::name
            AND q.item_id = _item_queued.item_id
            AND (_item_queued.state IS NULL OR q.state = _item_queued.state)
-           AND (pg_catalog.has_table_privilege(w.who, q.item_table, 'SELECT')
-                OR pg_catalog.has_any_column_privilege(w.who, q.item_table, 'SELECT')))
-      FROM (SELECT CASE WHEN pg_catalog.current_setting('role') = 'none' THEN session_user::text
-                        ELSE pg_catalog.current_setting('role') END::name AS who) AS w
+           AND pg_catalog.has_column_privilege(w.who, q.item_table,
+                   corpus._slot_column(q.item_table, (corpus._slot_attnums(s)).id_attnum)::text, 'SELECT')
+           AND (NOT c.relrowsecurity
+                OR EXISTS (SELECT 1 FROM pg_catalog.pg_roles r
+                            WHERE r.rolname = w.who AND (r.rolsuper OR r.rolbypassrls))
+                OR (NOT c.relforcerowsecurity AND pg_catalog.pg_has_role(w.who, c.relowner, 'USAGE'))))
 $$;
 
 CREATE FUNCTION corpus._citus_node_facts() RETURNS jsonb
@@ -1272,8 +1280,20 @@ LANGUAGE sql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT corpus._citus_node_facts(),
-           coalesce((SELECT jsonb_agg(a::jsonb) FROM corpus._citus_on_other_nodes(
-                         'SELECT corpus._citus_node_facts()::text') a), '[]'::jsonb)
+           coalesce((SELECT jsonb_agg(corpus._citus_node_facts_of(n.node_name, n.node_port))
+                       FROM corpus._citus_other_nodes() n), '[]'::jsonb)
+$$;
+
+CREATE FUNCTION corpus._citus_node_facts_of(node_name text, node_port integer) RETURNS jsonb
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN (SELECT a::jsonb FROM corpus._citus_on_nodes(ARRAY[node_name], ARRAY[node_port],
+                                                        'SELECT corpus._citus_node_facts()::text') a);
+EXCEPTION WHEN OTHERS THEN
+    RETURN jsonb_build_object('host', node_name, 'port', node_port::text, 'unreachable', SQLERRM);
+END
 $$;
 
 CREATE FUNCTION corpus._queue_figures(item_table regclass, embedding_column name,
@@ -1387,13 +1407,22 @@ BEGIN
     -- On a Citus coordinator, the queue entries of distributed tables are on the nodes holding
     -- their shards: claimed there, node after node, until the batch is full (oldest first on
     -- each node, not across them).
-    IF got < batch_size AND corpus._citus_coordinator() THEN
+    IF got < batch_size AND corpus._citus_coordinator()
+       AND (only_table IS NULL OR corpus._citus_table_kind(only_table) = 'distributed') THEN
         FOR node IN SELECT * FROM corpus._citus_other_nodes() LOOP
             EXIT WHEN got >= batch_size;
-            SELECT a::jsonb INTO answer FROM corpus._citus_on_nodes(ARRAY[node.node_name], ARRAY[node.node_port],
-                format('SELECT coalesce(jsonb_agg(c), ''[]'')::text FROM corpus.corpus_embedding_claim(%L::integer, %L::interval, %L, %L::regclass) c',
-                       batch_size - got, lease, COALESCE(worker, session_user::text || '@' || pg_backend_pid()),
-                       only_table::text)) a;
+            -- (each node claims in its own transaction; one that cannot be reached is skipped:
+            -- its items wait for the next claim)
+            BEGIN
+                SELECT a::jsonb INTO answer FROM corpus._citus_on_nodes(ARRAY[node.node_name], ARRAY[node.node_port],
+                    format('SELECT coalesce(jsonb_agg(c), ''[]'')::text FROM corpus.corpus_embedding_claim(%L::integer, %L::interval, %L, %L::regclass) c',
+                           batch_size - got, lease, COALESCE(worker, session_user::text || '@' || pg_backend_pid()),
+                           only_table::text)) a;
+            EXCEPTION WHEN connection_failure THEN
+                RAISE WARNING 'pg_corpus: %', SQLERRM
+                      USING HINT = 'Its queue entries are claimed once it answers again.';
+                CONTINUE;
+            END;
             FOR claimed IN SELECT * FROM jsonb_populate_recordset(NULL::corpus._claimed_item, answer) LOOP
                 item_table := claimed.item_table; embedding_column := claimed.embedding_column;
                 item_id := claimed.item_id; version := claimed.version; content := claimed.content;
@@ -1544,7 +1573,8 @@ BEGIN
         PERFORM pg_notify('pg_corpus_embedding', t::text);   -- wake the workers
         n := n + k;
     END LOOP;
-    IF corpus._citus_coordinator() THEN
+    IF corpus._citus_coordinator()
+       AND (only_table IS NULL OR corpus._citus_table_kind(only_table) = 'distributed') THEN
         k := coalesce((SELECT sum(a::bigint) FROM corpus._citus_on_other_nodes(
                  format('SELECT corpus.corpus_embedding_retry_dead(%L::regclass)', only_table::text)) a), 0);
         IF k > 0 THEN
@@ -1569,10 +1599,11 @@ DECLARE
 BEGIN
     slot := corpus._embedding_slot(item_table, embedding_column);
     -- (on a Citus coordinator, also on the nodes holding the shards of a distributed table)
-    n := corpus._enqueue_local(slot, coalesce(only_missing, true), true);
+    -- (only_missing NULL: every item, as a CASE on it always read)
+    n := corpus._enqueue_local(slot, coalesce(only_missing, false), true);
     remote := coalesce((SELECT sum(a::bigint) FROM corpus._citus_fan_out(item_table,
                   format('SELECT corpus.corpus_embedding_enqueue(%L::regclass, %L, %L)',
-                         item_table::text, slot.embedding_column, coalesce(only_missing, true))) a), 0);
+                         item_table::text, slot.embedding_column, coalesce(only_missing, false))) a), 0);
     IF remote > 0 THEN
         PERFORM pg_notify('pg_corpus_embedding', item_table::text);   -- (the workers listen here)
     END IF;

@@ -16,7 +16,7 @@ use pg_corpus_core::engine::{
 };
 use pg_corpus_core::fusion::Hit;
 use pg_corpus_core::lexical::QueryKey;
-use pg_corpus_core::plan::Subplan;
+use pg_corpus_core::plan::{self, Subplan};
 use pg_corpus_core::resolve::Corpus;
 use pg_corpus_core::sql::Param;
 use pg_corpus_core::{CoreError, SqlState};
@@ -299,12 +299,10 @@ impl Executor for SpiExecutor {
             .collect()
     }
 
-    fn queued_items(&mut self, sql: &str, params: &[Param]) -> Result<Vec<(usize, String)>, CoreError> {
+    fn queued_items(&mut self, lookup: &plan::QueueLookup) -> Result<Vec<(usize, String)>, CoreError> {
         self.settle(&[]);
-        // the ids are the caller's own hits: their queue state, whatever the caller may read
-        // of the queue itself
-        access::as_side_table_owner(|| {
-            select_saved(sql, &datums(params), |table| {
+        let run = || {
+            select_saved(&lookup.sql, &datums(&lookup.params), |table| {
                 let mut out = Vec::new();
                 for row in table {
                     if let (Some(source), Some(id)) = (row.get::<i32>(1)?, row.get::<String>(2)?) {
@@ -313,7 +311,16 @@ impl Executor for SpiExecutor {
                 }
                 Ok(out)
             })
-        })
+        };
+        if lookup.through_items {
+            // (it reads the caller's item table: with the caller's rights, and on the shards
+            // corpus._item_queued answers that caller)
+            run()
+        } else {
+            // the ids are the caller's own hits: their queue state, whatever the caller may
+            // read of the queue itself
+            access::as_side_table_owner(run)
+        }
     }
 }
 

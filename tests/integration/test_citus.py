@@ -365,3 +365,33 @@ def test_lexical_statistics_go_stale_by_the_shards_counters(dbs):
     refreshed = conn.execute("SELECT corpus, refreshed FROM corpus.corpus_refresh_lexical_stats(only_stale => true)"
                              ).fetchall()
     assert ("case_documents", True) in refreshed, refreshed
+
+
+def test_the_worker_api_serves_a_coordinator_table_next_to_distributed_ones(dbs):
+    """A table of the coordinator only (not distributed) is a source like on one node: claims,
+    retries and enqueues naming it never ask the workers, who do not have it."""
+    conn = dbs["dist"]
+    conn.execute("CREATE TABLE local_notes (id bigint PRIMARY KEY, body text, "
+                 "tsv tsvector GENERATED ALWAYS AS (to_tsvector('simple', body)) STORED, emb vector(384))")
+    conn.execute("INSERT INTO local_notes (id, body) SELECT g, 'local note number ' || g || ' with enough text' "
+                 "FROM generate_series(1, 6) g")
+    conn.execute("SELECT corpus.corpus_create('local_notes_corpus')")
+    conn.execute("SELECT corpus.corpus_add_source('local_notes_corpus', 'notes', 'local_notes', text_column => 'body', "
+                 "embedding_column => 'emb', tsv_column => 'tsv', parent_fk => 'id', min_length => 5)")
+    assert conn.execute("SELECT count(*) FROM corpus.embedding_queue "
+                        "WHERE item_table = 'local_notes'::regclass").fetchone()[0] == 6, "queued on the coordinator"
+    claimed = conn.execute("SELECT item_id, version FROM corpus.corpus_embedding_claim(10, '1 minute', 't', "
+                           "'local_notes')").fetchall()
+    assert len(claimed) == 6
+    item, version = claimed[0]
+    assert conn.execute("SELECT corpus.corpus_embedding_fail('local_notes', 'emb', %s, %s, 'x', 1)",
+                        (item, version)).fetchone()[0] == "dead"
+    assert conn.execute("SELECT corpus.corpus_embedding_retry_dead('local_notes')").fetchone()[0] == 1
+    # only_missing NULL queues every item, as on one node
+    conn.execute("UPDATE local_notes SET emb = array_fill(0.01, ARRAY[384])::vector WHERE id = 1")
+    assert conn.execute("SELECT corpus.corpus_embedding_enqueue('local_notes', 'emb', NULL)").fetchone()[0] == 6
+    rows = conn.execute("SELECT count(*) FROM corpus.corpus_hybrid_search('local_notes_corpus', NULL, 'local note', "
+                        "mode => 'lexical')").fetchone()[0]
+    assert rows == 6
+    conn.execute("SELECT corpus.corpus_drop('local_notes_corpus')")
+    conn.execute("DROP TABLE local_notes")

@@ -113,6 +113,16 @@ def test_the_queue_state_of_an_item_is_told_only_to_readers_of_its_table(db):
     assert as_role(db, READER, ask, (item,))[0][0] is True
     assert as_role(db, NOGRANT, ask, (item,))[0][0] is False, "no SELECT on the table: nothing to learn"
     assert as_role(db, READER, ask, ("no such id",))[0][0] is False
+    # SELECT on another column only, or row-level security on the table: what the queue's own
+    # policy would not show either
+    with db.transaction():
+        db.execute(f"GRANT SELECT (content) ON precedent_chunks TO {NOGRANT}")
+        assert as_role(db, NOGRANT, ask, (item,))[0][0] is False
+        db.execute("ALTER TABLE precedent_chunks ENABLE ROW LEVEL SECURITY")
+        db.execute(f"CREATE POLICY everything ON precedent_chunks TO {READER} USING (true)")
+        assert as_role(db, READER, ask, (item,))[0][0] is False
+        assert db.execute(ask, (item,)).fetchone()[0] is True, "the owner is not under its table's policies"
+        raise psycopg.Rollback()
 
 
 def test_what_each_role_may_do_through_the_functions(db):

@@ -173,8 +173,13 @@ pub fn judge_citus(v: &Value) -> CheckRow {
     let mut version_differs = Vec::new();
     let mut slots_differ = Vec::new();
     let mut scan_off = Vec::new();
+    let mut unreachable = Vec::new();
     for n in &nodes {
         let name = format!("{}:{}", n["host"].as_str().unwrap_or("?"), n["port"].as_str().unwrap_or("?"));
+        if let Some(error) = n["unreachable"].as_str() {
+            unreachable.push(json!({"node": name, "error": error}));
+            continue;
+        }
         if n["pg_corpus"] != coordinator["pg_corpus"] {
             version_differs.push(name.clone());
         }
@@ -185,7 +190,14 @@ pub fn judge_citus(v: &Value) -> CheckRow {
             scan_off.push(name);
         }
     }
-    row.count = (version_differs.len() + slots_differ.len() + scan_off.len()) as i64;
+    row.count = (unreachable.len() + version_differs.len() + slots_differ.len() + scan_off.len()) as i64;
+    if !unreachable.is_empty() {
+        row.flag(
+            Status::Fail,
+            "A node could not be asked (see detail): searches of distributed tables fail until it answers; \
+             check that it runs, has pg_corpus, and accepts the coordinator's connections as this role.",
+        );
+    }
     if !version_differs.is_empty() {
         row.flag(
             Status::Fail,
@@ -212,6 +224,7 @@ pub fn judge_citus(v: &Value) -> CheckRow {
     }
     row.detail = json!({
         "nodes": nodes.len(),
+        "unreachable": unreachable,
         "version_differs": version_differs,
         "slots_differ": slots_differ,
         "iterative_scan_off": scan_off,
@@ -731,5 +744,11 @@ mod tests {
         let row = judge_citus(&scan_only);
         assert_eq!(row.status, Status::Warn);
         assert!(row.hint.contains("ALTER DATABASE \"le\"\"gal\" SET hnsw.iterative_scan"), "{}", row.hint);
+        let gone = json!({"database": "x", "coordinator": coordinator, "nodes": [
+            {"host": "10.0.0.3", "port": "5432", "unreachable": "could not connect"}]});
+        let row = judge_citus(&gone);
+        assert_eq!((row.status, row.count), (Status::Fail, 1));
+        assert_eq!(row.detail["unreachable"][0]["node"], "10.0.0.3:5432");
+        assert!(row.detail["version_differs"].as_array().unwrap().is_empty(), "reported once, as unreachable");
     }
 }

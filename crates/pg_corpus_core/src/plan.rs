@@ -667,20 +667,46 @@ pub fn fetch(
     (sql, params.values)
 }
 
+/// One statement of a [`queued_items`] lookup: `source`, `item_id` rows.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueueLookup {
+    pub sql: String,
+    pub params: Vec<Param>,
+    /// It reads the item table (a Citus distributed source: run with the caller's rights),
+    /// not the extension's queue only (run with the side tables' owner's rights, for ids the
+    /// caller's own subplans returned).
+    pub through_items: bool,
+}
+
 /// Which of these items (id, parent id) of these sources are queued for re-embedding (their
-/// embedding is missing or stale), in one statement: `source` (the index into
-/// `corpus.sources`), `item_id`. The queue (sql/embedding.sql) is keyed by item table,
-/// embedding column and `id::text`. Items of a node's own tables are looked up in its queue
-/// only. On Citus the queue entries of a distributed table's items are on the nodes holding
-/// their shards (the re-embed trigger runs there): those items are looked up through the item
-/// table, routed by their parents' keys, with `corpus._item_queued` evaluated on the shards.
-pub fn queued_items(corpus: &Corpus, items: &[(usize, Vec<(String, String)>)]) -> (String, Vec<Param>) {
+/// embedding is missing or stale): `source` (the index into `corpus.sources`), `item_id`. The
+/// queue (sql/embedding.sql) is keyed by item table, embedding column and `id::text`. Items of
+/// a node's own tables are looked up in its queue, in one statement. On Citus the queue
+/// entries of a distributed table's items are on the nodes holding their shards (the re-embed
+/// trigger runs there): those items are looked up through the item table, routed by their
+/// parents' keys, with `corpus._item_queued` evaluated on the shards, one statement per source.
+pub fn queued_items(corpus: &Corpus, items: &[(usize, Vec<(String, String)>)]) -> Vec<QueueLookup> {
     let (mut sources, mut tables, mut columns, mut ids) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    let mut distributed = Vec::new();
+    let mut out = Vec::new();
     for (idx, list) in items {
         let src = &corpus.sources[*idx];
         if src.distributed() {
-            distributed.push((*idx, list));
+            let mut params = Params::default();
+            let (ids, parents): (Vec<String>, Vec<String>) = list.iter().cloned().unzip();
+            let mut conds = by_ids(src, ids, parents, &mut params);
+            let table = params.push(Param::Text(qualified(&src.item.schema, &src.item.name)));
+            let column = params.push(Param::Text(src.embedding.column.clone()));
+            conds.push(format!("corpus._item_queued({table}::text, {column}::text, {}::text, NULL::text)", col(&src.id)));
+            out.push(QueueLookup {
+                sql: format!(
+                    "SELECT {idx}::int4 AS source, {}::text AS item_id\n  FROM {} AS i\n WHERE {}",
+                    col(&src.id),
+                    qualified(&src.item.schema, &src.item.name),
+                    conds.join("\n   AND ")
+                ),
+                params: params.values,
+                through_items: true,
+            });
             continue;
         }
         for (id, _) in list {
@@ -690,39 +716,28 @@ pub fn queued_items(corpus: &Corpus, items: &[(usize, Vec<(String, String)>)]) -
             ids.push(id.clone());
         }
     }
-    let mut parts = Vec::new();
-    let mut params = Params::default();
-    if !ids.is_empty() || distributed.is_empty() {
-        let (a, b, c, d) = (
-            params.push(Param::TextArray(sources)),
-            params.push(Param::TextArray(tables)),
-            params.push(Param::TextArray(columns)),
-            params.push(Param::TextArray(ids)),
-        );
-        parts.push(format!(
-            "SELECT x.source::int4 AS source, x.item_id
-  FROM unnest({a}::text[], {b}::text[], {c}::text[], {d}::text[]) AS x(source, item_table, embedding_column, item_id)
+    if !ids.is_empty() {
+        out.insert(
+            0,
+            QueueLookup {
+                sql: "SELECT x.source::int4 AS source, x.item_id
+  FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS x(source, item_table, embedding_column, item_id)
  WHERE EXISTS (SELECT 1 FROM corpus.embedding_queue AS eq
                 WHERE eq.item_table = x.item_table::int8::oid
                   AND eq.embedding_column = x.embedding_column::name
                   AND eq.item_id = x.item_id)"
-        ));
+                    .to_string(),
+                params: vec![
+                    Param::TextArray(sources),
+                    Param::TextArray(tables),
+                    Param::TextArray(columns),
+                    Param::TextArray(ids),
+                ],
+                through_items: false,
+            },
+        );
     }
-    for (idx, list) in distributed {
-        let src = &corpus.sources[idx];
-        let (ids, parents): (Vec<String>, Vec<String>) = list.iter().cloned().unzip();
-        let mut conds = by_ids(src, ids, parents, &mut params);
-        let table = params.push(Param::Text(qualified(&src.item.schema, &src.item.name)));
-        let column = params.push(Param::Text(src.embedding.column.clone()));
-        conds.push(format!("corpus._item_queued({table}::text, {column}::text, {}::text, NULL::text)", col(&src.id)));
-        parts.push(format!(
-            "SELECT {idx}::int4 AS source, {}::text AS item_id\n  FROM {} AS i\n WHERE {}",
-            col(&src.id),
-            qualified(&src.item.schema, &src.item.name),
-            conds.join("\n   AND ")
-        ));
-    }
-    (parts.join("\nUNION ALL\n"), params.values)
+    out
 }
 
 /// A query counting a Citus distributed source's slice (the corpus predicate, the caller's
@@ -1030,8 +1045,11 @@ mod tests {
     fn the_queue_lookup_names_each_items_table_and_column() {
         let c = legal();
         let pair = |i: &str| (i.to_string(), "3".to_string());
-        let (sql, params) = queued_items(&c, &[(0, vec![pair("1"), pair("2")]), (1, vec![pair("7")])]);
-        assert_placeholders_match(&sql, &params);
+        let lookups = queued_items(&c, &[(0, vec![pair("1"), pair("2")]), (1, vec![pair("7")])]);
+        assert_eq!(lookups.len(), 1, "one statement over the queue");
+        let (sql, params) = (&lookups[0].sql, &lookups[0].params);
+        assert!(!lookups[0].through_items);
+        assert_placeholders_match(sql, params);
         assert_eq!(params[0], Param::TextArray(vec!["0".into(), "0".into(), "1".into()]));
         assert_eq!(params[1], Param::TextArray(vec!["101".into(), "101".into(), "102".into()]));
         assert_eq!(params[2], Param::TextArray(vec!["embedding".into(); 3]));
@@ -1050,11 +1068,14 @@ mod tests {
         assert!(sql.contains("i.\"case_law_id\" = ANY($2::text[]::bigint[])"), "{sql}");
         assert!(sql.contains("p.\"source_kind\" = $"), "the corpus predicate on every path: {sql}");
         let pair = |i: &str, p: &str| (i.to_string(), p.to_string());
-        let (sql, params) = queued_items(&c, &[(0, vec![pair("1", "7")]), (1, vec![pair("9", "8")])]);
-        assert_placeholders_match(&sql, &params);
-        assert_eq!(sql.matches("corpus._item_queued(").count(), 2, "{sql}");
-        assert!(!sql.contains("corpus.embedding_queue"), "no local table in a distributed statement: {sql}");
-        assert!(params.contains(&Param::Text("\"public\".\"precedent_chunks\"".into())), "{params:?}");
+        let lookups = queued_items(&c, &[(0, vec![pair("1", "7")]), (1, vec![pair("9", "8")])]);
+        assert_eq!(lookups.len(), 2, "one statement per distributed source");
+        for l in &lookups {
+            assert_placeholders_match(&l.sql, &l.params);
+            assert!(l.through_items && l.sql.contains("corpus._item_queued("), "{}", l.sql);
+            assert!(!l.sql.contains("corpus.embedding_queue"), "no local table in a distributed statement: {}", l.sql);
+        }
+        assert!(lookups[0].params.contains(&Param::Text("\"public\".\"precedent_chunks\"".into())));
         for strategy in [Strategy::Exact, Strategy::Approximate] {
             let p = semantic(&c, 1, &conds, &[0.5; 384], 40, strategy);
             assert_placeholders_match(&p.sql, &p.params);

@@ -120,8 +120,9 @@ pub trait Executor {
     fn neighbours(&mut self, sql: &str, params: &[Param]) -> Result<Vec<(String, String, String)>>;
     /// Run a [`crate::plan::fetch`] query.
     fn fetch_rows(&mut self, sql: &str, params: &[Param]) -> Result<Vec<FetchedRow>>;
-    /// Run a [`crate::plan::queued_items`] query: (source index, item id) of the queued items.
-    fn queued_items(&mut self, sql: &str, params: &[Param]) -> Result<Vec<(usize, String)>>;
+    /// Run one statement of a [`crate::plan::queued_items`] lookup: (source index, item id) of
+    /// the queued items.
+    fn queued_items(&mut self, lookup: &crate::plan::QueueLookup) -> Result<Vec<(usize, String)>>;
     /// Run a [`crate::plan::similar_seed`] query (None: no such item in the corpus).
     fn seed_item(&mut self, sql: &str, params: &[Param]) -> Result<Option<SeedItem>>;
 }

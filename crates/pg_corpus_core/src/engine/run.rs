@@ -464,8 +464,11 @@ fn queued<'a>(
     if lookups.is_empty() {
         return Ok(HashSet::new());
     }
-    let (sql, params) = plan::queued_items(&req.corpus, &lookups);
-    Ok(exec.queued_items(&sql, &params)?.into_iter().collect())
+    let mut out = HashSet::new();
+    for lookup in plan::queued_items(&req.corpus, &lookups) {
+        out.extend(exec.queued_items(&lookup)?);
+    }
+    Ok(out)
 }
 
 /// The item ids of `hits` grouped by source, in hit order, for the sources that have any.

@@ -338,7 +338,9 @@ impl Executor for Fake {
         Ok(out)
     }
 
-    fn queued_items(&mut self, sql: &str, params: &[Param]) -> Result<Vec<(usize, String)>> {
+    fn queued_items(&mut self, lookup: &crate::plan::QueueLookup) -> Result<Vec<(usize, String)>> {
+        let (sql, params) = (lookup.sql.as_str(), lookup.params.as_slice());
+        assert_eq!(lookup.through_items, sql.contains("corpus._item_queued("), "{sql}");
         // one part per node-local lookup (x.source from an array) or distributed source
         // ("SELECT <idx>::int4 AS source ... id = ANY($n ...")
         let mut asked: Vec<(usize, String)> = Vec::new();
