@@ -155,8 +155,5 @@ pub(crate) fn has_function(signature: &str) -> bool {
 /// A one-value boolean query, read-only (false for no row or NULL; Spi::get_one's statements
 /// are not read-only, which a hot standby refuses).
 pub(crate) fn select_bool(sql: &str, args: &[DatumWithOid<'_>]) -> bool {
-    Spi::connect(|client| client.select(sql, Some(1), args)?.first().get_one::<bool>())
-        .ok()
-        .flatten()
-        .unwrap_or(false)
+    Spi::connect(|client| client.select(sql, Some(1), args)?.first().get_one::<bool>()).ok().flatten().unwrap_or(false)
 }

@@ -724,9 +724,7 @@ mod tests {
 
     #[test]
     fn the_citus_row_names_each_node_that_differs_from_the_coordinator() {
-        let node = |port: &str, version: &str, slots: Value, scan: Value| {
-            json!({"host": "10.0.0.2", "port": port, "pg_corpus": version, "slots": slots, "iterative_scan": scan})
-        };
+        let node = |port: &str, version: &str, slots: Value, scan: Value| json!({"host": "10.0.0.2", "port": port, "pg_corpus": version, "slots": slots, "iterative_scan": scan});
         let coordinator = json!({"pg_corpus": "0.3.0", "slots": ["public.chunks.embedding"]});
         let good = json!({"database": "le\"gal", "coordinator": coordinator, "nodes": [
             node("5432", "0.3.0", json!(["public.chunks.embedding"]), json!("relaxed_order"))]});

@@ -696,7 +696,10 @@ pub fn queued_items(corpus: &Corpus, items: &[(usize, Vec<(String, String)>)]) -
             let mut conds = by_ids(src, ids, parents, &mut params);
             let table = params.push(Param::Text(qualified(&src.item.schema, &src.item.name)));
             let column = params.push(Param::Text(src.embedding.column.clone()));
-            conds.push(format!("corpus._item_queued({table}::text, {column}::text, {}::text, NULL::text)", col(&src.id)));
+            conds.push(format!(
+                "corpus._item_queued({table}::text, {column}::text, {}::text, NULL::text)",
+                col(&src.id)
+            ));
             out.push(QueueLookup {
                 sql: format!(
                     "SELECT {idx}::int4 AS source, {}::text AS item_id\n  FROM {} AS i\n WHERE {}",

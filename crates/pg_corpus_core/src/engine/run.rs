@@ -100,8 +100,7 @@ fn semantic_plans_of(req: &Request, only: Option<usize>, exec: &mut dyn Executor
             let cap = i64::from(req.config.exact_search_max_rows).saturating_add(1);
             let (sql, params) = plan::slice_count(&req.corpus, idx, &req.conds, cap);
             let slice = exec.count_rows(&sql, &params)?;
-            let strategy =
-                if req.any_vector() && slice > exact_max { Strategy::Approximate } else { Strategy::Exact };
+            let strategy = if req.any_vector() && slice > exact_max { Strategy::Approximate } else { Strategy::Exact };
             out.push(SemanticPlan { strategy, selectivity: 1.0, empty: None });
             continue;
         }

@@ -93,8 +93,10 @@ pub fn find_similar(
         (Mode::Lexical, _) => None,
         (_, Some(v)) if sim.args.include_stale => Some(v),
         (_, Some(v)) => {
-            let lookups =
-                plan::queued_items(&corpus, &[(idx, vec![(item_id.clone(), seed.parent_id.clone().unwrap_or_default())])]);
+            let lookups = plan::queued_items(
+                &corpus,
+                &[(idx, vec![(item_id.clone(), seed.parent_id.clone().unwrap_or_default())])],
+            );
             let mut queued = false;
             for lookup in &lookups {
                 queued |= !exec.queued_items(lookup)?.is_empty();

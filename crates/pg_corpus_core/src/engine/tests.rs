@@ -345,8 +345,11 @@ impl Executor for Fake {
         // ("SELECT <idx>::int4 AS source ... id = ANY($n ...")
         let mut asked: Vec<(usize, String)> = Vec::new();
         for part in sql.split("\nUNION ALL\n") {
-            let placeholders: Vec<usize> =
-                part.split('$').skip(1).filter_map(|t| t.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok()).collect();
+            let placeholders: Vec<usize> = part
+                .split('$')
+                .skip(1)
+                .filter_map(|t| t.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok())
+                .collect();
             if part.starts_with("SELECT x.source") {
                 let (Param::TextArray(sources), Param::TextArray(ids)) =
                     (&params[placeholders[0] - 1], &params[placeholders[3] - 1])
@@ -1591,7 +1594,10 @@ fn a_distributed_source_is_planned_by_a_count_and_looked_up_by_its_parents() {
     assert_eq!(rows.len(), 10);
     // counted, never estimated or probed (Citus' estimate is a constant)
     assert_eq!(f.calls.iter().filter(|c| matches!(c, Call::Count)).count(), 2);
-    assert!(!f.calls.iter().any(|c| matches!(c, Call::Estimate | Call::Probe(_) | Call::ParentProbe | Call::Partial(_))));
+    assert!(!f
+        .calls
+        .iter()
+        .any(|c| matches!(c, Call::Estimate | Call::Probe(_) | Call::ParentProbe | Call::Partial(_))));
     let sems: Vec<(Strategy, String)> = f
         .calls
         .iter()
