@@ -192,6 +192,20 @@ fn local_relations(t: &Opened) -> Result<Vec<ItemTable>, CoreError> {
     oids.into_iter().map(|oid| if oid == t.oid { Ok(t.table.clone()) } else { open(oid).map(|o| o.table) }).collect()
 }
 
+/// The first answer of `f` over the relations that hold the table's rows (the item is in one
+/// of them): the table itself, or this node's shards of a distributed table.
+fn in_first_relation<T>(
+    relations: &[ItemTable],
+    mut f: impl FnMut(&ItemTable) -> Result<Option<T>, CoreError>,
+) -> Result<Option<T>, CoreError> {
+    for rel in relations {
+        if let Some(v) = f(rel)? {
+            return Ok(Some(v));
+        }
+    }
+    Ok(None)
+}
+
 /// `item_id` as a value of the id column's type (its input function: an id that is not one
 /// raises that type's own error, e.g. 22P02).
 fn id_value(type_oid: pg_sys::Oid, item_id: &str) -> Result<DatumWithOid<'static>, CoreError> {
@@ -233,11 +247,11 @@ pub fn item_text(
     t.require_no_row_security()?;
     let relations = local_relations(&t)?;
     as_role_restricted(t.owner, || {
-        for rel in &relations {
+        in_first_relation(&relations, |rel| {
             let sql = items::text_sql(rel, &id, &inputs);
             // (the id's input function inside: a domain's CHECK is the tenant's code)
             let key = id_value(id_type, item_id)?;
-            let found = Spi::connect(|client| {
+            Spi::connect(|client| {
                 let rows = client.select(sql.as_str(), Some(1), &[key])?;
                 if rows.is_empty() {
                     Ok(None)
@@ -245,12 +259,8 @@ pub fn item_text(
                     Ok(Some(rows.first().get_one::<String>()?.unwrap_or_default()))
                 }
             })
-            .map_err(spi_failure)?;
-            if found.is_some() {
-                return Ok(found);
-            }
-        }
-        Ok(None)
+            .map_err(spi_failure)
+        })
     })
 }
 
@@ -276,16 +286,13 @@ pub fn lock_item(table: pg_sys::Oid, id_attnum: i16, embedding_attnum: i16, item
     let (t, id, id_type, _, _) = writable(table, id_attnum, embedding_attnum)?;
     let relations = local_relations(&t)?;
     as_role_restricted(t.owner, || {
-        for rel in &relations {
+        let locked = in_first_relation(&relations, |rel| {
             let sql = items::lock_sql(rel, &id);
             let key = id_value(id_type, item_id)?;
-            if Spi::connect_mut(|client| Ok(!client.update(sql.as_str(), Some(1), &[key])?.is_empty()))
-                .map_err(spi_failure)?
-            {
-                return Ok(true);
-            }
-        }
-        Ok(false)
+            Spi::connect_mut(|client| Ok((!client.update(sql.as_str(), Some(1), &[key])?.is_empty()).then_some(())))
+                .map_err(spi_failure)
+        })?;
+        Ok(locked.is_some())
     })
 }
 
@@ -308,18 +315,15 @@ pub fn store_embedding(
     }
     let relations = local_relations(&t)?;
     as_role_restricted(t.owner, || {
-        for rel in &relations {
+        let stored = in_first_relation(&relations, |rel| {
             let sql = items::store_sql(rel, &column, &id);
             let key = id_value(id_type, item_id)?;
             // SAFETY: the caller's datum and type, copied for each relation tried.
             let value = unsafe { DatumWithOid::new_from_datum(embedding.datum(), embedding.oid()) };
-            if Spi::connect_mut(|client| Ok(client.update(sql.as_str(), None, &[value, key])?.len() > 0))
-                .map_err(spi_failure)?
-            {
-                return Ok(true);
-            }
-        }
-        Ok(false)
+            Spi::connect_mut(|client| Ok((client.update(sql.as_str(), None, &[value, key])?.len() > 0).then_some(())))
+                .map_err(spi_failure)
+        })?;
+        Ok(stored.is_some())
     })
 }
 

@@ -694,12 +694,8 @@ pub fn queued_items(corpus: &Corpus, items: &[(usize, Vec<(String, String)>)]) -
             let mut params = Params::default();
             let (ids, parents): (Vec<String>, Vec<String>) = list.iter().cloned().unzip();
             let mut conds = by_ids(src, ids, parents, &mut params);
-            let table = params.push(Param::Text(qualified(&src.item.schema, &src.item.name)));
-            let column = params.push(Param::Text(src.embedding.column.clone()));
-            conds.push(format!(
-                "corpus._item_queued({table}::text, {column}::text, {}::text, NULL::text)",
-                col(&src.id)
-            ));
+            // (a distributed source's queue condition: corpus._item_queued, asked on the shards)
+            conds.push(queued(src, &mut params));
             out.push(QueueLookup {
                 sql: format!(
                     "SELECT {idx}::int4 AS source, {}::text AS item_id\n  FROM {} AS i\n WHERE {}",

@@ -895,7 +895,12 @@ pub fn search(req: &Request, exec: &mut dyn Executor) -> Result<Vec<SearchRow>> 
     let stale = queued(req, unknown.map(|f| (f.source, f.item_id.as_str(), f.parent_id.as_str())), exec)?;
     let mut fetched = HashMap::new();
     for (idx, ids) in ids_per_source(rows.iter(), req.corpus.sources.len()) {
-        let parents = rows.iter().filter(|f| f.source == idx).map(|f| f.parent_id.clone()).collect();
+        // (the parents route a Citus lookup to their shards; nothing else reads them)
+        let parents = if req.corpus.sources[idx].routed_by_parent() {
+            rows.iter().filter(|f| f.source == idx).map(|f| f.parent_id.clone()).collect()
+        } else {
+            Vec::new()
+        };
         let (sql, params) = plan::fetch(&req.corpus, idx, &req.conds, ids, parents);
         for row in exec.fetch_rows(&sql, &params)? {
             fetched.insert((idx, row.item_id.clone()), row);
