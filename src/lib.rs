@@ -28,14 +28,16 @@ pgrx::extension_sql_file!("../sql/embedding.sql", name = "embedding", requires =
 pgrx::extension_sql_file!("../sql/access.sql", name = "access", requires = ["lexical", "embedding"]);
 pgrx::extension_sql_file!("../sql/bm25.sql", name = "bm25", requires = ["lexical", lexical::_bm25_document_text]);
 pgrx::extension_sql!(
-    "CREATE TRIGGER definitions_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON corpus.corpora
+    "CREATE FUNCTION corpus._catalog_changed() RETURNS trigger
+         LANGUAGE c AS 'MODULE_PATHNAME', '_catalog_changed_wrapper';
+     CREATE TRIGGER definitions_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON corpus.corpora
          FOR EACH STATEMENT EXECUTE FUNCTION corpus._catalog_changed();
      CREATE TRIGGER definitions_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON corpus.sources
          FOR EACH STATEMENT EXECUTE FUNCTION corpus._catalog_changed();
      CREATE TRIGGER definitions_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON corpus.edges
          FOR EACH STATEMENT EXECUTE FUNCTION corpus._catalog_changed();",
     name = "catalog_triggers",
-    requires = ["catalog", spi::catalog::_catalog_changed]
+    requires = ["catalog"]
 );
 
 #[pg_guard]

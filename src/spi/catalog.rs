@@ -79,18 +79,45 @@ pub fn init() {
     }
 }
 
-/// The catalog tables' statement trigger (src/lib.rs creates it on corpus.corpora and
-/// corpus.sources): an invalidation of the table, so every backend's cached definitions are
-/// dropped when this transaction commits, this backend's at its next command. A trigger
-/// function cannot be called directly, so no role can send invalidations at will.
-#[pg_trigger]
-pub(crate) fn _catalog_changed<'a>(
-    trigger: &'a pgrx::PgTrigger<'a>,
-) -> Result<Option<PgHeapTuple<'a, pgrx::AllocatedByPostgres>>, pgrx::PgTriggerError> {
-    let relid = trigger.relid()?;
-    // SAFETY: registers an invalidation message for the trigger's own (existing) relation.
-    unsafe { pg_sys::CacheInvalidateRelcacheByRelid(relid) };
-    Ok(None)
+/// The catalog tables' statement trigger (src/lib.rs creates the function and the triggers on
+/// corpus.corpora, corpus.sources and corpus.edges): an invalidation of the table, so every
+/// backend's cached definitions are dropped when this transaction commits, this backend's at
+/// its next command. Called other than as a trigger it does nothing and raises 0A000, as
+/// PostgreSQL's own trigger functions do, so no role can send invalidations at will.
+///
+/// Written by hand rather than with `#[pg_trigger]`, whose wrapper answers a direct call with
+/// an internal error (XX000).
+#[no_mangle]
+#[pg_guard]
+pub unsafe extern "C-unwind" fn _catalog_changed_wrapper(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+    // SAFETY: PostgreSQL passes a valid fcinfo; `context` is a TriggerData node exactly when
+    // the function is called by the trigger manager (CALLED_AS_TRIGGER).
+    let trigger = unsafe {
+        let context = (*fcinfo).context;
+        (!context.is_null() && (*context).type_ == pg_sys::NodeTag::T_TriggerData)
+            .then(|| context as *mut pg_sys::TriggerData)
+    };
+    let Some(trigger) = trigger else {
+        crate::error::raise(CoreError::new(
+            SqlState::FeatureNotSupported,
+            "corpus._catalog_changed() can only be called as a trigger".to_string(),
+            "It runs on changes of pg_corpus' catalog tables; change definitions with the corpus_* functions.",
+        ))
+    };
+    // SAFETY: a trigger call carries the open relation it fires on; the invalidation names it.
+    unsafe {
+        let relid = (*(*trigger).tg_relation).rd_id;
+        pg_sys::CacheInvalidateRelcacheByRelid(relid);
+    }
+    // a null pointer (not SQL NULL): what a statement trigger returns
+    pg_sys::Datum::from(0)
+}
+
+/// The V1 calling-convention record PostgreSQL looks up for `_catalog_changed_wrapper`.
+#[no_mangle]
+pub extern "C" fn pg_finfo__catalog_changed_wrapper() -> &'static pg_sys::Pg_finfo_record {
+    const V1: pg_sys::Pg_finfo_record = pg_sys::Pg_finfo_record { api_version: 1 };
+    &V1
 }
 
 /// The caller may read the catalog tables (a cached definition must not serve a role a DBA
