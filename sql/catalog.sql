@@ -405,9 +405,24 @@ AS $$
                        'typname', t.typname::text,
                        'category', t.typcategory::text,
                        'typmod', a.atttypmod,
-                       'not_null', a.attnotnull))
+                       'not_null', a.attnotnull,
+                       'base_type', format_type(b.oid, NULL),
+                       'base_typname', b.typname::text,
+                       'base_schema', bn.nspname::text,
+                       'builtin', b.oid < 16384))
               FROM pg_attribute a
               JOIN pg_type t ON t.oid = a.atttypid
+              -- the type under any domains: what values are compared and cast as
+              CROSS JOIN LATERAL (
+                  WITH RECURSIVE d(oid, typtype, typbasetype, depth) AS (
+                      SELECT t.oid, t.typtype, t.typbasetype, 0
+                      UNION ALL
+                      SELECT u.oid, u.typtype, u.typbasetype, d.depth + 1
+                        FROM d JOIN pg_type u ON u.oid = d.typbasetype
+                       WHERE d.typtype = 'd' AND d.depth < 64)
+                  SELECT d.oid FROM d WHERE d.typtype <> 'd' ORDER BY d.depth LIMIT 1) AS bt
+              JOIN pg_type b ON b.oid = bt.oid
+              JOIN pg_namespace bn ON bn.oid = b.typnamespace
              WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped), '{}'::jsonb))
       FROM pg_class c
       JOIN pg_namespace n ON n.oid = c.relnamespace
@@ -455,6 +470,8 @@ AS $$
                        'to_column', e.to_column::text) ORDER BY e.name)
               FROM corpus.edges e
              WHERE e.corpus = c.name), '[]'::jsonb),
+        -- searches measure text with corpus._content_length (absent from older catalogs)
+        'content_function', true,
         'vector_schema', (SELECT n.nspname::text FROM pg_extension e
                             JOIN pg_namespace n ON n.oid = e.extnamespace
                            WHERE e.extname = 'vector'),

@@ -6,6 +6,7 @@
 
 use pgrx::prelude::*;
 
+mod content;
 mod error;
 mod eval;
 mod gucs;

@@ -10,6 +10,7 @@ pub mod analysis;
 pub mod audit;
 pub mod augment;
 pub mod bm25;
+pub mod content;
 pub mod engine;
 pub mod error;
 pub mod evidence;

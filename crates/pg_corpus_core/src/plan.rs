@@ -73,13 +73,15 @@ pub(crate) fn col(c: &ColRef) -> String {
     format!("{}.{}", c.side.alias(), ident(&c.column))
 }
 
+/// `column = value` with the value cast to the column's built-in base type: comparing never
+/// builds a value of a domain (whose CHECK would run) or of a type a table owner defined.
 fn bound(c: &BoundCond, params: &mut Params) -> String {
     if c.values.len() == 1 {
         let p = params.push(Param::Text(c.values[0].clone()));
-        format!("{} = {p}::text::{}", col(&c.col), c.col.sql_type)
+        format!("{} = {p}::text::{}", col(&c.col), c.col.cast_type)
     } else {
         let p = params.push(Param::TextArray(c.values.clone()));
-        format!("{} = ANY({p}::text[]::{}[])", col(&c.col), c.col.sql_type)
+        format!("{} = ANY({p}::text[]::{}[])", col(&c.col), c.col.cast_type)
     }
 }
 
@@ -107,6 +109,8 @@ pub fn scope_parts(src: &Source, params: &mut Params) -> ScopeParts {
         .map(|c| {
             if c.is_array {
                 format!("cardinality({}) > 0", col(c))
+            } else if src.content_function {
+                format!("corpus._content_length({}::text) > 0", col(c))
             } else {
                 format!("NULLIF(btrim({}::text), '') IS NOT NULL", col(c))
             }
@@ -117,9 +121,12 @@ pub fn scope_parts(src: &Source, params: &mut Params) -> ScopeParts {
 }
 
 /// The searchable contract's text condition on `expr` (the source's text column, or that column
-/// carried out of a subquery): at least `min_length` characters after trim.
+/// carried out of a subquery): at least `min_length` characters of content
+/// ([`crate::content::content_length`]).
 fn text_contract(src: &Source, expr: &str) -> Vec<String> {
-    if src.min_length > 0 {
+    if src.min_length > 0 && src.content_function {
+        vec![format!("corpus._content_length({expr}) >= {}", src.min_length)]
+    } else if src.min_length > 0 {
         vec![format!("char_length(btrim({expr})) >= {}", src.min_length)]
     } else {
         vec![format!("{expr} IS NOT NULL")]
@@ -404,7 +411,7 @@ pub fn lexical_bm25(
     }
     if !plan.champion_items.is_empty() {
         let ids = params.push(Param::TextArray(plan.champion_items.clone()));
-        finders.push(format!("{} = ANY({ids}::text[]::{}[])", col(&src.id), src.id.sql_type));
+        finders.push(format!("{} = ANY({ids}::text[]::{}[])", col(&src.id), src.id.cast_type));
     }
     if finders.is_empty() {
         // champion lists hold nothing the caller may read (or nothing at all): no candidates
@@ -635,11 +642,11 @@ fn json_object(pairs: &[(String, ColRef)], params: &mut Params) -> String {
 /// ANY(parents)` as well (`parents`: the items' parent ids, or empty when unknown), so that the lookup goes only to the shards holding those parents.
 fn by_ids(src: &Source, ids: Vec<String>, parents: Vec<String>, params: &mut Params) -> Vec<String> {
     let p = params.push(Param::TextArray(ids));
-    let mut out = vec![format!("{} = ANY({p}::text[]::{}[])", col(&src.id), src.id.sql_type)];
+    let mut out = vec![format!("{} = ANY({p}::text[]::{}[])", col(&src.id), src.id.cast_type)];
     // (no parents known: every shard is asked)
     if src.routed_by_parent() && !parents.is_empty() {
         let q = params.push(Param::TextArray(parents));
-        out.push(format!("{} = ANY({q}::text[]::{}[])", col(&src.parent_fk), src.parent_fk.sql_type));
+        out.push(format!("{} = ANY({q}::text[]::{}[])", col(&src.parent_fk), src.parent_fk.cast_type));
     }
     out
 }
@@ -758,7 +765,7 @@ pub fn feedback_fetch(corpus: &Corpus, idx: usize, conds: &[Condition], ids: Vec
     let src = &corpus.sources[idx];
     let mut params = Params::default();
     let p = params.push(Param::TextArray(ids));
-    let extra = [format!("{} = ANY({p}::text[]::{}[])", col(&src.id), src.id.sql_type)];
+    let extra = [format!("{} = ANY({p}::text[]::{}[])", col(&src.id), src.id.cast_type)];
     let fw = from_where(src, conds, false, &extra, &mut params);
     let sql = format!(
         "SELECT {}::text AS item_id, {}::real[] AS embedding,
@@ -784,7 +791,7 @@ pub fn item_keys(
     let mut params = Params::default();
     let p = params.push(Param::TextArray(ids));
     let k = params.push(Param::TextArray(keys));
-    let extra = [format!("{} = ANY({p}::text[]::{}[])", col(&src.id), src.id.sql_type)];
+    let extra = [format!("{} = ANY({p}::text[]::{}[])", col(&src.id), src.id.cast_type)];
     let fw = from_where(src, conds, false, &extra, &mut params);
     let sql = format!(
         "SELECT {}::text AS item_id,
@@ -822,7 +829,7 @@ pub fn graph_neighbours(
             crate::sql::qualified(&edges.schema, &edges.table),
             ident(&edges.from_column),
         ),
-        format!("NOT ({} = ANY({x}::text[]::{}[]))", col(&src.id), src.id.sql_type),
+        format!("NOT ({} = ANY({x}::text[]::{}[]))", col(&src.id), src.id.cast_type),
     ];
     let fw = from_where(src, conds, false, &extra, &mut params);
     let sql = format!(
@@ -849,7 +856,7 @@ pub fn similar_seed(corpus: &Corpus, idx: usize, conds: &[Condition], item_id: &
     let src = &corpus.sources[idx];
     let mut params = Params::default();
     let p = params.push(Param::Text(item_id.to_string()));
-    let extra = [format!("{} = {p}::text::{}", col(&src.id), src.id.sql_type)];
+    let extra = [format!("{} = {p}::text::{}", col(&src.id), src.id.cast_type)];
     let fw = from_where(src, conds, false, &extra, &mut params);
     let sql = format!(
         "SELECT {}::text AS item_id, {}::text AS parent_id, {}::real[] AS embedding, {}::text AS content\n{fw}\nLIMIT 1",

@@ -26,6 +26,25 @@ pub struct ColumnInfo {
     pub typmod: i32,
     #[serde(default)]
     pub not_null: bool,
+    /// The type under any domains (`format_type(base, NULL)`): values compared with the column
+    /// are cast to it, so that no domain's CHECK runs on the caller's behalf.
+    #[serde(default)]
+    pub base_type: Option<String>,
+    #[serde(default)]
+    pub base_typname: Option<String>,
+    #[serde(default)]
+    pub base_schema: Option<String>,
+    /// Whether that base type is built into PostgreSQL: its input, output, casts and operators
+    /// are PostgreSQL's own, none of them code a table owner wrote. None in older catalogs.
+    #[serde(default)]
+    pub builtin: Option<bool>,
+}
+
+impl ColumnInfo {
+    /// The type values compared with this column are cast to: its base type.
+    pub fn cast_type(&self) -> &str {
+        self.base_type.as_deref().unwrap_or(&self.sql_type)
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -86,6 +105,10 @@ pub struct CorpusDef {
     pub required_filters: Vec<String>,
     pub filter_fields: Value,
     pub vector_schema: Option<String>,
+    /// Whether the catalog has `corpus._content_length` (false in catalogs of older releases,
+    /// which a newer library serves until they are updated: text is then measured with btrim).
+    #[serde(default)]
+    pub content_function: bool,
     pub sources: Vec<SourceDef>,
     /// Named embedding spaces: `{"name": {"dimensions": n, "model": "…", "weight": w}}`.
     #[serde(default)]
@@ -131,8 +154,11 @@ impl Side {
 pub struct ColRef {
     pub side: Side,
     pub column: String,
-    /// Cast target for values compared with this column.
+    /// The column's declared type (`format_type`).
     pub sql_type: String,
+    /// Cast target for values compared with this column: its built-in base type (under any
+    /// domains), so that comparing never builds a value of a type a table owner defined.
+    pub cast_type: String,
     pub is_array: bool,
 }
 
@@ -210,7 +236,7 @@ impl FieldType {
     /// Does a column of this PostgreSQL type category / name hold values of the field type?
     fn accepts(self, col: &ColumnInfo) -> bool {
         match self {
-            FieldType::Text => col.category == "S" || col.category == "E",
+            FieldType::Text => col.category == "S",
             FieldType::Integer | FieldType::Bigint | FieldType::Numeric => col.category == "N",
             FieldType::Boolean => col.category == "B",
             FieldType::Date => col.typname == "date",
@@ -255,6 +281,9 @@ pub struct Source {
     pub locator: Vec<(String, ColRef)>,
     pub metadata: Vec<(String, ColRef)>,
     pub min_length: i32,
+    /// Measure text with `corpus._content_length` ([`crate::content`]), or with btrim in a
+    /// catalog that predates it.
+    pub content_function: bool,
     pub ts_config: i64,
     pub language: Option<crate::analysis::Language>,
     pub semantic_weight: f64,
@@ -443,8 +472,39 @@ fn column<'a>(rel: &'a RelationInfo, name: &str, role: &str) -> Result<&'a Colum
     })
 }
 
-fn colref(side: Side, name: &str, info: &ColumnInfo) -> ColRef {
-    ColRef { side, column: name.to_string(), sql_type: info.sql_type.clone(), is_array: info.category == "A" }
+fn colref_unchecked(side: Side, name: &str, info: &ColumnInfo) -> ColRef {
+    ColRef {
+        side,
+        column: name.to_string(),
+        sql_type: info.sql_type.clone(),
+        cast_type: info.cast_type().to_string(),
+        is_array: info.category == "A",
+    }
+}
+
+/// A mapped column, refused unless its base type is built in: reading, casting and comparing
+/// a value of a type a table owner defined (an enum, a composite, a range, a base type of an
+/// extension, an array of any of them) can call code that owner wrote — a cast, an operator,
+/// a conversion to JSON — with the rights of whoever searches.
+fn colref(side: Side, rel: &RelationInfo, name: &str, info: &ColumnInfo) -> Result<ColRef> {
+    if info.builtin == Some(false) {
+        return Err(CoreError::new(
+            SqlState::DatatypeMismatch,
+            format!(
+                "column \"{name}\" of \"{}\".\"{}\" has type {}, which pg_corpus cannot read safely",
+                rel.schema, rel.name, info.sql_type
+            ),
+            "Map a column of a built-in type (text, varchar, integer, bigint, numeric, boolean, date, \
+             timestamptz, uuid, arrays of them) or of a domain over one, e.g. \
+             ALTER TABLE ... ALTER COLUMN ... TYPE text.",
+        )
+        .with_detail(format!(
+            "Its base type {} is not built into PostgreSQL: its casts, operators and conversions are code \
+             its owner wrote, which a search would run with the searcher's rights.",
+            info.cast_type()
+        )));
+    }
+    Ok(colref_unchecked(side, name, info))
 }
 
 fn wrong_type(rel: &RelationInfo, col: &str, info: &ColumnInfo, want: &str, hint: &str) -> CoreError {
@@ -464,9 +524,9 @@ fn mapped_column(src: &SourceDef, item: &RelationInfo, spec: &str, what: &str) -
                 "Name an item column, or register the source with parent_table.",
             )
         })?;
-        Ok(colref(Side::Parent, pcol, column(parent, pcol, what)?))
+        colref(Side::Parent, parent, pcol, column(parent, pcol, what)?)
     } else {
-        Ok(colref(Side::Item, spec, column(item, spec, what)?))
+        colref(Side::Item, item, spec, column(item, spec, what)?)
     }
 }
 
@@ -635,7 +695,12 @@ fn resolve_source(
         ));
     }
     let emb_info = column(item, &src.embedding_column, "embedding_column")?;
-    if emb_info.typname != "vector" {
+    // pgvector's own type, not a look-alike named "vector" in another schema
+    let pgvector = match (&emb_info.base_schema, &def.vector_schema) {
+        (Some(schema), Some(vector_schema)) => schema == vector_schema,
+        _ => true,
+    };
+    if emb_info.base_typname.as_deref().unwrap_or(&emb_info.typname) != "vector" || !pgvector {
         return Err(wrong_type(
             item,
             &src.embedding_column,
@@ -689,7 +754,7 @@ fn resolve_source(
                     "parent_fk must reference the parent key.",
                 ));
             }
-            Some(colref(Side::Parent, &src.parent_key, key_info))
+            Some(colref(Side::Parent, parent, &src.parent_key, key_info)?)
         }
         None => None,
     };
@@ -701,16 +766,16 @@ fn resolve_source(
     let parent_required = src
         .parent_required
         .iter()
-        .map(|c| Ok(colref(scope_side, c, column(scope, c, "parent_required")?)))
+        .map(|c| colref(scope_side, scope, c, column(scope, c, "parent_required")?))
         .collect::<Result<Vec<_>>>()?;
     let rule = equality_map(&src.rule, "rule")?
         .into_iter()
-        .map(|(c, values)| Ok(BoundCond { col: colref(Side::Item, &c, column(item, &c, "rule")?), values }))
+        .map(|(c, values)| Ok(BoundCond { col: colref(Side::Item, item, &c, column(item, &c, "rule")?)?, values }))
         .collect::<Result<Vec<_>>>()?;
     let mut isolation = isolation
         .iter()
         .map(|(c, values)| {
-            Ok(BoundCond { col: colref(scope_side, c, column(scope, c, "isolation")?), values: values.clone() })
+            Ok(BoundCond { col: colref(scope_side, scope, c, column(scope, c, "isolation")?)?, values: values.clone() })
         })
         .collect::<Result<Vec<_>>>()?;
     // An item table that carries its own copy of an isolation column (denormalised, e.g. for
@@ -722,9 +787,12 @@ fn resolve_source(
             .iter()
             .filter_map(|c| {
                 let info = item.columns.get(&c.col.column)?;
-                Some(BoundCond { col: colref(Side::Item, &c.col.column, info), values: c.values.clone() })
+                Some(
+                    colref(Side::Item, item, &c.col.column, info)
+                        .map(|col| BoundCond { col, values: c.values.clone() }),
+                )
             })
-            .collect();
+            .collect::<Result<_>>()?;
         isolation.extend(item_copies);
     }
     let mut filter_columns = BTreeMap::new();
@@ -737,7 +805,7 @@ fn resolve_source(
         if !ty.accepts(info) {
             return Err(wrong_type(rel, field, info, ty.sql(), "Declare the filter field with the column's type."));
         }
-        filter_columns.insert(field.clone(), colref(side, field, info));
+        filter_columns.insert(field.clone(), colref(side, rel, field, info)?);
     }
     if !(src.min_length >= 0) {
         return Err(invalid(format!("min_length must be >= 0, got {}", src.min_length), "Use 0 to accept any text."));
@@ -769,14 +837,14 @@ fn resolve_source(
             distribution: p.distribution.clone(),
         }),
         parent_scope,
-        id: colref(Side::Item, &src.id_column, id_info),
-        text: colref(Side::Item, &src.text_column, text_info),
-        tsv: colref(Side::Item, &src.tsv_column, tsv_info),
-        embedding: colref(Side::Item, &src.embedding_column, emb_info),
+        id: colref(Side::Item, item, &src.id_column, id_info)?,
+        text: colref(Side::Item, item, &src.text_column, text_info)?,
+        tsv: colref(Side::Item, item, &src.tsv_column, tsv_info)?,
+        embedding: colref_unchecked(Side::Item, &src.embedding_column, emb_info),
         dimensions: emb_info.typmod,
         space: 0,
         distance,
-        parent_fk: colref(Side::Item, &src.parent_fk, fk_info),
+        parent_fk: colref(Side::Item, item, &src.parent_fk, fk_info)?,
         parent_key,
         parent_required,
         rule,
@@ -785,6 +853,7 @@ fn resolve_source(
         locator: key_map(src, item, &src.locator, "locator")?,
         metadata: key_map(src, item, &src.metadata, "metadata")?,
         min_length: src.min_length,
+        content_function: def.content_function,
         ts_config: src.ts_config,
         language: src.language.as_deref().map(crate::analysis::Language::parse).transpose()?,
         semantic_weight: src.semantic_weight,
@@ -1001,6 +1070,75 @@ pub(crate) mod tests {
 
     fn resolve_json(v: Value) -> Result<Corpus> {
         resolve(&serde_json::from_value(v).unwrap())
+    }
+
+    /// The legal corpus with one column of `table` (0 case_law, 1 precedent_chunks) retyped.
+    fn retyped(table: &str, column: &str, info: Value) -> Value {
+        let mut def = legal_def();
+        for s in def["sources"].as_array_mut().unwrap() {
+            let rel = if table == "case_law" { &mut s["parent"] } else { &mut s["item"] };
+            if rel["name"] == table {
+                rel["columns"][column] = info.clone();
+            }
+        }
+        def
+    }
+
+    fn domain_over_text() -> Value {
+        json!({"type": "tenant.kind_d", "typname": "kind_d", "category": "S", "typmod": -1,
+               "base_type": "text", "base_typname": "text", "base_schema": "pg_catalog", "builtin": true})
+    }
+
+    #[test]
+    fn values_compared_with_a_domain_column_are_cast_to_its_base_type() {
+        let c = resolve_json(retyped("case_law", "source_kind", domain_over_text())).unwrap();
+        let iso = &c.sources[0].isolation[0].col;
+        assert_eq!((iso.sql_type.as_str(), iso.cast_type.as_str()), ("tenant.kind_d", "text"));
+        let (sql, _) = crate::plan::fetch(&c, 0, &[], vec!["1".into()], vec![]);
+        assert!(sql.contains("p.\"source_kind\" = $") && !sql.contains("kind_d"), "{sql}");
+    }
+
+    #[test]
+    fn every_mapped_column_of_a_type_a_table_owner_defined_is_refused() {
+        let user_type = |ty: &str, typname: &str, cat: &str| {
+            json!({"type": ty, "typname": typname, "category": cat, "typmod": -1,
+                   "base_type": ty, "base_typname": typname, "base_schema": "tenant", "builtin": false})
+        };
+        let cases = [
+            ("case_law", "source_kind", user_type("tenant.kind_e", "kind_e", "E")),
+            ("case_law", "case_number", user_type("tenant.title_t", "title_t", "C")),
+            ("case_law", "court", user_type("tenant.court_r", "court_r", "R")),
+            ("case_law", "id", user_type("tenant.key_t", "key_t", "C")),
+            ("precedent_chunks", "page_number", user_type("tenant.page_t", "page_t", "C")),
+            ("precedent_chunks", "content", user_type("tenant.body_t", "body_t", "S")),
+            ("precedent_chunks", "case_law_id", user_type("tenant.fk_t", "fk_t", "N")),
+            ("precedent_chunks", "content_tsv", user_type("tenant.tsvector", "tsvector", "U")),
+        ];
+        for (table, column, info) in cases {
+            let err = resolve_json(retyped(table, column, info)).map(|_| ()).unwrap_err();
+            assert_eq!(err.state, SqlState::DatatypeMismatch, "{table}.{column}: {err:?}");
+            assert!(err.message.contains(column) && !err.hint.is_empty(), "{err:?}");
+        }
+    }
+
+    #[test]
+    fn an_embedding_column_of_a_look_alike_vector_type_is_refused() {
+        let fake = json!({"type": "tenant.vector", "typname": "vector", "category": "U", "typmod": 384,
+                          "base_type": "tenant.vector", "base_typname": "vector", "base_schema": "tenant",
+                          "builtin": false});
+        let err = resolve_json(retyped("precedent_chunks", "embedding", fake)).map(|_| ()).unwrap_err();
+        assert_eq!(err.state, SqlState::DatatypeMismatch, "{err:?}");
+    }
+
+    #[test]
+    fn the_contract_measures_content_with_the_content_function_when_the_catalog_has_it() {
+        let mut def = legal_def();
+        def["content_function"] = json!(true);
+        let c = resolve_json(def).unwrap();
+        let (sql, _) = crate::plan::fetch(&c, 0, &[], vec!["1".into()], vec![]);
+        assert!(sql.contains("corpus._content_length(i.\"content\") >= 50"), "{sql}");
+        assert!(sql.contains("corpus._content_length(p.\"case_number\"::text) > 0"), "{sql}");
+        assert!(!sql.contains("btrim"), "{sql}");
     }
 
     #[test]
