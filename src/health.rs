@@ -148,14 +148,21 @@ fn isolation_audit(corpus: &Corpus) -> Result<CheckRow, CoreError> {
     } else if let Some(filters) = filters {
         for idx in 0..corpus.sources.len() {
             let Some(q) = health::foreign_probes_sql(corpus, idx, 3) else { continue };
+            // a probe's vector is a query vector of its source's embedding space
+            let space = corpus.spaces.get(corpus.sources[idx].space).map(|s| s.name.clone());
             for probe in spi::health::rows(&q)? {
                 probes += 1;
-                let vector: Option<Vec<f32>> = serde_json::from_value(probe["embedding"].clone()).ok();
+                let probe_vector: Option<Vec<f32>> = serde_json::from_value(probe["embedding"].clone()).ok();
+                let (vector, query_vectors) = match (&space, probe_vector) {
+                    (Some(name), Some(v)) if corpus.sources[idx].space != 0 => (None, json!({ name.as_str(): v })),
+                    (_, v) => (v, serde_json::Value::Null),
+                };
+                let has_vector = vector.is_some() || !query_vectors.is_null();
                 let words: String =
                     probe["content"].as_str().unwrap_or("").split_whitespace().take(30).collect::<Vec<_>>().join(" ");
                 for mode in ["hybrid", "semantic", "lexical"] {
                     let text = if words.is_empty() { None } else { Some(words.as_str()) };
-                    if (mode == "lexical" && text.is_none()) || (mode == "semantic" && vector.is_none()) {
+                    if (mode == "lexical" && text.is_none()) || (mode == "semantic" && !has_vector) {
                         continue;
                     }
                     let args = Args {
@@ -171,7 +178,7 @@ fn isolation_audit(corpus: &Corpus) -> Result<CheckRow, CoreError> {
                         feedback: None,
                         extra_queries: serde_json::Value::Null,
                         filter_mode: "strict".into(),
-                        query_vectors: serde_json::Value::Null,
+                        query_vectors: query_vectors.clone(),
                         // every hit is checked, so the evidence filter would only hide some;
                         // expansion's and must-include's additions are audited too
                         evidence: Some(false),

@@ -153,3 +153,19 @@ def test_mistakes_are_refused_at_definition_and_search_time(db):
     listed = conn.execute("SELECT spaces, sources FROM corpus.corpus_list() WHERE name = %s", [EXT]).fetchone()
     assert listed[0]["page_image"]["dimensions"] == DIM
     assert {s["source"]: s["space"] for s in listed[1]}["pages"] == "page_image"
+
+
+def test_the_health_check_audits_every_space_with_its_own_vectors(db):
+    """The isolation audit probes each source with its own items' vectors, as a query vector of
+    the space they belong to: a corpus with a named space is audited, and so is every other."""
+    conn = db["conn"]
+    with conn.cursor(row_factory=psycopg.rows.dict_row) as cur:
+        rows = cur.execute("SELECT * FROM corpus.corpus_health_check()").fetchall()
+        audits = {r["corpus"]: r for r in rows if r["check"] == "isolation_audit"}
+        assert {EXT, INT} <= set(audits), sorted(audits)
+        for corpus in (EXT, INT):
+            r = audits[corpus]
+            assert r["status"] == "ok", r
+            # the pages' own probes ran: searches with an image vector, no leak among their hits
+            assert r["detail"]["probes"] > 0 and r["detail"]["searches"] > 0, r
+            assert not r["detail"].get("leaks"), r
