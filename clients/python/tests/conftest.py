@@ -1,6 +1,7 @@
 """A private cluster with the demo sample (demo/load_sample.py, as `make demo` loads it), for the
 client's and the MCP server's tests. The extension must be installed (make install)."""
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -40,3 +41,11 @@ def demo_dsn(cluster_uri):
 def conn(demo_dsn):
     with psycopg.connect(demo_dsn, autocommit=True) as c:
         yield c
+
+
+@pytest.fixture
+def closed_port():
+    """A local TCP port nobody listens on."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

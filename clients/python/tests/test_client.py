@@ -242,3 +242,30 @@ def test_the_embedding_queue(conn, demo_dsn):
         assert client.enqueue("halachot", "embedding") == 0
         for item in client.claim(100, only_table="halachot"):
             assert client.complete(item, item_vector(conn, "halachot", int(item.item_id))) == "stored"
+
+
+def test_a_database_that_cannot_be_reached_or_ends_the_session_is_database_unavailable(conn, demo_dsn, closed_port):
+    """Connecting to nothing, and a call on a connection whose session the server ended, raise
+    DatabaseUnavailable (a PgCorpusError) that says why, with psycopg's error as its cause."""
+    with pytest.raises(pg_corpus.DatabaseUnavailable) as refused:
+        Client(f"postgresql://postgres@127.0.0.1:{closed_port}/pgc_client").list_corpora()
+    assert refused.value.message.startswith("database unavailable: ") and f"port {closed_port}" in refused.value.message
+    assert isinstance(refused.value.__cause__, psycopg.OperationalError)
+
+    dsn = psycopg.conninfo.make_conninfo(demo_dsn, application_name="pgc_ended_session")
+    end_session = "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity WHERE application_name = %s"
+    with Client(dsn) as client:
+        client.list_corpora()
+        conn.execute(end_session, ["pgc_ended_session"])
+        with pytest.raises(pg_corpus.DatabaseUnavailable) as ended:
+            client.list_corpora()
+    assert ended.value.message.startswith("database unavailable: ")
+
+    async def ended_async():
+        async with AsyncClient(dsn) as client:
+            await client.list_corpora()
+            conn.execute(end_session, ["pgc_ended_session"])
+            with pytest.raises(pg_corpus.DatabaseUnavailable) as ended:
+                await client.list_corpora()
+        return ended.value
+    assert asyncio.run(ended_async()).message.startswith("database unavailable: ")

