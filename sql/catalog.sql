@@ -390,9 +390,12 @@ GRANT SELECT ON corpus.corpora, corpus.sources, corpus.edges TO PUBLIC;
 -- every column of the item and parent tables (so renamed, dropped or retyped columns are seen).
 -- ------------------------------------------------------------------------------------------
 CREATE FUNCTION corpus._relation_json(rel regclass) RETURNS jsonb
-LANGUAGE sql STABLE PARALLEL SAFE
+LANGUAGE plpgsql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
+BEGIN
+    -- (PL/pgSQL: its plan is kept for the session, an SQL function's is made at every call)
+    RETURN (
     SELECT jsonb_build_object(
         'oid', c.oid::bigint,
         'schema', n.nspname::text,
@@ -426,7 +429,8 @@ AS $$
              WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped), '{}'::jsonb))
       FROM pg_class c
       JOIN pg_namespace n ON n.oid = c.relnamespace
-     WHERE c.oid = rel
+     WHERE c.oid = rel);
+END
 $$;
 
 -- Record the current column types of a corpus' sources (after a successful validation).
@@ -445,9 +449,12 @@ AS $$
 $$;
 
 CREATE FUNCTION corpus._corpus_definition(corpus_name text) RETURNS jsonb
-LANGUAGE sql STABLE PARALLEL SAFE
+LANGUAGE plpgsql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
+BEGIN
+    -- (PL/pgSQL: its plan is kept for the session, an SQL function's is made at every call)
+    RETURN (
     SELECT jsonb_build_object(
         'name', c.name,
         'description', c.description,
@@ -506,7 +513,8 @@ AS $$
               FROM corpus.sources s
              WHERE s.corpus = c.name), '[]'::jsonb))
       FROM corpus.corpora c
-     WHERE c.name = corpus_name
+     WHERE c.name = corpus_name);
+END
 $$;
 
 -- ------------------------------------------------------------------------------------------

@@ -98,9 +98,12 @@ ALTER TABLE corpus.gold_queries ADD COLUMN extra_queries jsonb
     CHECK (extra_queries IS NULL OR jsonb_typeof(extra_queries) = 'array');
 
 CREATE OR REPLACE FUNCTION corpus._corpus_definition(corpus_name text) RETURNS jsonb
-LANGUAGE sql STABLE PARALLEL SAFE
+LANGUAGE plpgsql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
+BEGIN
+    -- (PL/pgSQL: its plan is kept for the session, an SQL function's is made at every call)
+    RETURN (
     SELECT jsonb_build_object(
         'name', c.name,
         'description', c.description,
@@ -159,7 +162,8 @@ AS $$
               FROM corpus.sources s
              WHERE s.corpus = c.name), '[]'::jsonb))
       FROM corpus.corpora c
-     WHERE c.name = corpus_name
+     WHERE c.name = corpus_name);
+END
 $$;
 
 CREATE FUNCTION corpus.corpus_create(
@@ -852,9 +856,12 @@ AS $$
 $$;
 
 CREATE OR REPLACE FUNCTION corpus._relation_json(rel regclass) RETURNS jsonb
-LANGUAGE sql STABLE PARALLEL SAFE
+LANGUAGE plpgsql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
+BEGIN
+    -- (PL/pgSQL: its plan is kept for the session, an SQL function's is made at every call)
+    RETURN (
     SELECT jsonb_build_object(
         'oid', c.oid::bigint,
         'schema', n.nspname::text,
@@ -888,7 +895,8 @@ AS $$
              WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped), '{}'::jsonb))
       FROM pg_class c
       JOIN pg_namespace n ON n.oid = c.relnamespace
-     WHERE c.oid = rel
+     WHERE c.oid = rel);
+END
 $$;
 
 CREATE FUNCTION corpus._table_changes(tables oid[]) RETURNS bigint
