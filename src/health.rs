@@ -112,8 +112,10 @@ fn required_filter_values(corpus: &Corpus) -> Result<Option<Value>, CoreError> {
 }
 
 /// Probe searches through the very code path of corpus_hybrid_search, with query vectors and
-/// words of the items the corpus must NOT see, plus the static check of every subplan.
-fn isolation_audit(corpus: &Corpus) -> Result<CheckRow, CoreError> {
+/// words of the items the corpus must NOT see, plus the static check of every subplan. `modes`:
+/// the search modes each probe runs in (a hybrid search runs both branches' subplans; the
+/// single-branch modes rank their candidates alone).
+fn isolation_audit(corpus: &std::sync::Arc<Corpus>, modes: &[&'static str]) -> Result<CheckRow, CoreError> {
     let mut row = CheckRow::new("isolation_audit", Some(&corpus.name), None);
     // Static: every subplan the search can generate carries the predicate with its values.
     let mut static_checked = 0;
@@ -143,6 +145,7 @@ fn isolation_audit(corpus: &Corpus) -> Result<CheckRow, CoreError> {
     let mut searches = 0;
     let mut hits_checked = 0;
     let mut leaks: Vec<Value> = Vec::new();
+    let mut hits: HashMap<String, Vec<(String, &str)>> = HashMap::new();
     if corpus.sources.iter().all(|s| s.isolation.is_empty()) {
         row.detail = json!({"isolation": "none: the corpus owns its tables"});
     } else if let Some(filters) = filters {
@@ -160,7 +163,7 @@ fn isolation_audit(corpus: &Corpus) -> Result<CheckRow, CoreError> {
                 let has_vector = vector.is_some() || !query_vectors.is_null();
                 let words: String =
                     probe["content"].as_str().unwrap_or("").split_whitespace().take(30).collect::<Vec<_>>().join(" ");
-                for mode in ["hybrid", "semantic", "lexical"] {
+                for &mode in modes {
                     let text = if words.is_empty() { None } else { Some(words.as_str()) };
                     if (mode == "lexical" && text.is_none()) || (mode == "semantic" && !has_vector) {
                         continue;
@@ -186,27 +189,36 @@ fn isolation_audit(corpus: &Corpus) -> Result<CheckRow, CoreError> {
                         must_include: true,
                     };
                     searches += 1;
-                    let rows = search::run(&corpus.name, args)?;
-                    let mut by_source: HashMap<String, Vec<String>> = HashMap::new();
+                    // (the definition loaded once for all probes: a table's invalidation during the
+                    // check, e.g. by autovacuum, must not make every probe resolve it again)
+                    let rows = search::run_of(&corpus.name, corpus.clone(), args)?;
                     for r in rows {
-                        by_source.entry(r.source).or_default().push(r.item_id);
+                        hits.entry(r.source).or_default().push((r.item_id, mode));
                     }
-                    for (source, ids) in by_source {
-                        let Some(src) = corpus.sources.iter().find(|s| s.name == source) else { continue };
-                        hits_checked += ids.len();
-                        for hit in spi::health::rows(&health::isolation_values_sql(src, ids))? {
-                            let ok = src.isolation.iter().enumerate().all(|(n, c)| {
-                                hit.get(format!("iso_{n}"))
-                                    .and_then(Value::as_str)
-                                    .is_some_and(|v| c.values.iter().any(|x| x == v))
-                            });
-                            if !ok {
-                                leaks.push(
-                                    json!({"source": source, "item_id": hit["item_id"], "mode": mode, "parent": hit}),
-                                );
-                            }
-                        }
-                    }
+                }
+            }
+        }
+        // every hit checked against its parent's isolation values, read without the planner's
+        // predicate: one lookup per source for all the probes' hits
+        for (source, found) in hits {
+            let Some(src) = corpus.sources.iter().find(|s| s.name == source) else { continue };
+            hits_checked += found.len();
+            let mut ids: Vec<String> = found.iter().map(|(id, _)| id.clone()).collect();
+            ids.sort();
+            ids.dedup();
+            let mut values: HashMap<String, Value> = HashMap::new();
+            for hit in spi::health::rows(&health::isolation_values_sql(src, ids))? {
+                if let Some(id) = hit["item_id"].as_str() {
+                    values.insert(id.to_string(), hit.clone());
+                }
+            }
+            for (id, mode) in found {
+                let hit = values.get(&id).cloned().unwrap_or(Value::Null);
+                let ok = src.isolation.iter().enumerate().all(|(n, c)| {
+                    hit.get(format!("iso_{n}")).and_then(Value::as_str).is_some_and(|v| c.values.iter().any(|x| x == v))
+                });
+                if !ok {
+                    leaks.push(json!({"source": source, "item_id": id, "mode": mode, "parent": hit}));
                 }
             }
         }
@@ -226,6 +238,7 @@ fn isolation_audit(corpus: &Corpus) -> Result<CheckRow, CoreError> {
         m.insert("static_failures".into(), json!(static_failures));
         m.insert("probes".into(), m.get("probes").cloned().unwrap_or(json!(probes)));
         m.insert("searches".into(), json!(searches));
+        m.insert("modes".into(), json!(modes));
         m.insert("hits_checked".into(), json!(hits_checked));
         m.insert("leaks".into(), json!(leaks.into_iter().take(20).collect::<Vec<_>>()));
     }
@@ -323,7 +336,7 @@ fn source_checks(corpus: &Corpus, idx: usize, out: &mut Vec<CheckRow>) -> Result
     // searchable contract
     let mut s = CheckRow::new("searchable_contract", Some(&corpus.name), name);
     let orphans = match health::orphans_sql(src, sample) {
-        Some(q) => est(&first_row(&q)?, "orphans"),
+        Some(q) => est(&spi::health::table_rows(&q)?.into_iter().next().unwrap_or(Value::Null), "orphans"),
         None => 0,
     };
     let (incomplete_items, short, unresolved) =
@@ -360,7 +373,7 @@ fn source_checks(corpus: &Corpus, idx: usize, out: &mut Vec<CheckRow>) -> Result
     out.push(s);
 
     // indexes
-    let indexes: Vec<IndexInfo> = spi::health::rows(&health::indexes_sql(src.item.oid))?
+    let indexes: Vec<IndexInfo> = spi::health::table_rows(&health::indexes_sql(src.item.oid))?
         .into_iter()
         .filter_map(|v| serde_json::from_value(v).ok())
         .collect();
@@ -395,7 +408,11 @@ fn source_checks(corpus: &Corpus, idx: usize, out: &mut Vec<CheckRow>) -> Result
 
     // re-embed queue: counts of this corpus' items; ages and the trigger are per table
     let mut q = CheckRow::new("reembed_queue", Some(&corpus.name), name);
-    let v = first_row(&health::queue_query(src, spi::has_function("corpus._queue_figures(regclass,name)")))?;
+    let v =
+        spi::health::table_rows(&health::queue_query(src, spi::has_function("corpus._queue_figures(regclass,name)")))?
+            .into_iter()
+            .next()
+            .unwrap_or(Value::Null);
     let (queued, dead) = (est(&c, "queued"), est(&c, "dead_letters"));
     q.count = queued;
     if int(&v, "slots") == 0 || int(&v, "enabled_triggers") == 0 {
@@ -477,7 +494,7 @@ fn corpus_health_check(
         name!(hint, Option<String>),
     ),
 > {
-    let rows = spi::pinned_search_path(|| -> Result<Vec<CheckRow>, CoreError> {
+    let rows = spi::pinned_search_path(|| spi::health::with_table_memo(|| -> Result<Vec<CheckRow>, CoreError> {
         // an unknown corpus is the usual 42704
         let names = spi::catalog::load_corpus_names(corpus)?;
         let mut out = vec![version_check()?, privileges_check()?];
@@ -512,7 +529,10 @@ fn corpus_health_check(
                     }
                     drift.detail = json!({"sources": c.sources.iter().map(|s| &s.name).collect::<Vec<_>>(), "retyped": retyped});
                     out.push(drift);
-                    out.push(isolation_audit(&c)?);
+                    // every mode for one corpus; hybrid probes (both branches) when checking all
+                    let modes: &[&str] =
+                        if corpus.is_some() { &["hybrid", "semantic", "lexical"] } else { &["hybrid"] };
+                    out.push(isolation_audit(&c, modes)?);
                     out.push(lexical_statistics(&c)?);
                     if c.audit.enabled {
                         out.push(audit_log(&c)?);
@@ -524,7 +544,7 @@ fn corpus_health_check(
             }
         }
         Ok(out)
-    })
+    }))
     .or_raise();
     TableIterator::new(rows.into_iter().map(|r| {
         (

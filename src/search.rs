@@ -104,7 +104,7 @@ pub(crate) fn run(corpus: &str, args: Args) -> Result<Vec<SearchRow>, CoreError>
 
 /// [`run`] for a definition the caller has loaded (one load per call: a definition rebuilt
 /// after an invalidation is rebuilt once).
-fn run_of(
+pub(crate) fn run_of(
     corpus: &str,
     definition: std::sync::Arc<pg_corpus_core::resolve::Corpus>,
     args: Args,

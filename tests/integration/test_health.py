@@ -708,13 +708,15 @@ def test_catalog_drift_retype_survives_re_registering_another_source(db):
 def test_isolation_audit_healthy(db):
     rows = health(db)
     for corpus in LEGAL:
-        r = expect(rows, "isolation_audit", corpus, None, "ok", 0)
-        d = r["detail"]
-        # 3 probes from each source's foreign items; every probe has a vector and text: 3 modes
-        assert (d["probes"], d["searches"]) == (6, 18), d
-        assert 240 <= d["hits_checked"] <= 18 * 20, d
-        assert d["leaks"] == [] and d["static_failures"] == [], d
-        assert d["static_subplans_checked"] == 8, d  # exact, approximate, lexical, fetch x 2
+        # one corpus: 3 probes from each source's foreign items; every probe has a vector and
+        # text: 3 modes; every corpus at once: the hybrid search of each probe
+        for rows_of, modes in ((health(db, corpus), ["hybrid", "semantic", "lexical"]), (rows, ["hybrid"])):
+            r = expect(rows_of, "isolation_audit", corpus, None, "ok", 0)
+            d = r["detail"]
+            assert (d["probes"], d["searches"], d["modes"]) == (6, 6 * len(modes), modes), d
+            assert 80 * len(modes) <= d["hits_checked"] <= 6 * len(modes) * 20, d
+            assert d["leaks"] == [] and d["static_failures"] == [], d
+            assert d["static_subplans_checked"] == 8, d  # exact, approximate, lexical, fetch x 2
     d = expect(rows, "isolation_audit", "case_documents", None, "ok", 0)["detail"]
     assert d["isolation"].startswith("none"), d
     assert (d["probes"], d["searches"], d["static_subplans_checked"]) == (0, 0, 4), d

@@ -368,11 +368,13 @@ pub fn isolation_values_sql(src: &Source, ids: Vec<String>) -> Query {
         src.isolation.iter().enumerate().map(|(n, c)| format!("{}::text AS iso_{n}", plan::col(&c.col))).collect();
     let mut select = vec![format!("{}::text AS item_id", plan::col(&src.id))];
     select.extend(cols);
+    // (found through the id's index: one lookup per hit, whatever the table's size)
     let sql = format!(
-        "SELECT {} {} WHERE {}::text = ANY({p}::text[])",
+        "SELECT {} {} WHERE {} = ANY({p}::text[]::{}[])",
         select.join(", "),
         plan::from_clause_sampled(src, None),
-        plan::col(&src.id)
+        plan::col(&src.id),
+        src.id.cast_type
     );
     Query::new(sql, params.values)
 }
