@@ -106,3 +106,52 @@ CREATE TABLE corpus.lexical_champions (
 REVOKE ALL ON corpus.lexical_champions FROM PUBLIC;
 GRANT SELECT ON corpus.lexical_champions TO PUBLIC;
 -- Row-level security on this table: sql/access.sql.
+
+-- One corpus' refresh in a subtransaction of its own: its error becomes a WARNING (with the
+-- corpus, its SQLSTATE and message) and NULL, so a refresh of every corpus keeps the others.
+CREATE FUNCTION corpus._refresh_lexical_stats_one(corpus_name text, only_stale boolean, stale_fraction float8,
+                                                  OUT documents bigint, OUT terms bigint, OUT refreshed boolean)
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    state   text;
+    message text;
+BEGIN
+    SELECT r.documents, r.terms, r.refreshed INTO documents, terms, refreshed
+      FROM corpus.corpus_refresh_lexical_stats(corpus_name, only_stale, stale_fraction) AS r;
+EXCEPTION WHEN OTHERS THEN
+    GET STACKED DIAGNOSTICS state = RETURNED_SQLSTATE, message = MESSAGE_TEXT;
+    RAISE WARNING USING
+        MESSAGE = format('the BM25 statistics of corpus %s were not refreshed: %s', quote_literal(corpus_name), message),
+        DETAIL = format('SQLSTATE %s; the other corpora are refreshed.', state),
+        HINT = format('Refresh it alone to see the whole error: SELECT * FROM corpus.corpus_refresh_lexical_stats(%s);',
+                      quote_literal(corpus_name));
+    documents := NULL;
+    terms := NULL;
+    refreshed := NULL;
+END
+$$;
+
+-- Every corpus' statistics, one committed transaction per corpus: a long refresh holds no
+-- lock or snapshot across corpora, and a corpus that fails (WARNING) loses nothing of the
+-- others. CALL it outside a transaction block.
+CREATE PROCEDURE corpus.corpus_refresh_lexical_stats_each(only_stale boolean DEFAULT false,
+                                                          stale_fraction float8 DEFAULT 0.1)
+LANGUAGE plpgsql
+AS $$
+DECLARE
+    names text[];
+    one   text;
+BEGIN
+    PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
+    SELECT coalesce(array_agg(c.name ORDER BY c.name), '{}') INTO names FROM corpus.corpora AS c;
+    FOREACH one IN ARRAY names LOOP
+        PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
+        -- (a corpus dropped since the list was read is skipped)
+        PERFORM corpus._refresh_lexical_stats_one(c.name, only_stale, stale_fraction)
+           FROM corpus.corpora AS c WHERE c.name = one;
+        COMMIT;
+    END LOOP;
+END
+$$;

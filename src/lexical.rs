@@ -185,6 +185,15 @@ fn corpus_refresh_lexical_stats(
             ));
         }
         let mut out = Vec::new();
+        // Every corpus: each in a subtransaction of its own (its error a WARNING, the others
+        // kept), through the catalog's function when it has one.
+        if corpus.is_none() && spi::has_function("corpus._refresh_lexical_stats_one(text,boolean,double precision)") {
+            for name in spi::catalog::load_corpus_names(None)? {
+                let (documents, terms, refreshed) = spi::stats::refresh_one(&name, only_stale, stale_fraction)?;
+                out.push((name, documents.unwrap_or(0), terms.unwrap_or(0), refreshed.unwrap_or(false)));
+            }
+            return Ok(out);
+        }
         for name in spi::catalog::load_corpus_names(corpus)? {
             let c = spi::catalog::load_corpus(&name)?;
             let tables: Vec<i64> = c

@@ -148,6 +148,22 @@ pub fn refresh_lexical_stats(refresh: &Refresh) -> Result<(i64, i64), CoreError>
     .map_err(spi_failure)
 }
 
+/// Refresh one corpus' statistics in a subtransaction of its own ([`statistics::REFRESH_ONE`]):
+/// (documents, terms, refreshed), all None when it failed (PostgreSQL reported a WARNING).
+pub fn refresh_one(
+    corpus: &str,
+    only_stale: bool,
+    stale_fraction: f64,
+) -> Result<(Option<i64>, Option<i64>, Option<bool>), CoreError> {
+    Spi::connect_mut(|client| {
+        let args = [DatumWithOid::from(corpus), DatumWithOid::from(only_stale), DatumWithOid::from(stale_fraction)];
+        let table = client.update(statistics::REFRESH_ONE, None, &args)?;
+        let row = table.first();
+        Ok((row.get::<i64>(1)?, row.get::<i64>(2)?, row.get::<bool>(3)?))
+    })
+    .map_err(spi_failure)
+}
+
 /// Forget a corpus' statistics (it has no source left).
 pub fn clear_lexical_stats(corpus: &str) -> Result<(), CoreError> {
     Spi::connect_mut(|client| {

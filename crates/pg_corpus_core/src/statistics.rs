@@ -90,6 +90,12 @@ pub fn clear(corpus: &str) -> Vec<Statement> {
         .collect()
 }
 
+/// One corpus' refresh in a subtransaction of its own, its error a WARNING and NULLs
+/// (parameters: corpus text, only_stale boolean, stale_fraction float8). Columns: documents,
+/// terms, refreshed.
+pub const REFRESH_ONE: &str = "SELECT r.documents, r.terms, r.refreshed \
+     FROM corpus._refresh_lexical_stats_one($1::text, $2::boolean, $3::float8) AS r";
+
 /// Whether the current role may read a corpus' statistics itself (parameter: corpus text).
 pub const READS_IN_FULL: &str = "SELECT corpus._reads_corpus_in_full($1::text)";
 
