@@ -459,6 +459,54 @@ BEGIN
 END
 $$;
 
+-- What a DBA operation that writes many queue entries (corpus_embedding_enqueue, the model
+-- change's batches) takes first in its transaction: the queue's EXCLUSIVE lock, then ACCESS SHARE
+-- on the item relations it reads. Every other writer of the queue takes ROW EXCLUSIVE (or ROW
+-- SHARE) on it before its first entry: a user's write in the re-embed trigger, after its item's
+-- row lock; a worker's claim and completion. So each of them either holds the queue already,
+-- and the operation waits for it while holding nothing that writer could need, or waits for
+-- the operation, which once it holds the queue waits for no entry and no item: no user's
+-- transaction is ever in a cycle with it, whatever order it takes its items in, and none is
+-- aborted. Such writers, of every slot, wait while the operation's transaction runs.
+-- The item relations are taken without waiting: a transaction that holds one exclusively
+-- (DDL, TRUNCATE) may write the queue next, so the operation then gives the queue back, waits
+-- for that relation holding nothing, and starts again.
+CREATE FUNCTION corpus._lock_queue(relations regclass[]) RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    rel       regclass;
+    has_queue boolean;
+BEGIN
+    LOOP
+        has_queue := false;
+        BEGIN
+            LOCK TABLE corpus.embedding_queue IN EXCLUSIVE MODE;
+            has_queue := true;
+            IF cardinality(relations) > 0 THEN
+                EXECUTE format('LOCK TABLE %s IN ACCESS SHARE MODE NOWAIT',
+                               (SELECT string_agg(r::text, ', ') FROM unnest(relations) AS r));
+            END IF;
+            RETURN;
+        EXCEPTION WHEN lock_not_available THEN
+            -- (the block's rollback gave both back; without the queue it was lock_timeout's)
+            IF NOT has_queue THEN
+                RAISE;
+            END IF;
+        END;
+        FOREACH rel IN ARRAY relations LOOP
+            BEGIN
+                EXECUTE format('LOCK TABLE %s IN ACCESS SHARE MODE', rel);
+                RAISE EXCEPTION 'waited';   -- (gives the lock back with the block)
+            EXCEPTION WHEN raise_exception THEN
+                NULL;
+            END;
+        END LOOP;
+    END LOOP;
+END
+$$;
+
 -- Queue the items of a slot that are in relations of this node (corpus._local_relations: the
 -- table, or the shards of a distributed table placed here), in one statement per relation:
 -- those without an embedding ('missing'), or every item when only_missing is false
@@ -950,6 +998,7 @@ $$;
 
 -- Queue every item of a slot (only_missing: those without an embedding) in one statement —
 -- after a bulk load with pg_corpus.defer_embedding_queue = on, or to re-embed on purpose.
+-- Holds the queue while it runs (corpus._lock_queue): writes that queue an item wait for it.
 CREATE FUNCTION corpus.corpus_embedding_enqueue(item_table regclass, embedding_column name,
                                                 only_missing boolean DEFAULT true)
 RETURNS bigint
@@ -962,12 +1011,15 @@ DECLARE
     remote bigint;
 BEGIN
     slot := corpus._embedding_slot(item_table, embedding_column);
-    -- (on a Citus coordinator, also on the nodes holding the shards of a distributed table)
+    -- On a Citus coordinator, first the nodes holding the shards of a distributed table (each
+    -- in its own transaction, which waits for its node's writers): this transaction holds no
+    -- queue while it waits for them.
     -- (only_missing NULL: every item, as a CASE on it always read)
-    n := corpus._enqueue_local(slot, coalesce(only_missing, false), true);
     remote := coalesce((SELECT sum(a::bigint) FROM corpus._citus_fan_out(item_table,
                   format('SELECT corpus.corpus_embedding_enqueue(%L::regclass, %L, %L)',
                          item_table::text, slot.embedding_column, coalesce(only_missing, false))) a), 0);
+    PERFORM corpus._lock_queue(ARRAY(SELECT r FROM corpus._local_relations(item_table) AS r));
+    n := corpus._enqueue_local(slot, coalesce(only_missing, false), true);
     IF remote > 0 THEN
         PERFORM pg_notify('pg_corpus_embedding', item_table::text);   -- (the workers listen here)
     END IF;
@@ -977,8 +1029,9 @@ $$;
 
 -- Record a new embedding model for a slot: every item becomes stale and is queued, in batches
 -- of batch_size committed one by one (progress is reported as NOTICEs), so that a large table
--- does not hold one huge transaction. A procedure: CALL it outside a transaction block. If it is
--- interrupted, CALL it again: the slot already records the new model, and it re-queues every item.
+-- does not hold one huge transaction; each batch holds the queue while it runs (corpus._lock_queue).
+-- A procedure: CALL it outside a transaction block. If it is interrupted, CALL it again: the slot
+-- already records the new model, and it re-queues every item.
 --
 -- A procedure with a SET clause cannot COMMIT ("invalid transaction termination"), so the work is
 -- done by two functions with the pinned search_path and the procedure only loops, pinning the
@@ -1059,6 +1112,10 @@ DECLARE
     after text := state->>'after';
     b     record;
 BEGIN
+    -- (a batch holds the queue while it runs: corpus._lock_queue)
+    IF i <= coalesce(cardinality(rels), 0) THEN
+        PERFORM corpus._lock_queue(rels[i:]);
+    END IF;
     WHILE i <= coalesce(cardinality(rels), 0) LOOP
         SELECT * INTO b FROM corpus._embedding_model_batch(item_table, embedding_column, rels[i], after, batch_size);
         IF b.n > 0 THEN

@@ -1620,6 +1620,45 @@ BEGIN
 END
 $$;
 
+-- DBA operations that queue many items (corpus_embedding_enqueue, the model change's
+-- batches) take the queue's EXCLUSIVE lock first (corpus._lock_queue): a user's write that
+-- queues an item waits for them instead of being a deadlock's victim.
+CREATE FUNCTION corpus._lock_queue(relations regclass[]) RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    rel       regclass;
+    has_queue boolean;
+BEGIN
+    LOOP
+        has_queue := false;
+        BEGIN
+            LOCK TABLE corpus.embedding_queue IN EXCLUSIVE MODE;
+            has_queue := true;
+            IF cardinality(relations) > 0 THEN
+                EXECUTE format('LOCK TABLE %s IN ACCESS SHARE MODE NOWAIT',
+                               (SELECT string_agg(r::text, ', ') FROM unnest(relations) AS r));
+            END IF;
+            RETURN;
+        EXCEPTION WHEN lock_not_available THEN
+            -- (the block's rollback gave both back; without the queue it was lock_timeout's)
+            IF NOT has_queue THEN
+                RAISE;
+            END IF;
+        END;
+        FOREACH rel IN ARRAY relations LOOP
+            BEGIN
+                EXECUTE format('LOCK TABLE %s IN ACCESS SHARE MODE', rel);
+                RAISE EXCEPTION 'waited';   -- (gives the lock back with the block)
+            EXCEPTION WHEN raise_exception THEN
+                NULL;
+            END;
+        END LOOP;
+    END LOOP;
+END
+$$;
+
 CREATE OR REPLACE FUNCTION corpus.corpus_embedding_enqueue(item_table regclass, embedding_column name,
                                                 only_missing boolean DEFAULT true)
 RETURNS bigint
@@ -1632,12 +1671,15 @@ DECLARE
     remote bigint;
 BEGIN
     slot := corpus._embedding_slot(item_table, embedding_column);
-    -- (on a Citus coordinator, also on the nodes holding the shards of a distributed table)
+    -- On a Citus coordinator, first the nodes holding the shards of a distributed table (each
+    -- in its own transaction, which waits for its node's writers): this transaction holds no
+    -- queue while it waits for them.
     -- (only_missing NULL: every item, as a CASE on it always read)
-    n := corpus._enqueue_local(slot, coalesce(only_missing, false), true);
     remote := coalesce((SELECT sum(a::bigint) FROM corpus._citus_fan_out(item_table,
                   format('SELECT corpus.corpus_embedding_enqueue(%L::regclass, %L, %L)',
                          item_table::text, slot.embedding_column, coalesce(only_missing, false))) a), 0);
+    PERFORM corpus._lock_queue(ARRAY(SELECT r FROM corpus._local_relations(item_table) AS r));
+    n := corpus._enqueue_local(slot, coalesce(only_missing, false), true);
     IF remote > 0 THEN
         PERFORM pg_notify('pg_corpus_embedding', item_table::text);   -- (the workers listen here)
     END IF;
@@ -1716,6 +1758,10 @@ DECLARE
     after text := state->>'after';
     b     record;
 BEGIN
+    -- (a batch holds the queue while it runs: corpus._lock_queue)
+    IF i <= coalesce(cardinality(rels), 0) THEN
+        PERFORM corpus._lock_queue(rels[i:]);
+    END IF;
     WHILE i <= coalesce(cardinality(rels), 0) LOOP
         SELECT * INTO b FROM corpus._embedding_model_batch(item_table, embedding_column, rels[i], after, batch_size);
         IF b.n > 0 THEN
