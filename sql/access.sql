@@ -43,38 +43,54 @@ AS $$
      WHERE s.corpus = _reads_corpus_in_full.corpus
 $$;
 
+-- The corpora the current role reads in full. The policies below ask for them (and for the
+-- sources and slots they admit) in uncorrelated subqueries: PostgreSQL runs each once per
+-- statement and looks every row up in its result, so the checks run once per corpus, source or
+-- slot, never once per row. (A policy calling the check with the row's value would run it for
+-- every row: SQL functions with a SET clause are never inlined.) Every statistics row's corpus
+-- is in corpus.corpora (a foreign key).
+CREATE FUNCTION corpus._corpora_read_in_full() RETURNS SETOF text
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT c.name FROM corpus.corpora AS c WHERE corpus._reads_corpus_in_full(c.name)
+$$;
+
 REVOKE ALL ON FUNCTION corpus._reads_in_full(regclass, name[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION corpus._reads_corpus_in_full(text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION corpus._corpora_read_in_full() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION corpus._reads_in_full(regclass, name[]) TO PUBLIC;
 GRANT EXECUTE ON FUNCTION corpus._reads_corpus_in_full(text) TO PUBLIC;
+GRANT EXECUTE ON FUNCTION corpus._corpora_read_in_full() TO PUBLIC;
 
 -- Statistics: a corpus' whole vocabulary with document frequencies.
 ALTER TABLE corpus.lexical_stats ENABLE ROW LEVEL SECURITY;
 ALTER TABLE corpus.lexical_totals ENABLE ROW LEVEL SECURITY;
 CREATE POLICY readers_of_the_corpus ON corpus.lexical_stats
-    USING (corpus._reads_corpus_in_full(corpus)) WITH CHECK (corpus._reads_corpus_in_full(corpus));
+    USING (corpus IN (SELECT corpus._corpora_read_in_full()))
+    WITH CHECK (corpus IN (SELECT corpus._corpora_read_in_full()));
 CREATE POLICY readers_of_the_corpus ON corpus.lexical_totals
-    USING (corpus._reads_corpus_in_full(corpus)) WITH CHECK (corpus._reads_corpus_in_full(corpus));
+    USING (corpus IN (SELECT corpus._corpora_read_in_full()))
+    WITH CHECK (corpus IN (SELECT corpus._corpora_read_in_full()));
 
--- Champion lists: which items of a source hold a word.
+-- Champion lists: which items of a source hold a word. Read: the lists of a source whose item
+-- ids and index terms the role reads in full; written: those of a corpus it reads in full.
 ALTER TABLE corpus.lexical_champions ENABLE ROW LEVEL SECURITY;
 CREATE POLICY readers_of_the_source ON corpus.lexical_champions
-    USING (EXISTS (
-        SELECT 1 FROM corpus.sources AS s
-         WHERE s.corpus = lexical_champions.corpus AND s.name = lexical_champions.source
-           AND corpus._reads_in_full(s.item_table, ARRAY[s.id_column, s.tsv_column])))
-    WITH CHECK (corpus._reads_corpus_in_full(corpus));
+    USING ((corpus, source) IN (
+        SELECT s.corpus, s.name FROM corpus.sources AS s
+         WHERE corpus._reads_in_full(s.item_table, ARRAY[s.id_column, s.tsv_column])))
+    WITH CHECK (corpus IN (SELECT corpus._corpora_read_in_full()));
 
 -- The re-embed queue: which items of which table changed, and when. Workers (roles granted
 -- UPDATE on the queue, as the worker API asks) see all of it; other roles the rows of the
 -- tables they read in full.
 ALTER TABLE corpus.embedding_queue ENABLE ROW LEVEL SECURITY;
 CREATE POLICY workers ON corpus.embedding_queue
-    USING (pg_catalog.has_table_privilege('corpus.embedding_queue', 'UPDATE')
-           OR pg_catalog.has_table_privilege('corpus.embedding_queue', 'DELETE'))
+    USING ((SELECT pg_catalog.has_table_privilege('corpus.embedding_queue', 'UPDATE')
+                   OR pg_catalog.has_table_privilege('corpus.embedding_queue', 'DELETE')))
     WITH CHECK (true);
 CREATE POLICY readers_of_the_table ON corpus.embedding_queue FOR SELECT
-    USING (EXISTS (
-        SELECT 1 FROM corpus.embedding_slots AS s
-         WHERE s.item_table = embedding_queue.item_table AND s.embedding_column = embedding_queue.embedding_column
-           AND corpus._reads_in_full(s.item_table, ARRAY[s.id_column])));
+    USING ((item_table, embedding_column) IN (
+        SELECT s.item_table, s.embedding_column FROM corpus.embedding_slots AS s
+         WHERE corpus._reads_in_full(s.item_table, ARRAY[s.id_column])));

@@ -628,6 +628,39 @@ BEGIN
 END
 $$;
 
+-- ---- The side tables' row-level security ----
+
+-- The policies check what a role reads in full once per statement (uncorrelated subqueries
+-- over the corpora, sources and slots), not once per row.
+CREATE FUNCTION corpus._corpora_read_in_full() RETURNS SETOF text
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT c.name FROM corpus.corpora AS c WHERE corpus._reads_corpus_in_full(c.name)
+$$;
+
+REVOKE ALL ON FUNCTION corpus._corpora_read_in_full() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION corpus._corpora_read_in_full() TO PUBLIC;
+
+ALTER POLICY readers_of_the_corpus ON corpus.lexical_stats
+    USING (corpus IN (SELECT corpus._corpora_read_in_full()))
+    WITH CHECK (corpus IN (SELECT corpus._corpora_read_in_full()));
+ALTER POLICY readers_of_the_corpus ON corpus.lexical_totals
+    USING (corpus IN (SELECT corpus._corpora_read_in_full()))
+    WITH CHECK (corpus IN (SELECT corpus._corpora_read_in_full()));
+ALTER POLICY readers_of_the_source ON corpus.lexical_champions
+    USING ((corpus, source) IN (
+        SELECT s.corpus, s.name FROM corpus.sources AS s
+         WHERE corpus._reads_in_full(s.item_table, ARRAY[s.id_column, s.tsv_column])))
+    WITH CHECK (corpus IN (SELECT corpus._corpora_read_in_full()));
+ALTER POLICY workers ON corpus.embedding_queue
+    USING ((SELECT pg_catalog.has_table_privilege('corpus.embedding_queue', 'UPDATE')
+                   OR pg_catalog.has_table_privilege('corpus.embedding_queue', 'DELETE')));
+ALTER POLICY readers_of_the_table ON corpus.embedding_queue
+    USING ((item_table, embedding_column) IN (
+        SELECT s.item_table, s.embedding_column FROM corpus.embedding_slots AS s
+         WHERE corpus._reads_in_full(s.item_table, ARRAY[s.id_column])));
+
 -- ---- Citus (issue 13) ----
 
 -- * Citus: a distributed source's subplans are pushed down whole, the queue of a distributed
