@@ -491,7 +491,7 @@ fn colref(side: Side, rel: &RelationInfo, name: &str, info: &ColumnInfo) -> Resu
         return Err(CoreError::new(
             SqlState::DatatypeMismatch,
             format!(
-                "column \"{name}\" of \"{}\".\"{}\" has type {}, which pg_corpus cannot read safely",
+                "column \"{name}\" of \"{}\".\"{}\" has type {}, not a built-in type pg_corpus can read safely",
                 rel.schema, rel.name, info.sql_type
             ),
             "Map a column of a built-in type (text, varchar, integer, bigint, numeric, boolean, date, \
