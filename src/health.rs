@@ -494,7 +494,7 @@ fn corpus_health_check(
         name!(hint, Option<String>),
     ),
 > {
-    let rows = spi::pinned_search_path(|| spi::health::with_table_memo(|| -> Result<Vec<CheckRow>, CoreError> {
+    let rows = spi::pinned_search_path(|| spi::with_table_memo(|| -> Result<Vec<CheckRow>, CoreError> {
         // an unknown corpus is the usual 42704
         let names = spi::catalog::load_corpus_names(corpus)?;
         let mut out = vec![version_check()?, privileges_check()?];

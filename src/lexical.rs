@@ -166,7 +166,7 @@ fn corpus_refresh_lexical_stats(
     stale_fraction: default!(Option<f64>, 0.1),
 ) -> TableIterator<'static, (name!(corpus, String), name!(documents, i64), name!(terms, i64), name!(refreshed, bool))> {
     const F: &str = "corpus_refresh_lexical_stats";
-    let rows = spi::pinned_search_path(|| -> Result<Vec<(String, i64, i64, bool)>, CoreError> {
+    let rows = spi::pinned_search_path(|| spi::with_table_memo(|| -> Result<Vec<(String, i64, i64, bool)>, CoreError> {
         let only_stale = crate::search::required(only_stale, F, "only_stale")?;
         let stale_fraction = crate::search::required(stale_fraction, F, "stale_fraction")?;
         // SAFETY: reads the recovery state of this server.
@@ -230,7 +230,7 @@ fn corpus_refresh_lexical_stats(
             out.push((name, documents, terms, true));
         }
         Ok(out)
-    })
+    }))
     .or_raise();
     TableIterator::new(rows)
 }

@@ -34,38 +34,13 @@ pub fn first_row(query: &Query) -> Result<serde_json::Value, CoreError> {
     Ok(rows(query)?.into_iter().next().unwrap_or(serde_json::Value::Null))
 }
 
-thread_local! {
-    /// Rows of the table-level queries of the health check being run (see [`with_table_memo`]).
-    static TABLE_MEMO: std::cell::RefCell<Option<std::collections::HashMap<String, Vec<serde_json::Value>>>> =
-        const { std::cell::RefCell::new(None) };
-}
-
-/// Run `f` (one health check call) with [`table_rows`] remembering what it read: corpora that
-/// share a table ask the same questions of it once.
-pub fn with_table_memo<T>(f: impl FnOnce() -> T) -> T {
-    struct Forget;
-    impl Drop for Forget {
-        fn drop(&mut self) {
-            TABLE_MEMO.with(|m| *m.borrow_mut() = None);
-        }
-    }
-    let _forget = Forget;
-    TABLE_MEMO.with(|m| *m.borrow_mut() = Some(Default::default()));
-    f()
-}
-
 /// [`rows`] of a query about a table (its indexes, orphans, queue), the same for every corpus
-/// that has a source in it: read once per [`with_table_memo`] call.
+/// that has a source in it: read once per [`super::with_table_memo`] call.
 pub fn table_rows(query: &Query) -> Result<Vec<serde_json::Value>, CoreError> {
-    let key = format!("{}\u{0}{:?}", query.sql(), query.params());
-    if let Some(hit) = TABLE_MEMO.with(|m| m.borrow().as_ref().and_then(|m| m.get(&key).cloned())) {
-        return Ok(hit);
-    }
-    let out = rows(query)?;
-    TABLE_MEMO.with(|m| {
-        if let Some(m) = m.borrow_mut().as_mut() {
-            m.insert(key, out.clone());
-        }
-    });
-    Ok(out)
+    let key = format!("health\u{0}{}\u{0}{:?}", query.sql(), query.params());
+    let v = super::table_memo(key, || Ok(serde_json::Value::Array(rows(query)?)))?;
+    Ok(match v {
+        serde_json::Value::Array(rows) => rows,
+        _ => Vec::new(),
+    })
 }

@@ -157,3 +157,44 @@ pub(crate) fn has_function(signature: &str) -> bool {
 pub(crate) fn select_bool(sql: &str, args: &[DatumWithOid<'_>]) -> bool {
     Spi::connect(|client| client.select(sql, Some(1), args)?.first().get_one::<bool>()).ok().flatten().unwrap_or(false)
 }
+
+thread_local! {
+    /// Facts about tables read in the current whole-database operation ([`with_table_memo`]).
+    static TABLE_MEMO: std::cell::RefCell<Option<std::collections::HashMap<String, serde_json::Value>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Run `f` (one health check or refresh call) with [`table_memo`] remembering what it read
+/// about tables: corpora that share a table ask the same questions of it once. Nested calls
+/// share the outer call's memory.
+pub fn with_table_memo<T>(f: impl FnOnce() -> T) -> T {
+    if TABLE_MEMO.with(|m| m.borrow().is_some()) {
+        return f();
+    }
+    struct Forget;
+    impl Drop for Forget {
+        fn drop(&mut self) {
+            TABLE_MEMO.with(|m| *m.borrow_mut() = None);
+        }
+    }
+    let _forget = Forget;
+    TABLE_MEMO.with(|m| *m.borrow_mut() = Some(Default::default()));
+    f()
+}
+
+/// The value of `key` read by `read` once per [`with_table_memo`] call (every time outside one).
+pub fn table_memo(
+    key: String,
+    read: impl FnOnce() -> Result<serde_json::Value, CoreError>,
+) -> Result<serde_json::Value, CoreError> {
+    if let Some(hit) = TABLE_MEMO.with(|m| m.borrow().as_ref().and_then(|m| m.get(&key).cloned())) {
+        return Ok(hit);
+    }
+    let v = read()?;
+    TABLE_MEMO.with(|m| {
+        if let Some(m) = m.borrow_mut().as_mut() {
+            m.insert(key, v.clone());
+        }
+    });
+    Ok(v)
+}

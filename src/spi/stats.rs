@@ -113,11 +113,19 @@ impl LexicalState {
 }
 
 pub fn lexical_state(corpus: &str, tables: &[i64]) -> Result<LexicalState, CoreError> {
-    let sql = statistics::state_sql(super::has_function("corpus._table_changes(oid[])"));
+    let mut tables = tables.to_vec();
+    tables.sort_unstable();
+    // (the same for every corpus of these tables: read once per whole-database operation)
+    let changes = super::table_memo(format!("changes\u{0}{tables:?}"), || {
+        let sql = statistics::changes_sql(super::has_function("corpus._table_changes(oid[])"));
+        Spi::connect(|client| {
+            client.select(sql, Some(1), &[DatumWithOid::from(tables.clone())])?.first().get_one::<i64>()
+        })
+        .map(|n| serde_json::json!(n.unwrap_or(0)))
+        .map_err(spi_failure)
+    })?;
     Spi::connect(|client| {
-        let row = client
-            .select(sql.as_str(), None, &[DatumWithOid::from(corpus), DatumWithOid::from(tables.to_vec())])?
-            .first();
+        let row = client.select(statistics::STATE, Some(1), &[DatumWithOid::from(corpus)])?.first();
         let refreshed = row.get::<bool>(1)?.unwrap_or(false);
         Ok(LexicalState {
             refreshed,
@@ -126,7 +134,7 @@ pub fn lexical_state(corpus: &str, tables: &[i64]) -> Result<LexicalState, CoreE
             total_length: row.get::<i64>(4)?.unwrap_or(0),
             changes_at_refresh: row.get::<i64>(5)?.unwrap_or(0),
             reset_since: refreshed && row.get::<bool>(6)?.unwrap_or(false),
-            changes_now: row.get::<i64>(7)?.unwrap_or(0),
+            changes_now: changes.as_i64().unwrap_or(0),
         })
     })
     .map_err(spi_failure)

@@ -115,28 +115,27 @@ pub const CHAMPION_HEADS: &str = "SELECT r.req, c.term, c.items[1:r.n], c.impact
   JOIN corpus.lexical_champions c ON c.corpus = $1 AND c.source = r.source AND c.term = r.term
  ORDER BY r.req, c.term";
 
-/// Where a corpus' statistics stand: parameters (corpus, its tables' OIDs int8[]); one row
-/// (refreshed, documents, terms, total_length, changes_at_refresh, reset_since, changes_now:
-/// `corpus._table_changes`, on a Citus coordinator over every node's shards, or for a
-/// database still at a release before it (`table_changes_function` false) this node's counters
-/// of the tables, flushed plus this transaction's own changes).
-pub fn state_sql(table_changes_function: bool) -> String {
-    let changes = if table_changes_function {
-        "corpus._table_changes($2::int8[]::oid[])"
+/// Where a corpus' statistics stand: parameter (corpus); one row (refreshed, documents, terms,
+/// total_length, changes_at_refresh, reset_since).
+pub const STATE: &str = "SELECT t.corpus IS NOT NULL, t.documents, t.terms, t.total_length, t.changes_at_refresh,
+       t.stats_reset_at IS DISTINCT FROM pg_catalog.pg_stat_get_db_stat_reset_time(
+           (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname = current_database()))
+  FROM (SELECT 1) AS one LEFT JOIN corpus.lexical_totals t ON t.corpus = $1";
+
+/// The rows changed in tables so far: parameter (their OIDs int8[]); one value,
+/// `corpus._table_changes`, on a Citus coordinator over every node's shards, or for a database
+/// still at a release before it (`table_changes_function` false) this node's counters of the
+/// tables, flushed plus this transaction's own changes.
+pub fn changes_sql(table_changes_function: bool) -> &'static str {
+    if table_changes_function {
+        "SELECT corpus._table_changes($1::int8[]::oid[])"
     } else {
-        "(SELECT coalesce(sum(s.n_tup_ins + s.n_tup_upd + s.n_tup_del
+        "SELECT coalesce(sum(s.n_tup_ins + s.n_tup_upd + s.n_tup_del
                             + pg_catalog.pg_stat_get_xact_tuples_inserted(s.relid)
                             + pg_catalog.pg_stat_get_xact_tuples_updated(s.relid)
                             + pg_catalog.pg_stat_get_xact_tuples_deleted(s.relid)), 0)::int8
-          FROM pg_catalog.pg_stat_all_tables s WHERE s.relid = ANY($2::int8[]::oid[]))"
-    };
-    format!(
-        "SELECT t.corpus IS NOT NULL, t.documents, t.terms, t.total_length, t.changes_at_refresh,
-       t.stats_reset_at IS DISTINCT FROM pg_catalog.pg_stat_get_db_stat_reset_time(
-           (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname = current_database())),
-       {changes}
-  FROM (SELECT 1) AS one LEFT JOIN corpus.lexical_totals t ON t.corpus = $1"
-    )
+          FROM pg_catalog.pg_stat_all_tables s WHERE s.relid = ANY($1::int8[]::oid[])"
+    }
 }
 
 /// Columns a role needs SELECT on, per table (its OID, its qualified name).
