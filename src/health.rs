@@ -111,11 +111,22 @@ fn required_filter_values(corpus: &Corpus) -> Result<Option<Value>, CoreError> {
     Ok(Some(Value::Object(filters)))
 }
 
+/// How hard the isolation audit probes: foreign items per source, and the search modes each
+/// probe runs in (a hybrid search runs both branches' subplans; the single-branch modes rank
+/// their candidates alone).
+struct AuditDepth {
+    probes: i64,
+    modes: &'static [&'static str],
+}
+
+/// Checking one corpus.
+const THOROUGH: AuditDepth = AuditDepth { probes: 3, modes: &["hybrid", "semantic", "lexical"] };
+/// Checking every corpus: a DBA's routine check, linear in the corpora.
+const BROAD: AuditDepth = AuditDepth { probes: 2, modes: &["hybrid"] };
+
 /// Probe searches through the very code path of corpus_hybrid_search, with query vectors and
-/// words of the items the corpus must NOT see, plus the static check of every subplan. `modes`:
-/// the search modes each probe runs in (a hybrid search runs both branches' subplans; the
-/// single-branch modes rank their candidates alone).
-fn isolation_audit(corpus: &std::sync::Arc<Corpus>, modes: &[&'static str]) -> Result<CheckRow, CoreError> {
+/// words of the items the corpus must NOT see, plus the static check of every subplan.
+fn isolation_audit(corpus: &std::sync::Arc<Corpus>, depth: &AuditDepth) -> Result<CheckRow, CoreError> {
     let mut row = CheckRow::new("isolation_audit", Some(&corpus.name), None);
     // Static: every subplan the search can generate carries the predicate with its values.
     let mut static_checked = 0;
@@ -150,7 +161,7 @@ fn isolation_audit(corpus: &std::sync::Arc<Corpus>, modes: &[&'static str]) -> R
         row.detail = json!({"isolation": "none: the corpus owns its tables"});
     } else if let Some(filters) = filters {
         for idx in 0..corpus.sources.len() {
-            let Some(q) = health::foreign_probes_sql(corpus, idx, 3) else { continue };
+            let Some(q) = health::foreign_probes_sql(corpus, idx, depth.probes) else { continue };
             // a probe's vector is a query vector of its source's embedding space
             let space = corpus.spaces.get(corpus.sources[idx].space).map(|s| s.name.clone());
             for probe in spi::health::rows(&q)? {
@@ -163,7 +174,7 @@ fn isolation_audit(corpus: &std::sync::Arc<Corpus>, modes: &[&'static str]) -> R
                 let has_vector = vector.is_some() || !query_vectors.is_null();
                 let words: String =
                     probe["content"].as_str().unwrap_or("").split_whitespace().take(30).collect::<Vec<_>>().join(" ");
-                for &mode in modes {
+                for &mode in depth.modes {
                     let text = if words.is_empty() { None } else { Some(words.as_str()) };
                     if (mode == "lexical" && text.is_none()) || (mode == "semantic" && !has_vector) {
                         continue;
@@ -238,7 +249,7 @@ fn isolation_audit(corpus: &std::sync::Arc<Corpus>, modes: &[&'static str]) -> R
         m.insert("static_failures".into(), json!(static_failures));
         m.insert("probes".into(), m.get("probes").cloned().unwrap_or(json!(probes)));
         m.insert("searches".into(), json!(searches));
-        m.insert("modes".into(), json!(modes));
+        m.insert("modes".into(), json!(depth.modes));
         m.insert("hits_checked".into(), json!(hits_checked));
         m.insert("leaks".into(), json!(leaks.into_iter().take(20).collect::<Vec<_>>()));
     }
@@ -529,10 +540,7 @@ fn corpus_health_check(
                     }
                     drift.detail = json!({"sources": c.sources.iter().map(|s| &s.name).collect::<Vec<_>>(), "retyped": retyped});
                     out.push(drift);
-                    // every mode for one corpus; hybrid probes (both branches) when checking all
-                    let modes: &[&str] =
-                        if corpus.is_some() { &["hybrid", "semantic", "lexical"] } else { &["hybrid"] };
-                    out.push(isolation_audit(&c, modes)?);
+                    out.push(isolation_audit(&c, if corpus.is_some() { &THOROUGH } else { &BROAD })?);
                     out.push(lexical_statistics(&c)?);
                     if c.audit.enabled {
                         out.push(audit_log(&c)?);

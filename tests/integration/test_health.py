@@ -709,12 +709,13 @@ def test_isolation_audit_healthy(db):
     rows = health(db)
     for corpus in LEGAL:
         # one corpus: 3 probes from each source's foreign items; every probe has a vector and
-        # text: 3 modes; every corpus at once: the hybrid search of each probe
-        for rows_of, modes in ((health(db, corpus), ["hybrid", "semantic", "lexical"]), (rows, ["hybrid"])):
+        # text: 3 modes; every corpus at once: 2 probes per source, their hybrid searches
+        for rows_of, probes, modes in ((health(db, corpus), 6, ["hybrid", "semantic", "lexical"]),
+                                       (rows, 4, ["hybrid"])):
             r = expect(rows_of, "isolation_audit", corpus, None, "ok", 0)
             d = r["detail"]
-            assert (d["probes"], d["searches"], d["modes"]) == (6, 6 * len(modes), modes), d
-            assert 80 * len(modes) <= d["hits_checked"] <= 6 * len(modes) * 20, d
+            assert (d["probes"], d["searches"], d["modes"]) == (probes, probes * len(modes), modes), d
+            assert 13 * probes * len(modes) <= d["hits_checked"] <= probes * len(modes) * 20, d
             assert d["leaks"] == [] and d["static_failures"] == [], d
             assert d["static_subplans_checked"] == 8, d  # exact, approximate, lexical, fetch x 2
     d = expect(rows, "isolation_audit", "case_documents", None, "ok", 0)["detail"]
@@ -806,7 +807,6 @@ def test_search_and_audit_under_a_hostile_search_path(db, pgc, cluster):
             AS $$ SELECT a OPERATOR(pg_catalog.=) b OR b OPERATOR(pg_catalog.=) 'external_upload' $$;
         CREATE OPERATOR public.= (LEFTARG = text, RIGHTARG = text, FUNCTION = public.pgc_hostile_eq);
     """)
-    clean = health(db)
     text = db.execute("SELECT content FROM precedent_chunks WHERE case_law_id = %s LIMIT 1",
                       (INTERNAL[0],)).fetchone()[0]
     internal_ids = {str(i) for c in INTERNAL for i in chunk_ids(c)}
@@ -826,7 +826,7 @@ def test_search_and_audit_under_a_hostile_search_path(db, pgc, cluster):
     corpora = {r["corpus"] for r in h_rows}
     if corpora != {None, "external_precedents"}:
         problems.append(f"corpus_health_check('external_precedents') returned rows of {corpora}")
-    a_clean = row(clean, "isolation_audit", "external_precedents")
+    a_clean = row(health(db, "external_precedents"), "isolation_audit", "external_precedents")
     a_host = [r for r in h_rows if r["check"] == "isolation_audit"
               and r["corpus"] == "external_precedents"]
     if not a_host or (a_host[0]["status"], a_host[0]["detail"].get("probes")) != \
