@@ -108,3 +108,13 @@ def test_bad_declarations_fail_at_definition_time(db, spec):
         db.execute("SELECT corpus.corpus_alter(%s, filter_fields => %s)", [EXT, Jsonb({"court": spec})])
     assert e.value.sqlstate == "22023" and e.value.diag.message_hint
     assert db.execute("SELECT filter_fields FROM corpus.corpora WHERE name = %s", [EXT]).fetchone()[0] == before
+
+
+def test_a_dropped_condition_is_reported_briefly_however_long(db, pgc):
+    notices = []
+    db.add_notice_handler(lambda d: notices.append((d.message_primary or "", d.message_detail or "")))
+    field = "judge" * 200_000          # 1 MB field name
+    pgc.search(db, EXT, None, "חוזה", filters={field: "כהן" * 1000}, filter_mode="lenient")
+    ours = [n for n in notices if "dropped 1 filter condition" in n[0]]
+    assert len(ours) == 1 and len(ours[0][1]) < 1000, len(ours[0][1]) if ours else notices
+    assert json.loads(ours[0][1])[0]["sqlstate"] == "42703"

@@ -447,6 +447,22 @@ pub fn check(corpus: &Corpus, filters: &Value, mode: FilterMode) -> Result<Vec<F
 }
 
 /// The dropped conditions as JSON (a lenient search's NOTICE detail).
+/// [`rejected_json`] as a message shows it: a condition longer than
+/// [`crate::json::BRIEF_CHARS`] characters of JSON (a caller's field name or value may be
+/// megabytes long) as the beginning of its JSON text.
+pub fn rejected_brief(rejected: &[Rejected]) -> Value {
+    Value::Array(
+        rejected
+            .iter()
+            .map(|r| {
+                let text = crate::json::brief(&r.condition);
+                let condition = if text.ends_with('…') { Value::String(text) } else { r.condition.clone() };
+                serde_json::json!({"condition": condition, "reason": r.reason, "sqlstate": r.sqlstate.code()})
+            })
+            .collect(),
+    )
+}
+
 pub fn rejected_json(rejected: &[Rejected]) -> Value {
     Value::Array(
         rejected
@@ -474,6 +490,20 @@ fn required_present(corpus: &Corpus, conds: &[Condition]) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_brief_report_of_a_rejected_condition_is_bounded() {
+        let long = "f".repeat(1 << 20);
+        let r = Rejected {
+            field: long.clone(),
+            condition: json!({ long.as_str(): "x" }),
+            reason: "unknown".into(),
+            sqlstate: SqlState::UndefinedColumn,
+        };
+        let text = rejected_brief(&[r]).to_string();
+        assert!(text.len() < 400, "{}", text.len());
+        assert!(text.contains("fff") && text.contains("42703"));
+    }
     use crate::resolve::tests::legal;
     use proptest::prelude::*;
     use serde_json::json;
