@@ -145,23 +145,65 @@ BEGIN
 END
 $$;
 
+-- Whether a slot's id or embedding column has a type whose conversions no table owner wrote
+-- (the re-embed trigger and the DBA's queue functions convert them with another role's
+-- rights): the id a built-in base type, the embedding pgvector's vector.
+CREATE FUNCTION corpus._slot_type_ok(item_table regclass, attnum smallint, kind text) RETURNS boolean
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT coalesce((SELECT CASE WHEN kind = 'embedding'
+                                 THEN t.typname = 'vector'
+                                      AND t.typnamespace = (SELECT e.extnamespace FROM pg_extension e
+                                                             WHERE e.extname = 'vector')
+                                 ELSE t.typnamespace = 'pg_catalog'::regnamespace AND t.typtype = 'b' END
+                       FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid
+                      WHERE a.attrelid = item_table AND a.attnum = _slot_type_ok.attnum AND a.attnum > 0
+                        AND NOT a.attisdropped), false)
+$$;
+
 -- A slot's columns now: by the name it was registered with while a live column has that name
 -- (a dump/restore renumbers the columns after a dropped one), else by its attribute number (a
--- rename keeps the number). The trigger, claim and complete all resolve columns here.
+-- rename keeps the number); an id or embedding column only while its type fits
+-- (corpus._slot_type_ok), else NULL: a column of another type added under the registered
+-- name after a rename is never taken for it. The trigger, claim and complete all resolve
+-- columns here.
 CREATE FUNCTION corpus._slot_attnums(slot corpus.embedding_slots, OUT id_attnum smallint,
                                      OUT embedding_attnum smallint, OUT input_attnums smallint[])
 LANGUAGE sql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT coalesce((SELECT a.attnum FROM pg_attribute a WHERE a.attrelid = slot.item_table
-                        AND a.attname = slot.id_column AND a.attnum > 0 AND NOT a.attisdropped), slot.id_attnum),
-           coalesce((SELECT a.attnum FROM pg_attribute a WHERE a.attrelid = slot.item_table
-                        AND a.attname = slot.embedding_column AND a.attnum > 0 AND NOT a.attisdropped),
-                    slot.embedding_attnum),
+    SELECT (SELECT c.n FROM (SELECT a.attnum, 1 FROM pg_attribute a WHERE a.attrelid = slot.item_table
+                                AND a.attname = slot.id_column AND a.attnum > 0 AND NOT a.attisdropped
+                             UNION ALL SELECT slot.id_attnum, 2) AS c(n, o)
+             WHERE corpus._slot_type_ok(slot.item_table, c.n, 'id') ORDER BY c.o LIMIT 1),
+           (SELECT c.n FROM (SELECT a.attnum, 1 FROM pg_attribute a WHERE a.attrelid = slot.item_table
+                                AND a.attname = slot.embedding_column AND a.attnum > 0 AND NOT a.attisdropped
+                             UNION ALL SELECT slot.embedding_attnum, 2) AS c(n, o)
+             WHERE corpus._slot_type_ok(slot.item_table, c.n, 'embedding') ORDER BY c.o LIMIT 1),
            (SELECT array_agg(coalesce((SELECT a.attnum FROM pg_attribute a WHERE a.attrelid = slot.item_table
                                           AND a.attname = slot.input_columns[u.n] AND a.attnum > 0
                                           AND NOT a.attisdropped), u.attnum) ORDER BY u.n)
               FROM unnest(slot.input_attnums) WITH ORDINALITY u(attnum, n))
+$$;
+
+-- A DBA's queue function reads a slot's ids with its caller's rights: refused (42804) while
+-- its id or embedding column has no fitting type (corpus._slot_type_ok, NULL here).
+CREATE FUNCTION corpus._require_slot_columns(slot corpus.embedding_slots, id_column name, embedding_column name)
+RETURNS void
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF id_column IS NULL OR embedding_column IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '42804',
+            MESSAGE = format('%s has no id column of a built-in type and pgvector embedding column for embedding column %s',
+                             slot.item_table, quote_ident(slot.embedding_column)),
+            DETAIL = format('It was registered with id column %s; a column of another type is never read in their place.',
+                            quote_ident(slot.id_column)),
+            HINT = 'Restore the columns'' types, or drop the source and register it again.';
+    END IF;
+END
 $$;
 
 -- (Re)write a slot's trigger function with its columns' current names; false (and nothing
@@ -524,6 +566,7 @@ DECLARE
     id_column name := corpus._slot_column(slot.item_table, (corpus._slot_attnums(slot)).id_attnum);
     embedding name := corpus._slot_column(slot.item_table, (corpus._slot_attnums(slot)).embedding_attnum);
 BEGIN
+    PERFORM corpus._require_slot_columns(slot, id_column, embedding);
     FOR rel IN SELECT r FROM corpus._local_relations(slot.item_table) r LOOP
         EXECUTE format('INSERT INTO corpus.embedding_queue AS q (item_table, embedding_column, item_id, reason)
                         SELECT %s::oid, %L, t.%I::text, CASE WHEN t.%I IS NULL THEN ''missing'' ELSE ''requested'' END
@@ -1072,11 +1115,15 @@ LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    slot corpus.embedding_slots;
+    slot      corpus.embedding_slots;
+    id_column name;
 BEGIN
     SELECT * INTO STRICT slot FROM corpus.embedding_slots s
      WHERE s.item_table = _embedding_model_batch.item_table
        AND s.embedding_column = _embedding_model_batch.embedding_column;
+    id_column := corpus._slot_column(item_table, (corpus._slot_attnums(slot)).id_attnum);
+    PERFORM corpus._require_slot_columns(slot, id_column,
+                                         corpus._slot_column(item_table, (corpus._slot_attnums(slot)).embedding_attnum));
     EXECUTE format('WITH batch AS (SELECT t.%1$I AS id FROM %2$s t
                                     WHERE $1 IS NULL OR t.%1$I > $1::%5$s
                                     ORDER BY t.%1$I LIMIT $2),
@@ -1088,8 +1135,9 @@ BEGIN
                                      claimed_by = NULL, claimed_at = NULL, lease_until = NULL, attempts = 0,
                                      last_error = NULL)
                    SELECT count(*), max(id)::text FROM batch',
-                   corpus._slot_column(item_table, slot.id_attnum), relation, item_table::oid,
-                   slot.embedding_column, slot.id_type)
+                   id_column, relation, item_table::oid, slot.embedding_column,
+                   (SELECT format_type(a.atttypid, a.atttypmod) FROM pg_attribute a
+                     WHERE a.attrelid = item_table AND a.attname = id_column))
        INTO n, last USING after, batch_size;
     IF n > 0 THEN
         PERFORM pg_notify('pg_corpus_embedding', item_table::text);
