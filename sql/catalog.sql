@@ -409,7 +409,7 @@ BEGIN
                        'category', t.typcategory::text,
                        'typmod', a.atttypmod,
                        'not_null', a.attnotnull,
-                       'base_type', format_type(b.oid, NULL),
+                       'base_type', format_type(b.oid, -1),
                        'base_typname', b.typname::text,
                        'base_schema', bn.nspname::text,
                        'builtin', b.oid < 16384))

@@ -254,3 +254,103 @@ def test_the_columns_the_re_embed_trigger_converts_cannot_be_retyped_under_it(wo
 def test_the_catalog_trigger_function_answers_a_direct_call_with_0A000(world):
     with pytest.raises(errors.FeatureNotSupported):
         world.execute("SELECT corpus._catalog_changed()")
+
+
+KEY_TYPE = """
+    CREATE TYPE tenant.key_t AS (v bigint);
+    CREATE FUNCTION tenant.key_text(tenant.key_t) RETURNS text LANGUAGE plpgsql AS
+        $$ BEGIN PERFORM tenant.note('id cast'); RETURN ($1).v::text; END $$;
+    CREATE CAST (tenant.key_t AS text) WITH FUNCTION tenant.key_text(tenant.key_t);
+    CREATE FUNCTION tenant.key_int(tenant.key_t) RETURNS bigint LANGUAGE plpgsql AS
+        $$ BEGIN PERFORM tenant.note('id cast to bigint'); RETURN ($1).v; END $$;
+    CREATE CAST (tenant.key_t AS bigint) WITH FUNCTION tenant.key_int(tenant.key_t) AS IMPLICIT;
+    CREATE TYPE tenant.emb_t AS (v real[]);
+    CREATE FUNCTION tenant.emb_real(tenant.emb_t) RETURNS real[] LANGUAGE plpgsql AS
+        $$ BEGIN PERFORM tenant.note('embedding cast'); RETURN ($1).v; END $$;
+    CREATE CAST (tenant.emb_t AS real[]) WITH FUNCTION tenant.emb_real(tenant.emb_t) AS IMPLICIT;"""
+
+
+def test_a_column_added_under_a_registered_name_after_a_rename_is_never_read_for_it(world):
+    """The re-embed code follows a renamed id or embedding column; a column of the owner's type
+    added under the old name is not taken for it, by the trigger (the registering role's
+    rights) or by the DBA's queue functions."""
+    db = world
+    as_tenant(db, KEY_TYPE)
+    as_tenant(db, """
+        ALTER TABLE tenant.items RENAME COLUMN id TO id0;
+        ALTER TABLE tenant.items ADD COLUMN id tenant.key_t DEFAULT ROW(7);
+        ALTER TABLE tenant.items RENAME COLUMN emb TO emb0;
+        ALTER TABLE tenant.items ADD COLUMN emb tenant.emb_t DEFAULT ROW('{1,0,0}')""")
+    ran(db)
+    as_tenant(db, "INSERT INTO tenant.items (id0, parent_id, body) VALUES (50, 1, 'a new text long enough to be searchable')")
+    as_tenant(db, "UPDATE tenant.items SET body = body || ' amended', emb = ROW('{0,1,0}') WHERE id0 = 1")
+    assert ran(db) == []
+    # the renamed columns are still the slot's: the new item is queued under its id
+    assert db.execute("SELECT count(*) FROM corpus.embedding_queue WHERE item_id = '50'").fetchone()[0] == 1
+    for role in (None, SEARCHER):
+        run_as(db, role, "SELECT corpus.corpus_embedding_enqueue('tenant.items', 'emb0', only_missing => false)")
+    assert ran(db) == []
+    assert not db.execute("SELECT rolsuper FROM pg_roles WHERE rolname = %s", [TENANT]).fetchone()[0]
+
+
+def test_the_dbas_queue_functions_refuse_an_id_retyped_behind_the_trigger(world, cluster):
+    """With the re-embed trigger dropped, the owner can retype the id: the DBA's enqueue and
+    model change then refuse the slot (42804) and run none of the owner's casts."""
+    db = world
+    as_tenant(db, KEY_TYPE)
+    for t in db.execute("SELECT tgname FROM pg_trigger WHERE tgrelid = 'tenant.items'::regclass "
+                        "AND tgname LIKE 'pg_corpus_embedding_%'").fetchall():
+        as_tenant(db, f'DROP TRIGGER "{t[0]}" ON tenant.items')
+    as_tenant(db, "ALTER TABLE tenant.items ALTER COLUMN id TYPE tenant.key_t USING ROW(id)")
+    ran(db)
+    with pytest.raises(errors.DatatypeMismatch) as e:
+        db.execute("SELECT corpus.corpus_embedding_enqueue('tenant.items', 'emb', only_missing => false)")
+    assert e.value.diag.message_hint
+    other = cluster.connect(db.info.dbname)
+    with pytest.raises(errors.DatatypeMismatch):
+        other.execute("CALL corpus.corpus_set_embedding_model('tenant.items', 'emb', 'another-model')")
+    assert ran(db) == []
+    assert not db.execute("SELECT rolsuper FROM pg_roles WHERE rolname = %s", [TENANT]).fetchone()[0]
+
+
+def test_graph_expansion_never_builds_a_value_of_the_owners_domain(world):
+    """Ids and edge columns of a domain over a built-in type: expansion compares them in the
+    base type, so the domain's CHECK never runs for the searcher."""
+    db = world
+    for t in db.execute("SELECT tgname FROM pg_trigger WHERE tgrelid = 'tenant.items'::regclass "
+                        "AND tgname LIKE 'pg_corpus_embedding_%'").fetchall():
+        as_tenant(db, f'DROP TRIGGER "{t[0]}" ON tenant.items')
+    as_tenant(db, """
+        CREATE DOMAIN tenant.iid AS bigint CHECK (tenant.note('domain iid'));
+        ALTER TABLE tenant.items ALTER COLUMN id TYPE tenant.iid;
+        CREATE TABLE tenant.cites (from_id tenant.iid, to_id tenant.iid);
+        INSERT INTO tenant.cites VALUES (1, 2), (2, 1);""")
+    as_tenant(db, f"GRANT SELECT ON tenant.cites TO {SEARCHER}")
+    db.execute("SELECT corpus.corpus_add_edges('parity', 'cites', 'tenant.cites', 'items', 'from_id', 'items', 'to_id')")
+    ran(db)
+    for role in (None, SEARCHER):
+        assert run_as(db, role, "SELECT * FROM corpus.corpus_hybrid_search('parity', '[1,0,0]', 'appeal', "
+                                "expand => true)") is None
+    assert ran(db) == []
+    assert not db.execute("SELECT rolsuper FROM pg_roles WHERE rolname = %s", [TENANT]).fetchone()[0]
+
+
+def test_a_char_n_isolation_column_compares_whole_values(cluster):
+    """Values are cast to the column's base type without its length: a character(n)
+    isolation value is compared whole (a cast to `character` would cut it to one letter)."""
+    db = cluster.create_db("pgc_owner_parity_char")
+    db.execute("""
+        CREATE TABLE parents (id bigint PRIMARY KEY, tenant character(8) NOT NULL);
+        CREATE TABLE items (id bigint PRIMARY KEY, parent_id bigint, body text,
+                            tsv tsvector GENERATED ALWAYS AS (to_tsvector('simple', body)) STORED, emb vector(3));
+        INSERT INTO parents VALUES (1, 'acme'), (2, 'a'), (3, 'acmex');
+        INSERT INTO items VALUES (1, 1, 'the acme appeal about a permit', DEFAULT, '[1,0,0]'),
+                                 (2, 2, 'the other appeal about a permit', DEFAULT, '[1,0,0]'),
+                                 (3, 3, 'the third appeal about a permit', DEFAULT, '[1,0,0]')""")
+    db.execute("SELECT corpus.corpus_create('acme', isolation => '{\"tenant\": \"acme\"}')")
+    db.execute("""SELECT corpus.corpus_add_source('acme', 'items', 'items', text_column => 'body', tsv_column => 'tsv',
+                      embedding_column => 'emb', parent_table => 'parents', parent_fk => 'parent_id', min_length => 5)""")
+    for mode in ("hybrid", "semantic", "lexical"):
+        rows = db.execute("SELECT item_id FROM corpus.corpus_hybrid_search('acme', '[1,0,0]', 'appeal', "
+                          "mode => %s)", [mode]).fetchall()
+        assert [r[0] for r in rows] == ["1"], mode

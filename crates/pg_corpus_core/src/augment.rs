@@ -304,8 +304,10 @@ pub fn resolve_edges(def: &EdgeDef, corpus: &Corpus) -> Result<Edges> {
                 ),
             ));
         };
-        let want = &corpus.sources[src].id.sql_type;
-        if &info.sql_type != want {
+        // compared in their built-in base types (ids are values of one, edge columns may be
+        // domains over it): no value of a domain or of a table owner's type is ever built
+        let want = &corpus.sources[src].id.cast_type;
+        if !info.is_builtin() || info.cast_type() != want {
             return Err(CoreError::new(
                 SqlState::DatatypeMismatch,
                 format!(
@@ -315,7 +317,7 @@ pub fn resolve_edges(def: &EdgeDef, corpus: &Corpus) -> Result<Edges> {
                 format!("{role} must have the type of the ids it holds, so that the edge is followed by an index."),
             ));
         }
-        Ok(info.sql_type.clone())
+        Ok(info.cast_type().to_string())
     };
     let from_type = column(&def.from_column, from_source, "from_column")?;
     column(&def.to_column, to_source, "to_column")?;

@@ -45,6 +45,14 @@ impl ColumnInfo {
     pub fn cast_type(&self) -> &str {
         self.base_type.as_deref().unwrap_or(&self.sql_type)
     }
+
+    /// Whether the column's base type is built into PostgreSQL. A catalog of an older release
+    /// does not say: there the type's name tells, schema-qualified by `format_type` unless it
+    /// is in pg_catalog (where only a superuser creates types), so a domain or a type of a
+    /// table owner's counts as not built in.
+    pub fn is_builtin(&self) -> bool {
+        self.builtin.unwrap_or_else(|| !self.sql_type.contains('.') && !self.sql_type.contains('"'))
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -487,7 +495,7 @@ fn colref_unchecked(side: Side, name: &str, info: &ColumnInfo) -> ColRef {
 /// extension, an array of any of them) can call code that owner wrote — a cast, an operator,
 /// a conversion to JSON — with the rights of whoever searches.
 fn colref(side: Side, rel: &RelationInfo, name: &str, info: &ColumnInfo) -> Result<ColRef> {
-    if info.builtin == Some(false) {
+    if !info.is_builtin() {
         return Err(CoreError::new(
             SqlState::DatatypeMismatch,
             format!(
