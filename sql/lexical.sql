@@ -145,6 +145,17 @@ DECLARE
     one   text;
 BEGIN
     PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
+    IF only_stale IS NULL OR stale_fraction IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22004',
+            MESSAGE = format('corpus_refresh_lexical_stats_each: %s must not be NULL',
+                             CASE WHEN only_stale IS NULL THEN 'only_stale' ELSE 'stale_fraction' END),
+            HINT = 'Leave the argument out for its default (only_stale false, stale_fraction 0.1).';
+    END IF;
+    IF NOT stale_fraction BETWEEN 0 AND 1 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = format('stale_fraction must be between 0 and 1, got %s', stale_fraction),
+            HINT = 'It is the share of the corpus'' documents changed since the last refresh that makes statistics stale.';
+    END IF;
     SELECT coalesce(array_agg(c.name ORDER BY c.name), '{}') INTO names FROM corpus.corpora AS c;
     FOREACH one IN ARRAY names LOOP
         PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);

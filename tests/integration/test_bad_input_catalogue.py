@@ -28,7 +28,9 @@ def deep(n):
 # name -> type -> SQL expressions of probe values (each also cast to the type)
 VALUES = {
     "text": ["NULL", "''", "' '", f"$q${INJECT}$q$", f"$q${INJECT_IDENT}$q$", f"'{MB}'",
-             "E'\\u202e\\u0000'".replace("\\u0000", ""), "repeat('a', 64)", "'NaN'"],
+             "E'\\u202e\\u0000'".replace("\\u0000", ""), "repeat('a', 64)", "'NaN'",
+             # white space and invisible characters only: no content
+             "E'\\t\\n\\u00a0\\u3000\\u200b\\u200f\\ufeff'"],
     "name": ["NULL", "''", f"$q${INJECT_IDENT}$q$", "repeat('n', 200)"],
     "integer": ["NULL", "-1", "0", "2147483647", "-2147483648"],
     "bigint": ["NULL", "-1", "0", "9223372036854775807"],
@@ -38,7 +40,8 @@ VALUES = {
               "(SELECT jsonb_object_agg('k' || i, i) FROM generate_series(1, 10000) i)",
               "'" + json.dumps({"court": INJECT}).replace("'", "''") + "'",
               "'" + json.dumps({INJECT_IDENT: "x"}).replace("'", "''") + "'",
-              "'{\"court\": {\"gte\": [1, {\"x\": null}]}}'"],
+              "'{\"court\": {\"gte\": [1, {\"x\": null}]}}'",
+              "E'{\"\\u200b\": \"\\u00a0\"}'"],
     "text[]": ["NULL", "'{}'", "'{NULL}'", "ARRAY(SELECT 'x' || i FROM generate_series(1, 1000) i)",
                f"ARRAY[$q${INJECT_IDENT}$q$]"],
     "regclass": ["NULL", "'pg_catalog.pg_class'", "'corpus.corpora'", "'corpus.embedding_queue'", "'victim'"],
@@ -141,6 +144,8 @@ PROCEDURES = {
     "corpus_set_embedding_model": [("item_table", "regclass", "'precedent_chunks'"),
                                    ("embedding_column", "name", "'embedding'"), ("model", "text", "'e5-small'"),
                                    ("batch_size", "integer", "10000")],
+    "corpus_refresh_lexical_stats_each": [("only_stale", "boolean", "false"),
+                                          ("stale_fraction", "double precision", "0.1")],
 }
 # Errors PostgreSQL raises itself before or around pg_corpus' code (input functions, casts):
 # not ours to give a hint.
@@ -255,13 +260,13 @@ def test_probe(cluster, db, function, replace):
     conn.close()
 
 
-@pytest.mark.parametrize("argument", [a[0] for a in PROCEDURES["corpus_set_embedding_model"]])
-def test_procedure_null_arguments(cluster, db, argument):
+@pytest.mark.parametrize("procedure,argument", [(p, a[0]) for p, args in PROCEDURES.items() for a in args])
+def test_procedure_null_arguments(cluster, db, procedure, argument):
     conn = cluster.connect(db.info.dbname)
     before = state(conn)
-    parts = [f"{n} => {'NULL' if n == argument else v}::{t}" for n, t, v in PROCEDURES["corpus_set_embedding_model"]]
+    parts = [f"{n} => {'NULL' if n == argument else v}::{t}" for n, t, v in PROCEDURES[procedure]]
     with pytest.raises(psycopg.Error) as e:
-        conn.execute(f"CALL corpus.corpus_set_embedding_model({', '.join(parts)})")
+        conn.execute(f"CALL corpus.{procedure}({', '.join(parts)})")
     assert not e.value.sqlstate.startswith("XX") and e.value.diag.message_hint
     assert state(conn) == before
     conn.close()
