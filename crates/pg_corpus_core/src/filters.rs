@@ -308,9 +308,10 @@ pub fn parse(corpus: &Corpus, filters: &Value) -> Result<Vec<Condition>> {
 }
 
 /// [`parse`] in a filter mode: the conditions, and the conditions a lenient search dropped. In
-/// both modes naming the isolation column is 42501 and a missing (or dropped) required scope
-/// filter is 22023; a lenient search drops the other invalid conditions one by one (a field's
-/// value, or one operator of its range) and reports each.
+/// both modes naming the isolation column is 42501, a missing required scope filter 22023 and
+/// an invalid one the error a strict search raises for it (required filters are never
+/// dropped); a lenient search drops the other invalid conditions one by one (a field's value,
+/// or one operator of its range) and reports each.
 pub fn parse_with_mode(corpus: &Corpus, filters: &Value, mode: FilterMode) -> Result<(Vec<Condition>, Vec<Rejected>)> {
     let mut rejected = Vec::new();
     let obj = match filters {
@@ -639,10 +640,10 @@ mod tests {
         for (spec, state) in [
             (json!({"type": "text", "values": []}), bad),
             (json!({"type": "text", "values": [1]}), SqlState::DatatypeMismatch),
-            (json!({"type": "integer", "min": "a"}), bad),
+            (json!({"type": "integer", "min": "a"}), SqlState::DatatypeMismatch),
             (json!({"type": "text", "min": 1}), bad),
             (json!({"type": "integer", "min": 5, "max": 1}), bad),
-            (json!({"type": "date", "max": "2024/01/01"}), bad),
+            (json!({"type": "date", "max": "2024/01/01"}), SqlState::DatatypeMismatch),
             (json!({"type": "integer", "colour": 1}), bad),
             (json!({"values": ["a"]}), bad),
             (json!(5), bad),

@@ -603,15 +603,27 @@ fn field_spec(corpus: &str, name: &str, spec: &Value) -> Result<(FieldType, Opti
     }
     for (key, slot) in [("min", &mut limits.min), ("max", &mut limits.max)] {
         let Some(bound) = obj.get(key) else { continue };
+        let hint = "Ranges are for integer, bigint and numeric fields (numbers) and date fields ('YYYY-MM-DD').";
         let ok = match ty {
             FieldType::Integer | FieldType::Bigint | FieldType::Numeric => bound.is_number(),
             FieldType::Date => bound.as_str().is_some_and(is_iso_date),
-            _ => false,
+            _ => {
+                return Err(invalid(
+                    format!("filter field \"{name}\" of type {} cannot declare a \"{key}\"", ty.sql()),
+                    hint,
+                ))
+            }
         };
         if !ok {
-            return Err(invalid(
-                format!("filter field \"{name}\": \"{key}\" {bound} does not fit its type {}", ty.sql()),
-                "Ranges are for integer, bigint and numeric fields (numbers) and date fields ('YYYY-MM-DD').",
+            // a bound of the wrong type, as an allowed value of the wrong type
+            return Err(CoreError::new(
+                SqlState::DatatypeMismatch,
+                format!(
+                    "filter field \"{name}\": \"{key}\" {} does not fit its type {}",
+                    crate::json::brief(bound),
+                    ty.sql()
+                ),
+                hint,
             ));
         }
         *slot = Some(bound.clone());
