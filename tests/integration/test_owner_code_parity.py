@@ -65,6 +65,11 @@ def world(cluster, pgc):
                         locator => '{"title": "parent.title", "page": "page"}',
                         metadata => '{"area": "parent.area", "status": "status"}')""")
     conn.execute("SELECT corpus.corpus_refresh_lexical_stats('parity')")
+    conn.execute("SELECT corpus.corpus_gold_set_create('parity_gold', 'parity')")
+    conn.execute("""INSERT INTO corpus.gold_queries (gold_set, query_id, query_text, query_vec)
+                    VALUES ('parity_gold', 'q1', 'appeal permit', '[1,0,0]'), ('parity_gold', 'q2', 'conditions', '[0.9,0.1,0]')""")
+    conn.execute("""INSERT INTO corpus.gold_judgments (gold_set, query_id, target, grade)
+                    VALUES ('parity_gold', 'q1', '1', 1), ('parity_gold', 'q2', '2', 1)""")
     yield conn
     conn.execute("RESET ROLE")
     conn.execute("DROP SCHEMA tenant CASCADE")
@@ -96,7 +101,19 @@ ENTRY_POINTS = [
     ("alter", "SELECT corpus.corpus_alter('parity', description => 'altered')"),
     ("list", "SELECT * FROM corpus.corpus_list()"),
     ("enqueue", "SELECT corpus.corpus_embedding_enqueue('tenant.items', 'emb', only_missing => false)"),
+    ("evaluate", "SELECT * FROM corpus.corpus_evaluate('parity_gold', store => false)"),
+    ("calibrate", "SELECT * FROM corpus.corpus_calibrate_evidence('parity_gold')"),
+    ("claim", "SELECT * FROM corpus.corpus_embedding_claim(batch_size => 5, only_table => 'tenant.items')"),
+    ("add_and_drop_source", "SELECT corpus.corpus_add_source('parity', 'again', 'tenant.items', text_column => 'body', "
+                            "tsv_column => 'tsv', embedding_column => 'emb', parent_table => 'tenant.parents', "
+                            "parent_fk => 'parent_id', parent_required => '{title}', rule => '{\"status\": \"approved\"}'); "
+                            "SELECT corpus.corpus_drop_source('parity', 'again')"),
+    ("refresh_each", "CALL corpus.corpus_refresh_lexical_stats_each()"),
+    ("set_model", "CALL corpus.corpus_set_embedding_model('tenant.items', 'emb', 'another-model')"),
 ]
+# the entry points that answer on the planted tables (the calibration runs its searches, then
+# needs a larger gold set than this one: 55000)
+ANSWERING = [n for n, _ in ENTRY_POINTS if n != "calibrate"]
 PLAIN_SELECT = ("SELECT i.id, i.body, i.tsv, i.emb, i.status, i.page, i.parent_id, p.kind, p.title, p.area "
                 "FROM tenant.items i JOIN tenant.parents p ON p.id = i.parent_id")
 
@@ -145,7 +162,7 @@ def assert_parity(db, must_succeed):
 
 
 def test_without_planted_code_every_entry_point_answers(world):
-    assert_parity(world, [n for n, _ in ENTRY_POINTS])
+    assert_parity(world, ANSWERING)
 
 
 def test_domains_on_every_mapped_column_never_run_their_checks_for_the_caller(world):
@@ -219,7 +236,7 @@ def test_operators_and_look_alike_functions_on_the_callers_path_never_run(world)
             $$ BEGIN PERFORM tenant.note('to_jsonb'); RETURN '{}'; END $$;
         CREATE FUNCTION tenant.cardinality(anyarray) RETURNS integer LANGUAGE plpgsql AS
             $$ BEGIN PERFORM tenant.note('cardinality'); RETURN 1; END $$;""")
-    assert_parity(db, [n for n, _ in ENTRY_POINTS])
+    assert_parity(db, ANSWERING)
 
 
 def test_row_level_security_runs_for_a_plain_role_exactly_as_its_plain_select_does(world):
