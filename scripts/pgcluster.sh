@@ -51,7 +51,7 @@ launch() {
   echo "$port" > "$portfile"
   # Small, CI-friendly settings; fsync stays on (crash tests rely on it).
   as_owner "$PGBIN/pg_ctl" -D "$data" -l "$dir/server.log" -w -t 60 \
-    -o "-p $port -k $sock -c listen_addresses=127.0.0.1 -c shared_buffers=256MB -c max_connections=50 -c maintenance_work_mem=512MB ${PGCLUSTER_OPTS:-}" \
+    -o "-p $port -k $sock -c listen_addresses=127.0.0.1 -c shared_buffers=256MB -c max_connections=100 -c maintenance_work_mem=512MB ${PGCLUSTER_OPTS:-}" \
     start >/dev/null \
     || { tail -20 "$dir/server.log" >&2; echo "could not start the cluster in $data" >&2; exit 1; }
 }

@@ -43,7 +43,8 @@ def db(cluster):
                         parent_fk => 'parent_id', parent_required => '{title}', min_length => 20,
                         language => 'english')""")
     conn.execute("SELECT corpus.corpus_refresh_lexical_stats('content')")
-    return conn
+    yield conn
+    conn.close()
 
 
 def ids(db, mode, k=200):

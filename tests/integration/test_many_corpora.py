@@ -37,7 +37,8 @@ def db(cluster):
         conn.execute(f"""CREATE TABLE {t} (id bigint PRIMARY KEY, parent_id bigint NOT NULL, body text NOT NULL,
                            tsv tsvector GENERATED ALWAYS AS (to_tsvector('simple', body)) STORED, emb vector(3))""")
         conn.execute(f"CREATE INDEX ON {t} (parent_id)")
-    return conn
+    yield conn
+    conn.close()
 
 
 def refreshed(conn):

@@ -74,6 +74,7 @@ def world(cluster, pgc):
     conn.execute("RESET ROLE")
     conn.execute("DROP SCHEMA tenant CASCADE")
     pgc.drop_roles(conn, (TENANT, SEARCHER))
+    conn.close()
 
 
 def as_tenant(db, sql):
@@ -323,8 +324,7 @@ def test_the_dbas_queue_functions_refuse_an_id_retyped_behind_the_trigger(world,
     with pytest.raises(errors.DatatypeMismatch) as e:
         db.execute("SELECT corpus.corpus_embedding_enqueue('tenant.items', 'emb', only_missing => false)")
     assert e.value.diag.message_hint
-    other = cluster.connect(db.info.dbname)
-    with pytest.raises(errors.DatatypeMismatch):
+    with cluster.connect(db.info.dbname) as other, pytest.raises(errors.DatatypeMismatch):
         other.execute("CALL corpus.corpus_set_embedding_model('tenant.items', 'emb', 'another-model')")
     assert ran(db) == []
     assert not db.execute("SELECT rolsuper FROM pg_roles WHERE rolname = %s", [TENANT]).fetchone()[0]
@@ -371,3 +371,4 @@ def test_a_char_n_isolation_column_compares_whole_values(cluster):
         rows = db.execute("SELECT item_id FROM corpus.corpus_hybrid_search('acme', '[1,0,0]', 'appeal', "
                           "mode => %s)", [mode]).fetchall()
         assert [r[0] for r in rows] == ["1"], mode
+    db.close()

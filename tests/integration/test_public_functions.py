@@ -20,6 +20,7 @@ def db(cluster, pgc):
     conn.execute(f"CREATE ROLE {ROLE}")
     yield conn
     pgc.drop_roles(conn, (ROLE,))
+    conn.close()
 
 
 def callable_functions(db):
