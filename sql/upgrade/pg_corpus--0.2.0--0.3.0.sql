@@ -1732,6 +1732,11 @@ BEGIN
             LOCK TABLE corpus.embedding_queue IN EXCLUSIVE MODE;
             has_queue := true;
             IF cardinality(relations) > 0 THEN
+                -- (on a Citus node the relations are shards, which Citus lets no one lock unless
+                -- asked; the setting lasts until this function returns)
+                IF corpus._citus_present() THEN
+                    PERFORM pg_catalog.set_config('citus.enable_manual_changes_to_shards', 'on', true);
+                END IF;
                 EXECUTE format('LOCK TABLE %s IN ACCESS SHARE MODE NOWAIT',
                                (SELECT string_agg(r::text, ', ') FROM unnest(relations) AS r));
             END IF;
@@ -1744,6 +1749,9 @@ BEGIN
         END;
         FOREACH rel IN ARRAY relations LOOP
             BEGIN
+                IF corpus._citus_present() THEN
+                    PERFORM pg_catalog.set_config('citus.enable_manual_changes_to_shards', 'on', true);
+                END IF;
                 EXECUTE format('LOCK TABLE %s IN ACCESS SHARE MODE', rel);
                 RAISE EXCEPTION 'waited';   -- (gives the lock back with the block)
             EXCEPTION WHEN raise_exception THEN
