@@ -112,6 +112,19 @@ ENTRY_POINTS = [
     ("refresh_each", "CALL corpus.corpus_refresh_lexical_stats_each()"),
     ("set_model", "CALL corpus.corpus_set_embedding_model('tenant.items', 'emb', 'another-model')"),
 ]
+# public functions that read no user table with another role's rights, and why
+NOT_READING_TABLES = {
+    "bm25_document": "analyses its argument", "bm25_query": "analyses its argument",
+    "corpus_create": "writes the catalog only", "corpus_drop": "writes the catalog only",
+    "corpus_add_edges": "in test_graph_expansion_never_builds_a_value_of_the_owners_domain",
+    "corpus_drop_edges": "writes the catalog only",
+    "corpus_gold_set_create": "writes the gold set tables only",
+    "corpus_compare_runs": "reads stored runs only", "corpus_compare_queries": "reads stored runs only",
+    "corpus_audit_purge": "deletes audit rows only",
+    "corpus_embedding_complete": "the worker API: reads and writes as the table's owner (test_worker_rights.py)",
+    "corpus_embedding_fail": "the worker API: the queue only", "corpus_embedding_release": "the worker API: the queue only",
+    "corpus_embedding_retry_dead": "the worker API: the queue only",
+}
 # the entry points that answer on the planted tables (the calibration runs its searches, then
 # needs a larger gold set than this one: 55000)
 ANSWERING = [n for n, _ in ENTRY_POINTS if n != "calibrate"]
@@ -160,6 +173,14 @@ def assert_parity(db, must_succeed):
     for name in must_succeed:
         assert states[(None, name)] is None, (name, states[(None, name)])
     return states
+
+
+def test_every_public_function_is_probed_or_reads_no_user_table(world):
+    public = {r[0] for r in world.execute(
+        "SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace "
+        "WHERE n.nspname = 'corpus' AND p.proname NOT LIKE '\\_%'")}
+    probed = {f for f in public if any(f"corpus.{f}(" in sql for _, sql in ENTRY_POINTS)}
+    assert public - probed == set(NOT_READING_TABLES), sorted(public - probed)
 
 
 def test_without_planted_code_every_entry_point_answers(world):
