@@ -4,6 +4,10 @@
 //! the pgrx-free core (`pg_corpus_core`) and run the SQL it plans through `spi`, the only module
 //! that talks to SPI.
 
+// A set-returning function's type names each of its columns (pgrx's `TableIterator` of
+// `name!(...)` tuples): long by nature, and read where it is declared.
+#![allow(clippy::type_complexity)]
+
 use pgrx::prelude::*;
 
 mod content;

@@ -95,7 +95,7 @@ pub unsafe extern "C-unwind" fn _catalog_changed_wrapper(fcinfo: pg_sys::Functio
     let trigger = unsafe {
         let context = (*fcinfo).context;
         (!context.is_null() && (*context).type_ == pg_sys::NodeTag::T_TriggerData)
-            .then(|| context as *mut pg_sys::TriggerData)
+            .then_some(context as *mut pg_sys::TriggerData)
     };
     let Some(trigger) = trigger else {
         crate::error::raise(CoreError::new(

@@ -320,7 +320,7 @@ pub fn store_embedding(
             let key = id_value(id_type, item_id)?;
             // SAFETY: the caller's datum and type, copied for each relation tried.
             let value = unsafe { DatumWithOid::new_from_datum(embedding.datum(), embedding.oid()) };
-            Spi::connect_mut(|client| Ok((client.update(sql.as_str(), None, &[value, key])?.len() > 0).then_some(())))
+            Spi::connect_mut(|client| Ok((!client.update(sql.as_str(), None, &[value, key])?.is_empty()).then_some(())))
                 .map_err(spi_failure)
         })?;
         Ok(stored.is_some())

@@ -109,7 +109,7 @@ mod tests {
     #[test]
     fn every_blank_class_alone_is_no_content() {
         for &(c, name) in BLANKS {
-            let s: String = std::iter::repeat(c).take(80).collect();
+            let s: String = std::iter::repeat_n(c, 80).collect();
             assert_eq!(content_length(&s), 0, "{name}");
             assert!(!has_content(&s), "{name}");
         }
@@ -118,7 +118,7 @@ mod tests {
     #[test]
     fn blank_padding_does_not_count() {
         for &(c, name) in BLANKS {
-            let pad: String = std::iter::repeat(c).take(40).collect();
+            let pad: String = std::iter::repeat_n(c, 40).collect();
             let s = format!("{pad}abc{pad}");
             assert_eq!(content_length(&s), 3, "{name}");
             assert!(has_content(&s), "{name}");

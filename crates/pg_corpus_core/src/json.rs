@@ -102,7 +102,7 @@ mod tests {
 
     #[test]
     fn deep_values_are_refused_with_54001_and_shallow_ones_parse() {
-        assert_eq!(parse(&nested(MAX_DEPTH), "filters").unwrap().pointer("/a/a").is_some(), true);
+        assert!(parse(&nested(MAX_DEPTH), "filters").unwrap().pointer("/a/a").is_some());
         let e = parse(&nested(MAX_DEPTH + 1), "filters").unwrap_err();
         assert_eq!(e.state.code(), "54001");
         assert!(e.message.starts_with("filters is nested 65 levels deep"), "{}", e.message);

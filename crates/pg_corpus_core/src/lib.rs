@@ -6,6 +6,8 @@
 //! is built), and rank fusion with per-parent capping ([`fusion`]). The extension crate turns
 //! SQL arguments into calls of this core and runs the SQL it produces through SPI.
 
+#![forbid(unsafe_code)]
+
 pub mod analysis;
 pub mod audit;
 pub mod augment;

@@ -827,7 +827,7 @@ fn resolve_source(
         }
         filter_columns.insert(field.clone(), colref(side, rel, field, info)?);
     }
-    if !(src.min_length >= 0) {
+    if src.min_length < 0 {
         return Err(invalid(format!("min_length must be >= 0, got {}", src.min_length), "Use 0 to accept any text."));
     }
     for (w, name) in [(src.semantic_weight, "semantic_weight"), (src.lexical_weight, "lexical_weight")] {

@@ -540,12 +540,10 @@ fn evidence_plan(
 /// `query_vectors` validated: the default space's vector (`query_vec`, or the object's
 /// "default" entry: not both), and the named spaces' vectors by space index (None at 0). A
 /// lexical search uses none of them.
-fn space_vectors(
-    corpus: &Corpus,
-    mode: Mode,
-    value: &Value,
-    query_vec: Option<Vec<f32>>,
-) -> Result<(Option<Vec<f32>>, Vec<Option<Vec<f32>>>)> {
+/// The default space's query vector, and each space's by index.
+type SpaceVectors = (Option<Vec<f32>>, Vec<Option<Vec<f32>>>);
+
+fn space_vectors(corpus: &Corpus, mode: Mode, value: &Value, query_vec: Option<Vec<f32>>) -> Result<SpaceVectors> {
     let mut out: Vec<Option<Vec<f32>>> = vec![None; corpus.spaces.len()];
     let hint = "query_vectors is {\"space\": [0.1, …]}: one vector per embedding space the corpus declares \
                 (query_vec is the default space's).";

@@ -364,6 +364,9 @@ struct Round {
     frontiers: Vec<Frontier>,
 }
 
+/// One query's lists: its semantic lists, each with its space, and its lexical ones.
+type QueryLists = (Vec<(usize, Vec<fusion::Hit>)>, Vec<Vec<fusion::Hit>>);
+
 /// One round: every subplan of every query with `window` rows, each branch's per-source lists
 /// of a query merged into a corpus-wide list (semantic, then lexical, per query, in query
 /// order). Also says whether another round with a wider window could find more.
@@ -375,7 +378,7 @@ fn run_round(
     exec: &mut dyn Executor,
 ) -> Result<Round> {
     // per query: (its semantic per-source lists with their space, its lexical ones)
-    let mut per_query: Vec<(Vec<(usize, Vec<fusion::Hit>)>, Vec<Vec<fusion::Hit>>)> = Vec::with_capacity(queries.len());
+    let mut per_query: Vec<QueryLists> = Vec::with_capacity(queries.len());
     // per query, per list (semantic ones, then lexical ones): did it fill its window
     let mut full: Vec<(Vec<bool>, Vec<bool>)> = Vec::with_capacity(queries.len());
     // A source that filled its window may hold more eligible items beyond it; so may a pruned
@@ -780,8 +783,7 @@ fn must_include(
     };
     while rows.len() > req.k {
         let free = |f: &Fused| !guaranteed.contains(&(f.source, f.item_id.clone()));
-        let pick =
-            rows.iter().rposition(|f| free(f) && over_cap(rows, f)).or_else(|| rows.iter().rposition(|f| free(f)));
+        let pick = rows.iter().rposition(|f| free(f) && over_cap(rows, f)).or_else(|| rows.iter().rposition(free));
         match pick {
             Some(i) => {
                 rows.remove(i);

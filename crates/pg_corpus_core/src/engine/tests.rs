@@ -649,7 +649,8 @@ fn feedback_by_setting_applies_only_where_it_can() {
 
 #[test]
 fn bad_arguments_fail_before_any_query_runs() {
-    let cases: Vec<(Box<dyn Fn(&mut Args)>, SqlState)> = vec![
+    type Mutation = Box<dyn Fn(&mut Args)>;
+    let cases: Vec<(Mutation, SqlState)> = vec![
         (Box::new(|a| a.k = 0), SqlState::InvalidParameterValue),
         (Box::new(|a| a.k = 1001), SqlState::InvalidParameterValue),
         (Box::new(|a| a.mode = "fuzzy".into()), SqlState::InvalidParameterValue),
