@@ -314,7 +314,13 @@ def test_catalog_call_error(db, sql, params, sqlstate):
 
 
 def test_drop_if_exists_is_quiet(db):
+    notices = []
+    db.add_notice_handler(lambda d: notices.append(d.message_primary))
+    before = db.execute("SELECT array_agg(name ORDER BY name) FROM corpus.corpora").fetchone()[0]
     db.execute("SELECT corpus.corpus_drop('no_such_corpus', if_exists => true)")
+    assert notices == [] and db.execute("SELECT array_agg(name ORDER BY name) FROM corpus.corpora").fetchone()[0] == before
+    with pytest.raises(psycopg.errors.UndefinedObject):
+        db.execute("SELECT corpus.corpus_drop('no_such_corpus')")
 
 
 # ---------------------------------------------------------------------------------------------

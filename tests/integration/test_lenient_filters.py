@@ -41,7 +41,8 @@ def test_declared_values_and_ranges_are_refused_in_strict_mode(db, pgc):
             pgc.search(db, EXT, None, "חוזה", filters=filters)
         assert e.value.sqlstate == "22023" and words in e.value.diag.message_primary, e.value
         assert e.value.diag.message_hint
-    assert pgc.search(db, EXT, None, "חוזה", filters={"court": pgc.COURTS[0], "page_number": {"gte": 1}}) is not None
+    hits = pgc.search(db, EXT, None, "חוזה", filters={"court": pgc.COURTS[0], "page_number": {"gte": 1}}, k=20)
+    assert hits and all(h["metadata"]["court"] == pgc.COURTS[0] for h in hits), hits
 
 
 def test_a_lenient_search_is_the_strict_search_of_the_valid_conditions(db, pgc):

@@ -62,9 +62,10 @@ def test_no_role_changes_the_catalog_statistics_or_evaluations(db, role):
 
 @pytest.mark.parametrize("role", ROLES)
 def test_evaluation_tables_are_not_readable(db, role):
-    for t in tables(db):
-        if t.startswith(("gold_", "eval_")):
-            denied(db, role, f"SELECT count(*) FROM corpus.{t}")
+    evaluation = [t for t in tables(db) if t.startswith(("gold_", "eval_"))]
+    assert len(evaluation) >= 4, evaluation       # gold sets, queries, judgments, runs
+    for t in evaluation:
+        denied(db, role, f"SELECT count(*) FROM corpus.{t}")
 
 
 def test_side_rows_follow_what_each_role_reads_in_full(db):
