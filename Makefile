@@ -9,11 +9,16 @@ PYTHON           ?= $(VENV)/bin/python
 DEMO_DIR         ?= .pgdata/demo
 
 .DEFAULT_GOAL := help
-.PHONY: help setup install test demo demo-stop
+.PHONY: help setup install test check lint test-core test-regress test-integration test-fast \
+        test-client test-pg18 test-citus demo demo-stop
 
 help:
 	@echo "make setup      system packages, pgvector, cargo-pgrx, python venv (scripts/setup.sh)"
-	@echo "make test       every test layer: cargo test, pg_regress, integration tests (scripts/test.sh)"
+	@echo "make test       every test layer (scripts/test.sh): what CI runs"
+	@echo "make check      the inner loop: lint, core, regress and the fast integration set"
+	@echo "make lint       cargo fmt --check, clippy -D warnings, mypy --strict"
+	@echo "make test-core | test-regress | test-integration | test-fast | test-client | test-pg18 | test-citus"
+	@echo "                one layer (see scripts/test.sh)"
 	@echo "make install    build and install the extension into $(PG_CONFIG)'s PostgreSQL"
 	@echo "make demo       setup + install, then a private cluster in $(DEMO_DIR) with the sample"
 	@echo "make demo-stop  stop the demo cluster"
@@ -30,6 +35,15 @@ install:
 
 test:
 	scripts/test.sh
+
+check:
+	scripts/test.sh lint core regress fast
+
+lint:
+	scripts/test.sh lint
+
+test-core test-regress test-integration test-fast test-client test-pg18 test-citus:
+	scripts/test.sh $(@:test-%=%)
 
 # --- demo -----------------------------------------------------------------------------------
 # Re-runnable: the cluster is reused when it runs, and load_sample.py recreates the database.

@@ -1,49 +1,86 @@
 #!/usr/bin/env bash
-# Every test layer, in order of cost. Called by `make test` and so by .ci/run.
-#   1. pure Rust core: cargo test (unit + property tests), no PostgreSQL needed
-#   2. the extension built and installed (release) into the system PostgreSQL 15
-#   3. SQL regression files (pg_regress) in pg_test/
-#   4. out-of-process integration tests (pytest) in tests/integration/, the demo included
-#   5. the Python client and MCP server (clients/python): mypy --strict, its tests
-#   6. PostgreSQL 18 (scripts/pg18.sh): the extension built for 18, pg_regress and the
-#      integration tests of the search path, standby, upgrade and docs against an 18 cluster
-#   7. Citus (scripts/citus.sh builds Citus 13.2.2 from ../shared/citus, cached): a coordinator
-#      and two workers on loopback; searches equal to a single node, re-embed end to end,
-#      the isolation probes, health check and explain (tests/integration/test_citus*.py)
+# The test layers, in order of cost. `make test` (and so .ci/run) runs them all; `make check`
+# the inner loop (lint, core, regress, fast); `make test-<layer>` one.
+#   lint         cargo fmt --check, clippy -D warnings (core and extension), mypy --strict (client)
+#   core         pure Rust core: cargo test (unit + property tests), no PostgreSQL needed
+#   regress      the extension built and installed (release) into the system PostgreSQL 15, then
+#                the SQL regression files (pg_regress) in pg_test/
+#   integration  out-of-process integration tests (pytest) in tests/integration/, the demo included
+#   fast         the integration modules that pin the invariants (isolation, errors, owner-code
+#                parity, content, side tables, public functions, filters, cache, re-embed, locks)
+#   client       the Python client and MCP server (clients/python): its tests
+#   pg18         PostgreSQL 18 (scripts/pg18.sh): the extension built for 18, pg_regress and the
+#                integration tests of the search path, standby, upgrade and docs against an 18 cluster
+#   citus        Citus 13.2.2 (scripts/citus.sh builds it from ../shared/citus, cached): a
+#                coordinator and two workers on loopback; searches equal to a single node, re-embed
+#                end to end, the isolation probes, health check and explain (test_citus*.py)
+# Usage: scripts/test.sh [layer ...]   (no layer: every layer but fast, in the order above)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/pg_corpus/target}"
 PG_CONFIG="${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}"
+PYTEST=("$ROOT/.venv/bin/python" -m pytest -q -p no:cacheprovider)
+FAST=(test_leak_regression test_errors test_owner_code_parity test_content_rule test_side_tables
+      test_public_functions test_lenient_filters test_definition_cache test_reembed test_dba_write_locks)
 
 step() { printf '\n==> %s\n' "$*"; }
 
+installed=""
+install() {
+  if [ -z "$installed" ]; then
+    step "build and install the extension"
+    PG_CONFIG="$PG_CONFIG" "$ROOT/scripts/install.sh" >/dev/null
+    installed=1
+  fi
+}
+
+layer() {
+  case "$1" in
+    lint)
+      step "lint: cargo fmt, clippy, mypy"
+      cargo fmt --all -- --check
+      cargo clippy -p pg_corpus_core --all-targets --locked -- -D warnings
+      cargo clippy -p pg_corpus --all-targets --locked -- -D warnings
+      (cd "$ROOT/clients/python" && "$ROOT/.venv/bin/mypy" src) ;;
+    core)
+      step "core: cargo test -p pg_corpus_core"
+      cargo test -p pg_corpus_core --locked ;;
+    regress)
+      install
+      step "regress: pg_regress (pg_test/)"
+      "$ROOT/pg_test/run.sh" "$ROOT/.pgdata/regress" ;;
+    integration)
+      install
+      step "integration: tests/integration/ (the Citus modules are the citus layer's)"
+      "${PYTEST[@]}" tests/integration \
+        --ignore=tests/integration/test_citus.py --ignore=tests/integration/test_citus_isolation.py ;;
+    fast)
+      install
+      step "fast: the invariants' integration modules"
+      files=()
+      for m in "${FAST[@]}"; do files+=("tests/integration/$m.py"); done
+      "${PYTEST[@]}" "${files[@]}" ;;
+    client)
+      step "client: the Python client and MCP server (clients/python/)"
+      "${PYTEST[@]}" clients/python/tests ;;
+    pg18)
+      step "pg18: PostgreSQL 18 (scripts/pg18.sh)"
+      "$ROOT/scripts/pg18.sh" ;;
+    citus)
+      step "citus: Citus (scripts/citus.sh, tests/integration/test_citus*.py)"
+      "$ROOT/scripts/citus.sh"
+      "${PYTEST[@]}" tests/integration/test_citus.py tests/integration/test_citus_isolation.py ;;
+    *)
+      echo "scripts/test.sh: unknown layer \"$1\" (lint core regress integration fast client pg18 citus)" >&2
+      exit 2 ;;
+  esac
+}
+
 "$ROOT/scripts/setup.sh"
-
-step "layer 1: cargo test -p pg_corpus_core"
-cargo test -p pg_corpus_core --locked
-
-step "layer 2: build and install the extension"
-PG_CONFIG="$PG_CONFIG" "$ROOT/scripts/install.sh" >/dev/null
-
-step "layer 3: pg_regress (pg_test/)"
-"$ROOT/pg_test/run.sh" "$ROOT/.pgdata/regress"
-
-step "layer 4: integration tests (tests/integration/)"
-# (the Citus modules are layer 7's: they need Citus installed)
-"$ROOT/.venv/bin/python" -m pytest tests/integration -q -p no:cacheprovider \
-  --ignore=tests/integration/test_citus.py --ignore=tests/integration/test_citus_isolation.py
-
-step "layer 5: the Python client and MCP server (clients/python/)"
-(cd "$ROOT/clients/python" && "$ROOT/.venv/bin/mypy" src)
-"$ROOT/.venv/bin/python" -m pytest clients/python/tests -q -p no:cacheprovider
-
-step "layer 6: PostgreSQL 18 (scripts/pg18.sh)"
-"$ROOT/scripts/pg18.sh"
-
-step "layer 7: Citus (scripts/citus.sh, tests/integration/test_citus*.py)"
-"$ROOT/scripts/citus.sh"
-"$ROOT/.venv/bin/python" -m pytest -q -p no:cacheprovider \
-  tests/integration/test_citus.py tests/integration/test_citus_isolation.py
-
-step "all test layers passed"
+layers=("$@")
+[ ${#layers[@]} -gt 0 ] || layers=(lint core regress integration client pg18 citus)
+for l in "${layers[@]}"; do
+  layer "$l"
+done
+step "passed: ${layers[*]}"
