@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test layers, in order of cost. `make test` (and so .ci/run) runs them all; `make check`
 # the inner loop (lint, core, regress, fast); `make test-<layer>` one.
-#   lint         cargo fmt --check, clippy -D warnings (core and extension), mypy --strict (client)
+#   lint         released SQL scripts unchanged (sql/releases/SHA256SUMS), cargo fmt --check,
+#                clippy -D warnings (core and extension), mypy --strict (client)
 #   core         pure Rust core: cargo test (unit + property tests), no PostgreSQL needed
 #   regress      the extension built and installed (release) into the system PostgreSQL 15, then
 #                the SQL regression files (pg_regress) in pg_test/
@@ -35,10 +36,25 @@ install() {
   fi
 }
 
+# A released version's install script and the upgrade scripts into it never change (databases
+# were made with them): each has its sha256 in sql/releases/SHA256SUMS.
+check_releases() {
+  (cd "$ROOT/sql" && sha256sum --check --quiet releases/SHA256SUMS)
+  local f v u
+  for f in "$ROOT"/sql/releases/pg_corpus--*.sql; do
+    v="${f##*/pg_corpus--}"; v="${v%.sql}"
+    for u in "releases/pg_corpus--$v.sql" $(cd "$ROOT/sql" && ls upgrade/pg_corpus--*--"$v".sql 2>/dev/null); do
+      grep -q "  $u\$" "$ROOT/sql/releases/SHA256SUMS" || {
+        echo "sql/$u belongs to release $v but has no checksum in sql/releases/SHA256SUMS" >&2; exit 1; }
+    done
+  done
+}
+
 layer() {
   case "$1" in
     lint)
-      step "lint: cargo fmt, clippy, mypy"
+      step "lint: released scripts unchanged, cargo fmt, clippy, mypy"
+      check_releases
       cargo fmt --all -- --check
       cargo clippy -p pg_corpus_core --all-targets --locked -- -D warnings
       cargo clippy -p pg_corpus --all-targets --locked -- -D warnings
