@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-r"""Citus against one node (issue 13): the same legal rows in a single-node database and on a
+r"""Citus against one node: the same legal rows in a single-node database and on a
 Citus coordinator with two workers (all on this machine), searches of every mode interleaved,
 p50 latency per system and their ratio, and the work each search gives the shards.
 (docs/citus.md)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The Python client's and the MCP server's costs on top of the search itself (issue 15):
+"""The Python client's and the MCP server's costs on top of the search itself:
 
 1. client overhead: the same search through raw psycopg and through `pg_corpus.Client` on one
    connection, interleaved, p50/p95 and their difference (target: <= 0.5 ms at p50);

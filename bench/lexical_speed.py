@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-r"""Lexical branch speed (issue #3): BM25 with a candidate budget against ts_rank_cd and against
+r"""Lexical branch speed: BM25 with a candidate budget against ts_rank_cd and against
 the semantic branch, on a generated 100k-chunk database with a Zipf vocabulary, in one run.
 (docs/lexical-speed.md)
 
@@ -1303,7 +1303,7 @@ def results_markdown(out):
                              f"{fmt_ms(r['p95_ms'])} | {fmt_ms(r['max_ms'])} | {ratio} | {ratio_h} | {ov} | {sm} |")
     lines += [
         "",
-        f"Target (issue #3): lexical p50 ≤ {TARGET_RATIO:g}× the semantic branch's p50.",
+        f"Target: lexical p50 ≤ {TARGET_RATIO:g}× the semantic branch's p50.",
         "",
     ]
     for c in corpora:

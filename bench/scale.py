@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-r"""Scale benchmark (issue 14): the legal schema at 100k and 1M chunks (+ N/5 halachot), the
+r"""Scale benchmark: the legal schema at 100k and 1M chunks (+ N/5 halachot), the
 seed's app-side hybrid search against the extension's modes, in one interleaved run.
 (docs/scale.md)
 
@@ -167,7 +167,7 @@ EXT_CORPUS = {"hybrid": MAIN, "semantic": MAIN, "lexical": MAIN, "empty": EMPTY,
               "slice_semantic": SLICE}
 BARE_SQL = fa.plain_sql(MAIN)          # the join form with %(v)s and %(kind)s
 
-# the targets of issue 14: (id, label, method ratio, threshold, <= or >=, judged at size or None)
+# the targets: (id, label, method ratio, threshold, <= or >=, judged at size or None)
 TARGETS = [
     ("hybrid_vs_semantic", "hybrid p50 / semantic mode p50", 2.0, "<=", None),
     ("hybrid_vs_app", "hybrid p50 / app-side hybrid p50", 0.03, "<=", None),
@@ -999,7 +999,7 @@ APP_FETCH = ("SELECT 'chunks', pc.id, pc.content, cl.case_number, pc.page_number
 
 
 def app_side(conn, q, k):
-    """The old way (seed 000's service, written in Python on purpose): four branch queries,
+    """The old way (an application's own service, written in Python on purpose): four branch queries,
     RRF over the four lists, the per-case_law_id cap, one content fetch."""
     orq = " | ".join("'" + w.replace("'", "''") + "'" for w in q["words"])
     lists = []
@@ -1484,7 +1484,7 @@ def results_markdown(out):
                  "(ef_search 40, no iterative scan) is filtered after the index; the seed's "
                  "app-side branches starve the same way."),
         "",
-        "### Targets (issue 14)",
+        "### Targets",
         "",
         "| target | threshold | " + " | ".join(fmt_size(s) for s in sizes) + " |",
         "|---|---|" + "---|" * len(sizes),

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 r"""BM25 candidate budget against overlap@10 with exhaustive BM25, on a size bench/scale.py
-built (issue 14: the overlap target is missed at 1M with the default budget). Reuses
+built (the overlap target is missed at 1M with the default budget). Reuses
 bench/scale.py's cache folder, cluster start and query table; the extension does the work
 (mode => 'lexical' under SET pg_corpus.bm25_candidate_budget), nothing is re-implemented.
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-r"""The long soak (issue 12): tests/integration/soak.py's searchers, writer, embedding worker and
+r"""The long soak: tests/integration/soak.py's searchers, writer, embedding worker and
 DBAs (statistics refreshes, corpus_alter) on the legal test database, for longer and with more
 clients than the CI test. It reuses the test's soak and data generator; what it checks is said
 there. Writes docs/soak.md's results section and bench/results/soak.json.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Citus 13.2.2 for the Citus test layer (issue 13), built from ../shared/citus/ (no registry
+# Citus 13.2.2 for the Citus test layer, built from ../shared/citus/ (no registry
 # carries Citus) against the system PostgreSQL 15 and installed into its directories.
 # Idempotent: the build is cached in $CACHE/citus-13.2.2 (outside the clone) and skipped when
 # the installed citus.so is the cached build's; a fresh machine builds it (about 6 minutes on

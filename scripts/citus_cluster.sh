@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A private Citus cluster on loopback for the Citus test layer and benchmark (issue 13): a
+# A private Citus cluster on loopback for the Citus test layer and benchmark: a
 # coordinator and two workers, each a scripts/pgcluster.sh cluster with Citus preloaded, in
 # DIR/coordinator, DIR/worker1 and DIR/worker2. Databases and node registration are the
 # caller's (tests/integration/citus.py): Citus is set up per database.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Long fuzzing runs of the property tests that take outside input (issue 12): the tsvector
+# Long fuzzing runs of the property tests that take outside input: the tsvector
 # reader, the bounded JSON reader, lexeme quoting, the query analyser and the ts_rank_cd bound
 # (crates/pg_corpus_core/tests/fuzz_props.rs), the filter parser (src/filters.rs) and the
 # analyser's Unicode properties (tests/analysis_props.rs). CI runs them with proptest's default

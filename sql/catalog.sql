@@ -342,7 +342,7 @@ CREATE TABLE corpus.edges (
 );
 COMMENT ON TABLE corpus.edges IS 'pg_corpus: citation edge sets a search may expand along';
 
--- The search audit log (0.3.0, seeds/000 traceability): one row per search of a corpus whose
+-- The search audit log (0.3.0): one row per search of a corpus whose
 -- audit is enabled, written by the search in the caller's transaction with the rights of the
 -- extension's owner. Nobody else may read or change it until the owner grants it: GRANT SELECT
 -- to the auditor role, DELETE (or corpus_audit_purge's EXECUTE) to whoever applies retention.

@@ -1,7 +1,7 @@
 -- ==========================================================================================
 -- Evaluation harness: gold sets (queries + graded judgments), runs and per-query results.
 -- corpus_evaluate (Rust) runs every gold query through the real search path and stores the
--- figures here, so every ranking change can come with before/after numbers (seed 000 INV-RET4).
+-- figures here, so every ranking change can come with before/after numbers.
 -- Owner-only, like writing the catalog: queries and judgments can be sensitive.
 -- ==========================================================================================
 

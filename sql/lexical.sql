@@ -4,7 +4,7 @@
 
 -- The query's lexemes ORed together. An AND query (plainto_tsquery, as most hybrid-search
 -- recipes use) finds almost nothing for natural-language questions: nDCG@10 0.002 on HeQ val
--- against 0.559 for OR (issue 3's measurements). client_min_messages hides the NOTICE that
+-- against 0.559 for OR. client_min_messages hides the NOTICE that
 -- PostgreSQL prints for a query of stop words only.
 CREATE FUNCTION corpus._or_tsquery(config regconfig, query text) RETURNS tsquery
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
@@ -84,7 +84,7 @@ GRANT SELECT ON corpus.lexical_stats, corpus.lexical_totals TO PUBLIC;
 -- BM25: champion lists. For every key in more than 1000 of a corpus' documents (lexical.rs,
 -- CHAMPION_LIST_LEN), each source's 1000 searchable items of highest BM25 term weight, best
 -- first. A query made only of such common keys takes its candidates from the heads of these
--- lists instead of posting lists that hold most of the corpus (issue 3: no table scans).
+-- lists instead of posting lists that hold most of the corpus.
 -- Written with the statistics, in the same transaction; items added since the last refresh
 -- are found by such queries only after the next one.
 --

@@ -320,7 +320,7 @@ fn corpus_compare_runs(
     TableIterator::new(rows)
 }
 
-/// Calibrate the evidence filter's vector thresholds on a gold set (seeds/002): each query's
+/// Calibrate the evidence filter's vector thresholds on a gold set: each query's
 /// semantic search (its first `candidates` hits under its filters) gives the best candidate's
 /// distance and its nearest relevant item's; `max_distance` and `max_gap` are the `quantile`
 /// of those over the answerable queries (pg_corpus_core::evidence::calibrate). Queries without

@@ -460,7 +460,7 @@ fn corpus_explain(
     TableIterator::new(rows.map(|r| (r.0, r.1, r.2, r.3, r.4)))
 }
 
-/// Items of a corpus similar to one of its own items (seeds/000 `find_similar_cases`): a search by
+/// Items of a corpus similar to one of its own items: a search by
 /// the item's stored vector and its text, under the corpus predicate, that never returns the
 /// item itself (nor, with `exclude_parent`, its parent's other items).
 #[allow(clippy::too_many_arguments)]

@@ -1,4 +1,4 @@
--- pgbench script of bench/scale.py (issue 14): one hybrid search of the main corpus per
+-- pgbench script of bench/scale.py: one hybrid search of the main corpus per
 -- transaction, with a random query (vector and text) of the bench_queries table that
 -- bench/scale.py stores in each size's database. Run by bench/scale.py as
 --   pgbench -n -f bench/scale/hybrid.sql -D nq=<queries> -c N -j N -T <seconds> scale

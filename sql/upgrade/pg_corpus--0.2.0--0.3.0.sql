@@ -14,7 +14,7 @@
 -- * Named embedding spaces: corpus.corpora.spaces, corpus.sources.space; corpus_create,
 --   corpus_alter (spaces) and corpus_add_source (space) take them, corpus_list shows them,
 --   searches take query_vectors (one vector per space).
--- * The result side (seeds/002, seeds/003): the evidence filter (corpus.corpora.evidence,
+-- * The result side: the evidence filter (corpus.corpora.evidence,
 --   searches' evidence argument and column, corpus_calibrate_evidence), must-include classes
 --   (corpus.corpora.must_include), citation-graph expansion (corpus.edges, corpus_add_edges,
 --   corpus_drop_edges, corpus.corpora.graph, searches' expand argument); every hit says how it
@@ -661,7 +661,7 @@ ALTER POLICY readers_of_the_table ON corpus.embedding_queue
         SELECT s.item_table, s.embedding_column FROM corpus.embedding_slots AS s
          WHERE corpus._reads_in_full(s.item_table, ARRAY[s.id_column])));
 
--- ---- Citus (issue 13) ----
+-- ---- Citus ----
 
 -- * Citus: a distributed source's subplans are pushed down whole, the queue of a distributed
 --   table's items is kept on the nodes holding its shards (the re-embed trigger resolves a shard

@@ -1,4 +1,4 @@
-"""A Citus cluster for the tests and the benchmark (issue 13): a coordinator and two workers on
+"""A Citus cluster for the tests and the benchmark: a coordinator and two workers on
 loopback (scripts/citus_cluster.sh), databases set up on every node, and the legal schema
 distributed (tests/fixtures/legal_distribute.sql).
 

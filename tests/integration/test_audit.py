@@ -1,4 +1,4 @@
-"""The search audit log (seeds/000 G9 traceability): opt-in per corpus, one row per search with
+"""The search audit log: opt-in per corpus, one row per search with
 who searched, what and what came back, written in the caller's transaction (rolled back with
 it; a failed search writes none), skipped and counted in a read-only transaction, readable only
 by a role the owner grants it to, with a retention function and a health-check row."""

@@ -1,6 +1,6 @@
 """BM25 champion lists (corpus.lexical_champions): a query made only of common keys takes its
 candidates from the heads of the keys' champion lists, never from posting lists that hold most
-of the corpus (issue 3, "no table scans").
+of the corpus.
 
 Two corpora share one table (`kind` a and b). Every document holds "alpha" and most hold
 "beta", so both keys are in more documents than CHAMPION_LIST_LEN (1000) and every query of

@@ -1,4 +1,4 @@
-"""pg_corpus on Citus (issue 13): a coordinator and two workers on loopback, the legal schema
+"""pg_corpus on Citus: a coordinator and two workers on loopback, the legal schema
 distributed (case law by id, its chunks and halachot colocated by case_law_id, case documents
 by document_id), and the same rows in a single-node database.
 

@@ -1,4 +1,4 @@
-"""The isolation probes on Citus (issue 13): the leak regression (test_leak_regression.py) and
+"""The isolation probes on Citus: the leak regression (test_leak_regression.py) and
 the randomised isolation test (test_isolation_random.py) run unchanged against a coordinator
 and two workers, their tables distributed:
 

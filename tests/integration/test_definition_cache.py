@@ -1,4 +1,4 @@
-"""The per-backend cache of resolved corpus definitions (issue 14): searches reuse it, and it is
+"""The per-backend cache of resolved corpus definitions: searches reuse it, and it is
 never stale — a definition changed or a registered table altered in another session is seen by
 the very next statement of this one, a transaction that saw the change never keeps what it built
 from an older snapshot, a rolled-back change leaves nothing behind, and a role the catalog is

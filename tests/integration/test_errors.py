@@ -1,4 +1,4 @@
-"""Bad input gets a clear error (PRODUCT.md "Bad input", docs/sql-reference.md "Errors").
+"""Bad input gets a clear error (docs/sql-reference.md "Errors").
 
 For every mistake in the SQLSTATE table: the documented SQLSTATE (never class XX), a non-empty
 message (naming the offending thing where there is one), a hint, and the backend survives (same

@@ -1,4 +1,4 @@
-"""The in-database evaluation harness (issue #6): gold sets loaded from BEIR folders,
+"""The in-database evaluation harness: gold sets loaded from BEIR folders,
 corpus_evaluate / corpus_compare_runs / corpus_compare_queries, checked against trec_eval.
 
 * Real data: the committed subsets in tests/fixtures/gold/ (100 HeQ val questions over all 239

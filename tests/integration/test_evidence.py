@@ -1,4 +1,4 @@
-"""The evidence filter (seeds/002): a hit is a result only with evidence — a near vector or rare
+"""The evidence filter: a hit is a result only with evidence — a near vector or rare
 query words covering more than half of the query — and a question the corpus cannot answer
 returns no rows.
 

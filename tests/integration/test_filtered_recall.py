@@ -1,4 +1,4 @@
-"""Filtered approximate search must not starve (PRODUCT.md: "It returns k rows whenever k
+"""Filtered approximate search must not starve ("it returns k rows whenever k
 eligible items exist, even when the corpus is a small slice of a shared table").
 
 One shared item table of 20,000 clustered 64-d vectors with an HNSW (vector_cosine_ops) index,

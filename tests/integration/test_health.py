@@ -1,4 +1,4 @@
-"""corpus_health_check() (issue #5): for every check, create the defect, see warn/fail with the
+"""corpus_health_check(): for every check, create the defect, see warn/fail with the
 right count, repair it, see ok. A healthy demo database returns only ok rows.
 
 Layout. A template database (`pgc_health_tpl`) holds the legal schema with a small, fully healthy

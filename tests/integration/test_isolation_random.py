@@ -1,4 +1,4 @@
-"""Randomized isolation and searchable-contract test (PRODUCT.md invariants 1 and 2).
+"""Randomized isolation and searchable-contract test.
 
 Three shared item tables over one parent table (plus one item table without a parent table,
 where the isolation columns live on the item rows). For each of three seeded "worlds", 2–5 random

@@ -1,4 +1,4 @@
-"""Lenient filters for model-proposed conditions (seeds/001 self-query) and declared value
+"""Lenient filters for model-proposed conditions and declared value
 lists and ranges. A lenient search drops exactly the invalid conditions (the core's property
 test covers every shape of filter object); here: the search equals a strict search of the kept
 conditions, the caller learns what was dropped (a NOTICE, and corpus_check_filters), the

@@ -1,4 +1,4 @@
-"""Small corpora and partial HNSW indexes (issue 14): a corpus that is a small slice of a shared
+"""Small corpora and partial HNSW indexes: a corpus that is a small slice of a shared
 table gets a health-check hint with the SQL of a partial HNSW index over it; once that index
 exists (the isolation column copied into the item table), the search uses it even below
 pg_corpus.exact_search_max_rows, where it would otherwise search the slice exactly, and it

@@ -1,4 +1,4 @@
-"""Must-include classes and citation-graph expansion (seeds/003), on the legal schema.
+"""Must-include classes and citation-graph expansion, on the legal schema.
 
 Planted: an external chunk E (the query's best match in both branches) that cites, through the
 `citations` edge table, an external halacha H_EXT (far from the query, sharing none of its words:

@@ -1,4 +1,4 @@
-"""The search's saved plans (issue 14): statements are prepared once per backend, yet every
+"""The search's saved plans: statements are prepared once per backend, yet every
 subplan and fetch is planned with its values. A session that searched one corpus many times
 (so that PostgreSQL's plan cache would switch a saved statement to a generic plan after five
 runs) must still plan another corpus' subplans with that corpus' isolation values: a generic

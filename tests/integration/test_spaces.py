@@ -1,4 +1,4 @@
-"""Several embedding spaces in one corpus (seeds/000: page images embedded by a multimodal model,
+"""Several embedding spaces in one corpus (page images embedded by a multimodal model,
 fused with the text hits). Page images (8-d, space "page_image", weight 0.5) join the legal
 corpora next to the 384-d text sources: each space is searched with its own query vector,
 a space without one is not searched semantically (and explain says so), its list enters RRF

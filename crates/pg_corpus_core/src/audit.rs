@@ -1,4 +1,4 @@
-//! The search audit log (seeds/000 G9 traceability): opt-in per corpus, one row per search of
+//! The search audit log: opt-in per corpus, one row per search of
 //! `corpus_hybrid_search` or `corpus_find_similar` with who searched what and what came back.
 //! The row is written in the caller's transaction (a rolled-back search leaves none, a failed
 //! search writes none); on a hot standby or in a read-only transaction it is skipped and

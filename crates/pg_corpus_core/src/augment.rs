@@ -1,4 +1,4 @@
-//! What a search adds to its own hits (seeds/003): must-include classes ("the mandatory source is
+//! What a search adds to its own hits: must-include classes ("the mandatory source is
 //! always a candidate, even when guidance dominates semantically") and citation-graph expansion
 //! (the top seeds' forward neighbours, at most a few, with a hop penalty). Both are declared per
 //! corpus; every item they add is searched or looked up under the whole corpus predicate, the
@@ -183,7 +183,7 @@ pub struct Edges {
     pub to_column: String,
 }
 
-/// How far an expansion goes (seeds/003: 5 seeds, at most 15 added, hop penalty 0.05).
+/// How far an expansion goes (defaults: 5 seeds, at most 15 added, hop penalty 0.05).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct GraphLimits {
     /// The best hits whose forward neighbours are followed.

@@ -1,4 +1,4 @@
-//! The evidence filter (seeds/002): a fused hit becomes a result only with evidence that it
+//! The evidence filter: a fused hit becomes a result only with evidence that it
 //! answers the query, so that a query about something the corpus does not hold returns no rows
 //! ("not in the knowledge base") instead of its nearest neighbours.
 //!
@@ -28,7 +28,7 @@ use crate::error::{CoreError, Result, SqlState};
 use crate::lexical::QueryKey;
 use crate::resolve::Space;
 
-/// A key in at most this share of the corpus' items is rare (seeds/002: 2%).
+/// A key in at most this share of the corpus' items is rare (2%).
 pub const DEFAULT_RARE_SHARE: f64 = 0.02;
 /// Rare words must cover more than this share of the query's counted words.
 pub const DEFAULT_MIN_COVERAGE: f64 = 0.5;

@@ -47,7 +47,7 @@ const FILTER_HINT: &str =
 pub enum FilterMode {
     /// Any invalid condition is an error (the default).
     Strict,
-    /// Invalid conditions are dropped and reported (seeds/001 self-query: model-proposed
+    /// Invalid conditions are dropped and reported (model-proposed
     /// filters only narrow, a wrong one never breaks the search). The isolation column and the
     /// required scope filters are never lenient.
     Lenient,
@@ -546,7 +546,7 @@ mod tests {
     }
 
     proptest! {
-        /// Fuzzing (issue 12): whatever a caller sends as filters, the parser answers with
+        /// Fuzzing: whatever a caller sends as filters, the parser answers with
         /// conditions or an error that has a SQLSTATE and a hint; never a panic.
         #[test]
         fn the_filter_parser_answers_every_json_value(v in any_json()) {

@@ -5,7 +5,7 @@
 //! `semantic_rank` 1 is the corpus' nearest item whatever its source. The two branch lists are
 //! then fused: `score(item) = Σ_branch weight(source, branch) / (rrf_k + rank_branch(item))`,
 //! ranks 1-based. Only ranks enter the score: raw scores of different retrievers are never added
-//! (PRODUCT.md invariant 3), so rescaling one branch's raw scores cannot change the fused order.
+//! so rescaling one branch's raw scores cannot change the fused order.
 
 use std::cmp::Ordering;
 use std::collections::HashMap;

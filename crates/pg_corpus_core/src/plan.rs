@@ -802,7 +802,7 @@ pub fn item_keys(
     (sql, params.values)
 }
 
-/// The forward neighbours of some seeds through edge set `e` (graph expansion, seeds/003): for
+/// The forward neighbours of some seeds through edge set `e` (graph expansion): for
 /// each seed (an id of the edge set's `from_source`), at most `per_seed` items of its
 /// `to_source` that a row of the edge table says it cites, under the whole corpus predicate, the
 /// searchable contract and the search's filters, leaving out `exclude` (the search's hits):

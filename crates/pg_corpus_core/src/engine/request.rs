@@ -201,7 +201,7 @@ impl LexicalPlans {
     }
 }
 
-/// The evidence filter of a search (seeds/002, [`crate::evidence`]): what its rules need.
+/// The evidence filter of a search ([`crate::evidence`]): what its rules need.
 #[derive(Debug, Clone)]
 pub struct EvidencePlan {
     /// Per space the original query searches, its vector thresholds (None: not searched).

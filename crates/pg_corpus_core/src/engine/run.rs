@@ -408,7 +408,7 @@ fn run_round(
         full.push((sem_full, lex_full));
     }
     if !req.include_stale {
-        // stale embeddings are not used by the semantic branch (PRODUCT.md invariant 5): one
+        // stale embeddings are not used by the semantic branch: one
         // lookup of the queue for the semantic hits of every query
         let all = per_query.iter().flat_map(|(s, _)| s.iter().flat_map(|(_, hits)| hits));
         let stale = queued(req, all.map(|h| (h.source, h.item_id.as_str(), h.parent_id.as_str())), exec)?;
@@ -657,7 +657,7 @@ pub fn ranked(req: &Request, exec: &mut dyn Executor) -> Result<Vec<Fused>> {
     }
 }
 
-/// Citation-graph expansion (seeds/003): the forward neighbours of the best hits join them,
+/// Citation-graph expansion: the forward neighbours of the best hits join them,
 /// each scored its seed's score times `1 - hop_penalty`, at most `max_added`, every one looked
 /// up under the corpus predicate and the filters; then the hits are capped and cut to k again.
 fn expand(req: &Request, rows: Vec<Fused>, exec: &mut dyn Executor) -> Result<Vec<Fused>> {
@@ -718,7 +718,7 @@ fn expand(req: &Request, rows: Vec<Fused>, exec: &mut dyn Executor) -> Result<Ve
     Ok(fusion::cap(&all, req.max_per_parent, req.k))
 }
 
-/// Must-include classes (seeds/003 binding-law augmentation): each class's best hits — searched
+/// Must-include classes: each class's best hits — searched
 /// by the original query under the corpus predicate, the filters and the class's own condition —
 /// are among the rows, replacing the lowest-ranked others. A class hit the search ranked keeps
 /// its score; one it did not scores 0 and comes last. The evidence filter, when on, judges class
@@ -834,7 +834,7 @@ impl Near {
     }
 }
 
-/// The evidence filter over the fused hits (seeds/002, [`crate::evidence`]): keep the hits
+/// The evidence filter over the fused hits ([`crate::evidence`]): keep the hits
 /// that a rule admits, each with its verdict. Returns whether a wider window could admit more:
 /// some per-source list of the original query filled its window and its last hit still has
 /// evidence (beyond a list's end, a hit is no nearer and its rare words no more telling).

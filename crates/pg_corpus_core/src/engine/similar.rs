@@ -1,4 +1,4 @@
-//! Find similar items (seeds/000 `find_similar_cases`): a search of a corpus by one of its own
+//! Find similar items: a search of a corpus by one of its own
 //! items — its stored vector for the semantic branch, its text for the lexical one — that never
 //! returns the item itself, nor, when asked, the other items of its parent.
 

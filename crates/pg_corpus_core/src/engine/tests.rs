@@ -1391,7 +1391,7 @@ proptest! {
 }
 
 // ----------------------------------------------------------------------------------------------
-// The evidence filter (seeds/002)
+// The evidence filter
 // ----------------------------------------------------------------------------------------------
 
 fn evidence_corpus(cfg: Value) -> Arc<Corpus> {
@@ -1490,7 +1490,7 @@ fn the_evidence_filter_needs_its_thresholds_and_statistics() {
 }
 
 // ----------------------------------------------------------------------------------------------
-// Must-include classes and graph expansion (seeds/003)
+// Must-include classes and graph expansion
 // ----------------------------------------------------------------------------------------------
 
 #[test]
