@@ -19,7 +19,7 @@ import psycopg
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGES = ["README.md", "docs/sql-reference.md", "docs/tutorial.md", "docs/python.md"]
+PAGES = ["README.md", "docs/searching.md", "docs/sql-reference.md", "docs/tutorial.md", "docs/python.md"]
 FENCE = re.compile(r"^```([^\n`]*)\n(.*?)^```[ \t]*$", re.M | re.S)
 FAILS = re.compile(r"^--\s*fails with ([0-9A-Z]{5})\b", re.M)
 NOT_RUN = re.compile(r"#\s*not run by the docs test:\s*\S")
