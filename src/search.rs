@@ -178,7 +178,7 @@ fn report_dropped_filters(corpus: &str, rejected: &[pg_corpus_core::filters::Rej
     }
     crate::error::notice(
         format!("the lenient search of corpus \"{corpus}\" dropped {} filter condition(s)", rejected.len()),
-        pg_corpus_core::filters::rejected_brief(rejected).to_string(),
+        pg_corpus_core::filters::rejected_json(rejected).to_string(),
         "corpus.corpus_check_filters(corpus, filters) says what a lenient search keeps and drops, and why.",
     );
 }

@@ -1008,6 +1008,22 @@ AS $$
                         AND NOT a.attisdropped), false)
 $$;
 
+-- A slot's id or embedding column now: the live column of its registered name, else the one
+-- of its registered number, whichever first has a fitting type (corpus._slot_type_ok); NULL
+-- when neither has.
+CREATE FUNCTION corpus._slot_attnum(item_table regclass, registered name, registered_attnum smallint, kind text)
+RETURNS smallint
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT c.n FROM (SELECT a.attnum, 1 FROM pg_attribute a
+                      WHERE a.attrelid = item_table AND a.attname = registered AND a.attnum > 0
+                        AND NOT a.attisdropped
+                     UNION ALL SELECT registered_attnum, 2) AS c(n, o)
+     WHERE corpus._slot_type_ok(item_table, c.n, kind)
+     ORDER BY c.o LIMIT 1
+$$;
+
 -- A slot's columns now: by the name it was registered with while a live column has that name
 -- (a dump/restore renumbers the columns after a dropped one), else by its attribute number (a
 -- rename keeps the number); an id or embedding column only while its type fits
@@ -1019,14 +1035,8 @@ CREATE OR REPLACE FUNCTION corpus._slot_attnums(slot corpus.embedding_slots, OUT
 LANGUAGE sql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT (SELECT c.n FROM (SELECT a.attnum, 1 FROM pg_attribute a WHERE a.attrelid = slot.item_table
-                                AND a.attname = slot.id_column AND a.attnum > 0 AND NOT a.attisdropped
-                             UNION ALL SELECT slot.id_attnum, 2) AS c(n, o)
-             WHERE corpus._slot_type_ok(slot.item_table, c.n, 'id') ORDER BY c.o LIMIT 1),
-           (SELECT c.n FROM (SELECT a.attnum, 1 FROM pg_attribute a WHERE a.attrelid = slot.item_table
-                                AND a.attname = slot.embedding_column AND a.attnum > 0 AND NOT a.attisdropped
-                             UNION ALL SELECT slot.embedding_attnum, 2) AS c(n, o)
-             WHERE corpus._slot_type_ok(slot.item_table, c.n, 'embedding') ORDER BY c.o LIMIT 1),
+    SELECT corpus._slot_attnum(slot.item_table, slot.id_column, slot.id_attnum, 'id'),
+           corpus._slot_attnum(slot.item_table, slot.embedding_column, slot.embedding_attnum, 'embedding'),
            (SELECT array_agg(coalesce((SELECT a.attnum FROM pg_attribute a WHERE a.attrelid = slot.item_table
                                           AND a.attname = slot.input_columns[u.n] AND a.attnum > 0
                                           AND NOT a.attisdropped), u.attnum) ORDER BY u.n)

@@ -447,11 +447,10 @@ pub fn check(corpus: &Corpus, filters: &Value, mode: FilterMode) -> Result<Vec<F
     Ok(out)
 }
 
-/// The dropped conditions as JSON (a lenient search's NOTICE detail).
-/// [`rejected_json`] as a message shows it: a condition longer than
+/// The dropped conditions as a lenient search's NOTICE reports them (JSON): a condition longer than
 /// [`crate::json::BRIEF_CHARS`] characters of JSON (a caller's field name or value may be
 /// megabytes long) as the beginning of its JSON text.
-pub fn rejected_brief(rejected: &[Rejected]) -> Value {
+pub fn rejected_json(rejected: &[Rejected]) -> Value {
     Value::Array(
         rejected
             .iter()
@@ -460,15 +459,6 @@ pub fn rejected_brief(rejected: &[Rejected]) -> Value {
                 let condition = if text.ends_with('…') { Value::String(text) } else { r.condition.clone() };
                 serde_json::json!({"condition": condition, "reason": r.reason, "sqlstate": r.sqlstate.code()})
             })
-            .collect(),
-    )
-}
-
-pub fn rejected_json(rejected: &[Rejected]) -> Value {
-    Value::Array(
-        rejected
-            .iter()
-            .map(|r| serde_json::json!({"condition": r.condition, "reason": r.reason, "sqlstate": r.sqlstate.code()}))
             .collect(),
     )
 }
@@ -501,7 +491,7 @@ mod tests {
             reason: "unknown".into(),
             sqlstate: SqlState::UndefinedColumn,
         };
-        let text = rejected_brief(&[r]).to_string();
+        let text = rejected_json(&[r]).to_string();
         assert!(text.len() < 400, "{}", text.len());
         assert!(text.contains("fff") && text.contains("42703"));
     }
