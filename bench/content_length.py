@@ -11,7 +11,6 @@ import sys
 import time
 from pathlib import Path
 
-import psycopg
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
@@ -32,12 +31,7 @@ def main(argv=None):
     uri = qr.pgcluster("start", a.dir)
     times = {k: [] for k in TESTS}
     try:
-        with psycopg.connect(uri, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{DBNAME}" WITH (FORCE)')
-            admin.execute(f'CREATE DATABASE "{DBNAME}"')
-        with psycopg.connect(psycopg.conninfo.make_conninfo(uri, dbname=DBNAME), autocommit=True) as conn:
-            conn.execute("CREATE EXTENSION vector")
-            conn.execute("CREATE EXTENSION pg_corpus")
+        with qr.fresh_database(uri, DBNAME) as conn:
             conn.execute("CREATE TABLE t AS SELECT repeat('שלום עולם ', 60 + g %% 50) AS x "
                          "FROM generate_series(1, %s) g", [a.rows])
             conn.execute("VACUUM ANALYZE t")

@@ -86,12 +86,7 @@ def main(argv=None):
     started = datetime.now(timezone.utc)
     uri = qr.pgcluster("start", a.dir)
     try:
-        with psycopg.connect(uri, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{DBNAME}" WITH (FORCE)')
-            admin.execute(f'CREATE DATABASE "{DBNAME}"')
-        with psycopg.connect(psycopg.conninfo.make_conninfo(uri, dbname=DBNAME), autocommit=True) as conn:
-            conn.execute("CREATE EXTENSION vector")
-            conn.execute("CREATE EXTENSION pg_corpus")
+        with qr.fresh_database(uri, DBNAME) as conn:
             t = time.monotonic()
             load(conn, a.corpora, a.items, a.sources)
             qr.log(f"loaded {a.corpora} corpora in {time.monotonic() - t:.1f} s")

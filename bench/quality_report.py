@@ -91,6 +91,18 @@ def pgcluster(cmd, directory):
 # pg_corpus
 # --------------------------------------------------------------------------------------------
 
+def fresh_database(uri, dbname):
+    """`dbname` created afresh on the cluster of `uri`, with pgvector and pg_corpus: an
+    autocommit connection to it."""
+    with psycopg.connect(uri, autocommit=True) as admin:
+        admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(dbname)))
+        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(dbname)))
+    conn = psycopg.connect(make_conninfo(uri, dbname=dbname), autocommit=True)
+    conn.execute("CREATE EXTENSION vector")
+    conn.execute("CREATE EXTENSION pg_corpus")
+    return conn
+
+
 def on_every_set(directory, dbname, measure, data, keep=False):
     """Start the quality cluster in `directory`, create `dbname` afresh with pg_corpus, and call
     `measure(conn, folder, corpus, gold, language)` for every labelled set; returns
@@ -99,12 +111,7 @@ def on_every_set(directory, dbname, measure, data, keep=False):
     uri = pgcluster("start", directory)
     results = {}
     try:
-        with psycopg.connect(uri, autocommit=True) as admin:
-            admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(dbname)))
-            admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(dbname)))
-        with psycopg.connect(make_conninfo(uri, dbname=dbname), autocommit=True) as conn:
-            conn.execute("CREATE EXTENSION vector")
-            conn.execute("CREATE EXTENSION pg_corpus")
+        with fresh_database(uri, dbname) as conn:
             for key, (label, corpus, gold, _) in SETS.items():
                 results[label] = measure(conn, data / key, corpus, gold, LANGUAGE.get(key))
             version = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'pg_corpus'").fetchone()[0]

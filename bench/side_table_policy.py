@@ -39,7 +39,6 @@ from pathlib import Path
 
 import psycopg
 from psycopg import sql
-from psycopg.conninfo import make_conninfo
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -166,12 +165,7 @@ def main(argv=None):
     started = datetime.now(timezone.utc)
     uri = qr.pgcluster("start", a.dir)
     try:
-        with psycopg.connect(uri, autocommit=True) as admin:
-            admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(DBNAME)))
-            admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(DBNAME)))
-        with psycopg.connect(make_conninfo(uri, dbname=DBNAME), autocommit=True) as conn:
-            conn.execute("CREATE EXTENSION vector")
-            conn.execute("CREATE EXTENSION pg_corpus")
+        with qr.fresh_database(uri, DBNAME) as conn:
             if a.policies_from:
                 apply_policies(conn, a.policies_from)
             build(conn, a.corpora, a.items)
