@@ -23,25 +23,21 @@ What it does:
     at the end unless --keep.
 """
 import argparse
-import os
 import re
-import platform
-import subprocess
 import sys
 import time
 from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
-import psycopg
-from psycopg import sql
-from psycopg.conninfo import make_conninfo
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
+sys.path.insert(0, str(ROOT / "bench"))
 import load_beir  # noqa: E402
+import harness  # noqa: E402
+from harness import Cluster, fresh_database, log  # noqa: E402
 
-PGCLUSTER = ROOT / "scripts" / "pgcluster.sh"
 DBNAME = "quality"
 K = 10
 WINDOW = 40            # the extension's default per-branch window for k = 10: max(20, 4k)
@@ -75,50 +71,17 @@ README_REFERENCE = {"heq-val": {"bm25": 0.892, "dense": 0.872, "rrf": 0.920},
                     "cranfield": {"bm25_plain": 0.336, "bm25": 0.365, "dense": 0.363, "rrf": 0.389}}
 
 
-def log(msg):
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
-
-
-def pgcluster(cmd, directory):
-    res = subprocess.run(["bash", str(PGCLUSTER), cmd, str(directory)], capture_output=True,
-                         text=True, timeout=300)
-    if res.returncode != 0:
-        sys.exit(f"pgcluster.sh {cmd} {directory} failed:\n{res.stdout}{res.stderr}")
-    return res.stdout.strip().splitlines()[-1] if res.stdout.strip() else ""
-
-
-# --------------------------------------------------------------------------------------------
-# pg_corpus
-# --------------------------------------------------------------------------------------------
-
-def fresh_database(uri, dbname):
-    """`dbname` created afresh on the cluster of `uri`, with pgvector and pg_corpus: an
-    autocommit connection to it."""
-    with psycopg.connect(uri, autocommit=True) as admin:
-        admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(dbname)))
-        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(dbname)))
-    conn = psycopg.connect(make_conninfo(uri, dbname=dbname), autocommit=True)
-    conn.execute("CREATE EXTENSION vector")
-    conn.execute("CREATE EXTENSION pg_corpus")
-    return conn
-
-
 def on_every_set(directory, dbname, measure, data, keep=False):
     """Start the quality cluster in `directory`, create `dbname` afresh with pg_corpus, and call
     `measure(conn, folder, corpus, gold, language)` for every labelled set; returns
     ({set label: result}, pg_corpus version, server version). The cluster is stopped after
     unless `keep`."""
-    uri = pgcluster("start", directory)
     results = {}
-    try:
-        with fresh_database(uri, dbname) as conn:
-            for key, (label, corpus, gold, _) in SETS.items():
-                results[label] = measure(conn, data / key, corpus, gold, LANGUAGE.get(key))
-            version = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'pg_corpus'").fetchone()[0]
-            pg = conn.execute("SHOW server_version").fetchone()[0]
-    finally:
-        if not keep:
-            pgcluster("stop", directory)
+    with Cluster(directory, keep=keep) as uri, fresh_database(uri, dbname) as conn:
+        for key, (label, corpus, gold, _) in SETS.items():
+            results[label] = measure(conn, data / key, corpus, gold, LANGUAGE.get(key))
+        version = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'pg_corpus'").fetchone()[0]
+        pg = conn.execute("SHOW server_version").fetchone()[0]
     return results, version, pg
 
 
@@ -335,26 +298,8 @@ def semantic_agreement(ext, data, dense):
 # --------------------------------------------------------------------------------------------
 
 def machine_info(conn):
-    info = {"python": platform.python_version(), "platform": platform.platform(),
-            "cpus": os.cpu_count()}
-    git = subprocess.run(["git", "-C", str(ROOT), "describe", "--always", "--dirty"],
-                         capture_output=True, text=True)
-    info["commit"] = git.stdout.strip() or "?"
-    try:
-        cpu = [l for l in Path("/proc/cpuinfo").read_text().splitlines()
-               if l.startswith("model name")]
-        info["cpu"] = cpu[0].split(":", 1)[1].strip() if cpu else "?"
-        mem = Path("/proc/meminfo").read_text().split("\n")[0].split()[1]
-        info["ram_gb"] = round(int(mem) / 1024 / 1024, 1)
-    except OSError:
-        pass
-    info["postgres"] = conn.execute("SHOW server_version").fetchone()[0]
-    info["extensions"] = dict(conn.execute(
-        "SELECT extname, extversion FROM pg_extension WHERE extname IN ('vector', 'pg_corpus')"))
-    so = Path("/usr/lib/postgresql/15/lib/pg_corpus.so")
-    if so.exists():
-        info["so"] = datetime.fromtimestamp(so.stat().st_mtime, timezone.utc).strftime(
-            "%Y-%m-%d %H:%M UTC")
+    info = harness.machine(conn)
+    info["so"] = harness.installed_build("%Y-%m-%d %H:%M UTC")
     import bm25s
     import pytrec_eval  # noqa: F401
     from importlib.metadata import version
@@ -548,16 +493,10 @@ def main(argv=None):
         if not (args.data / s).is_dir():
             sys.exit(f"{args.data / s} does not exist (pass --data)")
 
-    uri = pgcluster("start", args.dir)
-    log(f"cluster {uri}")
-    try:
-        with psycopg.connect(uri, autocommit=True) as admin:
-            admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(DBNAME)))
-            admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(DBNAME)))
-        results = {}
-        with psycopg.connect(make_conninfo(uri, dbname=DBNAME), autocommit=True) as conn:
-            conn.execute("CREATE EXTENSION vector")
-            conn.execute("CREATE EXTENSION pg_corpus")
+    results = {}
+    with Cluster(args.dir, keep=args.keep) as uri:
+        log(f"cluster {uri}")
+        with fresh_database(uri, DBNAME) as conn:
             for key in sets:
                 _, corpus, gold, english = SETS[key]
                 folder = args.data / key
@@ -571,9 +510,6 @@ def main(argv=None):
                 log(f"{key}: references nDCG@10 dense {ref['dense']['ndcg_at_k']:.4f} "
                     f"bm25 {ref['bm25']['ndcg_at_k']:.4f} rrf {ref['rrf']['ndcg_at_k']:.4f}")
             info = machine_info(conn)
-    finally:
-        if not args.keep:
-            pgcluster("stop", args.dir)
     command = ".venv/bin/python bench/quality_report.py"
     extra = []
     if args.data != ROOT.parent / "shared" / "data":
