@@ -4,21 +4,17 @@ each), timed in one run, and what one corpus costs of each.
 
     .venv/bin/python bench/many_corpora.py [--corpora 300] [--items 20]
 
-Starts a private cluster in .pgdata/many (scripts/pgcluster.sh), writes
-bench/results/many_corpora.md.
+Writes bench/results/many_corpora.md.
 """
-import argparse
 import sys
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
 import psycopg
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "bench"))
-import quality_report as qr  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import harness as h  # noqa: E402
 
 DBNAME = "pg_corpus_many"
 DIM = 8
@@ -65,63 +61,47 @@ def load(conn, corpora, items, sources=2):
                                 min_length => 10)""", [f"c{c}", t, t])
 
 
-def timed(conn, sql, rounds):
-    out = []
-    for _ in range(rounds):
+def params(p):
+    p.add_argument("--corpora", type=int, default=300)
+    p.add_argument("--items", type=int, default=20, help="items per corpus and source")
+    p.add_argument("--sources", type=int, default=2, help="item tables, each a source of every corpus")
+    p.add_argument("--rounds", type=int, default=2)
+
+
+CASES = [("corpus_refresh_lexical_stats() (every corpus)", "SELECT * FROM corpus.corpus_refresh_lexical_stats()"),
+         ("corpus_refresh_lexical_stats('c0') (one corpus)", "SELECT * FROM corpus.corpus_refresh_lexical_stats('c0')"),
+         ("corpus_health_check() (every corpus)", "SELECT * FROM corpus.corpus_health_check()"),
+         ("corpus_health_check('c0') (one corpus)", "SELECT * FROM corpus.corpus_health_check('c0')")]
+
+
+def run(a):
+    started = h.now()
+    with h.Cluster(a.dir, keep=a.keep) as uri, h.fresh_database(uri, DBNAME) as conn:
         t = time.monotonic()
-        rows = conn.execute(sql).fetchall()
-        out.append(time.monotonic() - t)
-    return min(out), max(out), rows
-
-
-def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--corpora", type=int, default=300)
-    ap.add_argument("--items", type=int, default=20, help="items per corpus and source")
-    ap.add_argument("--sources", type=int, default=2, help="item tables, each a source of every corpus")
-    ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--dir", type=Path, default=ROOT / ".pgdata" / "many")
-    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "many_corpora.md")
-    a = ap.parse_args(argv)
-    started = datetime.now(timezone.utc)
-    uri = qr.pgcluster("start", a.dir)
-    try:
-        with qr.fresh_database(uri, DBNAME) as conn:
-            t = time.monotonic()
-            load(conn, a.corpora, a.items, a.sources)
-            qr.log(f"loaded {a.corpora} corpora in {time.monotonic() - t:.1f} s")
-            version = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'pg_corpus'").fetchone()[0]
-            cases = [
-                ("corpus_refresh_lexical_stats() (every corpus)",
-                 "SELECT * FROM corpus.corpus_refresh_lexical_stats()"),
-                ("corpus_refresh_lexical_stats('c0') (one corpus)",
-                 "SELECT * FROM corpus.corpus_refresh_lexical_stats('c0')"),
-                ("corpus_health_check() (every corpus)", "SELECT * FROM corpus.corpus_health_check()"),
-                ("corpus_health_check('c0') (one corpus)", "SELECT * FROM corpus.corpus_health_check('c0')"),
-            ]
-            results = []
-            for name, sql in cases:
-                lo, hi, rows = timed(conn, sql, a.rounds)
-                results.append((name, lo, hi, len(rows)))
-                qr.log(f"{name}: {lo:.2f} s .. {hi:.2f} s, {len(rows)} rows")
-    finally:
-        qr.pgcluster("stop", a.dir)
-    lines = [
-        "# Whole-database DBA operations with many corpora",
-        "",
-        f"`.venv/bin/python bench/many_corpora.py --corpora {a.corpora} --items {a.items} --sources {a.sources}` "
-        f"({started:%Y-%m-%d %H:%M} UTC, pg_corpus {version}): {a.corpora} corpora, each with {a.sources} "
+        load(conn, a.corpora, a.items, a.sources)
+        h.log(f"loaded {a.corpora} corpora in {time.monotonic() - t:.1f} s")
+        version = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'pg_corpus'").fetchone()[0]
+        results = []
+        for name, query in CASES:
+            times, rows = [], []
+            for _ in range(a.rounds):
+                ms, rows = h.timed(lambda: conn.execute(query).fetchall())
+                times.append(ms / 1000)
+            results.append((name, f"{min(times):.2f} s", f"{max(times):.2f} s", len(rows)))
+            h.log(f"{name}: {min(times):.2f} s .. {max(times):.2f} s, {len(rows)} rows")
+    text = "\n".join([
+        "# Whole-database DBA operations with many corpora", "",
+        f"`{a.command}` ({started}, pg_corpus {version}): {a.corpora} corpora, each with {a.sources} "
         f"sources of {a.items} items in item tables and a parent table they all share (one isolation value "
-        f"per corpus); "
-        f"best and worst of {a.rounds} runs, one client, warm cache.",
-        "",
-        "| operation | best | worst | rows |",
-        "|---|---:|---:|---:|",
-    ]
-    lines += [f"| {n} | {lo:.2f} s | {hi:.2f} s | {r} |" for n, lo, hi, r in results]
-    a.out.write_text("\n".join(lines) + "\n")
-    qr.log(f"wrote {a.out}")
+        f"per corpus); best and worst of {a.rounds} runs, one client, warm cache.", "",
+        h.table(["operation", "best", "worst", "rows"], results)]) + "\n"
+    Path(a.out).write_text(text)
+    h.log(f"wrote {a.out}")
 
+
+SPEC = h.Spec(name="many_corpora", about=__doc__.split("\n")[0], run=run, params=params,
+              outputs={"--out": h.RESULTS / "many_corpora.md"},
+              smoke=["--corpora", "5", "--items", "5", "--rounds", "1"])
 
 if __name__ == "__main__":
-    main()
+    h.main(SPEC, doc=__doc__)
