@@ -8,7 +8,7 @@
                                                          # the same with the policies of an older revision
 
 What it does:
- 1. starts a private cluster (scripts/pgcluster.sh start DIR, default .pgdata/bench-side-policy)
+ 1. starts a private cluster (bench/harness.py: .pgdata/bench-side_table_policy by default)
     and creates the database `side_table_policy` with `CREATE EXTENSION vector; CREATE
     EXTENSION pg_corpus`;
  2. creates one table of ITEMS items (every one holding "alpha", so that each corpus has a
@@ -27,28 +27,21 @@ With --policies-from REV the installed policies are replaced by the CREATE POLIC
 sql/access.sql at git revision REV before anything is loaded (the functions they call must
 exist in the installed version): an older definition measured with the same build.
 """
-import argparse
-import os
-import re
 import statistics
 import subprocess
 import sys
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
-import psycopg
 from psycopg import sql
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "scripts"))
-sys.path.insert(0, str(ROOT / "bench"))
-import quality_report as qr  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import harness as h  # noqa: E402
 
+ROOT = h.ROOT
 DBNAME = "side_table_policy"
 READER = "side_policy_reader"
 TABLES = ("lexical_stats", "lexical_totals", "lexical_champions", "embedding_queue")
-DEFAULT_OUT = ROOT / "bench" / "results" / "side_table_policy.md"
 CHECKS = ("corpus._reads_corpus_in_full(text)", "corpus._reads_in_full(regclass,name[])")
 
 
@@ -67,7 +60,7 @@ def build(conn, corpora, items):
         conn.execute("SELECT corpus.corpus_create(%s)", [name])
         conn.execute("""SELECT corpus.corpus_add_source(%s, 'items', 'items', text_column => 'body', tsv_column => 'tsv',
                             embedding_column => 'emb', parent_fk => 'doc_id', min_length => 5)""", [name])
-    qr.log(f"{corpora} corpora in {time.monotonic() - t0:.1f} s")
+    h.log(f"{corpora} corpora in {time.monotonic() - t0:.1f} s")
     conn.execute(f"DROP ROLE IF EXISTS {READER}")
     conn.execute(f"CREATE ROLE {READER}")
     conn.execute(f"GRANT SELECT ON items TO {READER}")
@@ -129,66 +122,54 @@ def measure(conn, runs):
             assert seen == rows, f"{table}: the reader saw {seen} of {rows} rows"
         out[table] = dict(rows=rows, owner=statistics.median(owner_ms), reader=statistics.median(reader_ms),
                           calls=check_calls(conn, table, READER)[1])
-        qr.log(f"{table}: {rows} rows, owner {out[table]['owner']:.1f} ms, plain role {out[table]['reader']:.1f} ms, "
+        h.log(f"{table}: {rows} rows, owner {out[table]['owner']:.1f} ms, plain role {out[table]['reader']:.1f} ms, "
                f"{out[table]['calls']} check calls")
     return out
 
 
 def write(path, results, info, command):
-    lines = ["# The side tables' row-level security at many corpora", "",
-             "`SELECT count(*)` on each side table as a plain role that reads the items in full (every policy "
-             "admits every row to it) and as the owner (who bypasses the policies), medians; check calls: the "
-             "policies' check functions (`corpus._reads_corpus_in_full`, `corpus._reads_in_full`) called in one "
-             "such statement as the plain role (track_functions = 'all'). bench/side_table_policy.py's docstring "
-             "has the method.", "", "```sh", command, "```", "", info, "",
-             "| table | rows | owner ms | plain role ms | plain role / owner | check calls |",
-             "|---|---:|---:|---:|---:|---:|"]
-    for table, r in results.items():
-        lines.append(f"| corpus.{table} | {r['rows']:,} | {r['owner']:.1f} | {r['reader']:.1f} | "
-                     f"{r['reader'] / r['owner']:.1f} | {r['calls']:,} |")
-    lines.append("")
-    path.write_text("\n".join(lines))
-    print("\n".join(lines))
+    rows = [(f"corpus.{table}", f"{r['rows']:,}", f"{r['owner']:.1f}", f"{r['reader']:.1f}",
+             f"{r['reader'] / r['owner']:.1f}", f"{r['calls']:,}") for table, r in results.items()]
+    text = "\n".join([
+        "# The side tables' row-level security at many corpora", "",
+        "`SELECT count(*)` on each side table as a plain role that reads the items in full (every policy "
+        "admits every row to it) and as the owner (who bypasses the policies), medians; check calls: the "
+        "policies' check functions (`corpus._reads_corpus_in_full`, `corpus._reads_in_full`) called in one "
+        "such statement as the plain role (track_functions = 'all'). bench/side_table_policy.py's docstring "
+        "has the method.", "", "```sh", command, "```", "", info, "",
+        h.table(["table", "rows", "owner ms", "plain role ms", "plain role / owner", "check calls"], rows), ""])
+    Path(path).write_text(text)
+    print(text)
 
 
-def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--dir", type=Path, default=ROOT / ".pgdata" / "bench-side-policy")
-    ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
-    ap.add_argument("--corpora", type=int, default=300)
-    ap.add_argument("--items", type=int, default=2000)
-    ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--policies-from", metavar="REV",
-                    help="measure the policies of sql/access.sql at this git revision instead of the installed ones")
-    ap.add_argument("--keep", action="store_true", help="leave the cluster running")
-    a = ap.parse_args(argv)
-    started = datetime.now(timezone.utc)
-    uri = qr.pgcluster("start", a.dir)
-    try:
-        with qr.fresh_database(uri, DBNAME) as conn:
-            if a.policies_from:
-                apply_policies(conn, a.policies_from)
-            build(conn, a.corpora, a.items)
-            results = measure(conn, a.runs)
-            pg = conn.execute("SHOW server_version").fetchone()[0]
-            version = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'pg_corpus'").fetchone()[0]
-            conn.execute(f"DROP OWNED BY {READER}")
-            conn.execute(f"DROP ROLE {READER}")
-    finally:
-        if not a.keep:
-            qr.pgcluster("stop", a.dir)
-    commit = subprocess.run(["git", "-C", str(ROOT), "describe", "--always", "--dirty"], capture_output=True,
-                            text=True).stdout.strip()
-    info = (f"Run of {started:%Y-%m-%d %H:%M} UTC: PostgreSQL {pg}, pg_corpus {version} ({commit}), "
+def params(p):
+    p.add_argument("--corpora", type=int, default=300)
+    p.add_argument("--items", type=int, default=2000)
+    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--policies-from", metavar="REV",
+                   help="measure the policies of sql/access.sql at this git revision instead of the installed ones")
+
+
+def run(a):
+    started = h.now()
+    with h.Cluster(a.dir, keep=a.keep) as uri, h.fresh_database(uri, DBNAME) as conn:
+        if a.policies_from:
+            apply_policies(conn, a.policies_from)
+        build(conn, a.corpora, a.items)
+        results = measure(conn, a.runs)
+        pg = conn.execute("SHOW server_version").fetchone()[0]
+        version = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'pg_corpus'").fetchone()[0]
+        conn.execute(f"DROP OWNED BY {READER}")
+        conn.execute(f"DROP ROLE {READER}")
+    info = (f"Run of {started}: PostgreSQL {pg}, pg_corpus {version} ({h.git_commit()}), "
             f"{a.corpora} corpora over one table of {a.items:,} items, {a.runs} runs"
             + (f"; the policies of sql/access.sql at {a.policies_from}." if a.policies_from else "."))
-    command = ".venv/bin/python bench/side_table_policy.py" + "".join(
-        f" --{k} {v}" for k, v, d in (("corpora", a.corpora, 300), ("items", a.items, 2000), ("runs", a.runs, 3),
-                                      ("policies-from", a.policies_from, None),
-                                      ("out", os.path.relpath(a.out, ROOT), os.path.relpath(DEFAULT_OUT, ROOT)))
-        if v != d)
-    write(a.out, results, info, command)
+    write(a.out, results, info, a.command)
 
+
+SPEC = h.Spec(name="side_table_policy", about=__doc__.split("\n")[0], run=run, params=params,
+              outputs={"--out": h.RESULTS / "side_table_policy.md"},
+              smoke=["--corpora", "5", "--items", "50", "--runs", "1"])
 
 if __name__ == "__main__":
-    main()
+    h.main(SPEC, doc=__doc__)
