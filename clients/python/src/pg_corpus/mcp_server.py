@@ -421,7 +421,7 @@ def main(argv: list[str] | None = None) -> int:
         embedder = embedders.load(args.embedder, **({"dimensions": args.dimensions} if args.embedder == "hash" else {}))
         backend = Backend(args.dsn, embedder, args.pool_size, args.connect_timeout)
         server = build_server(config, corpora, backend)
-    except (ConfigError, PgCorpusError, OSError, tomllib.TOMLDecodeError, RuntimeError) as e:
+    except (ValueError, ImportError, AttributeError, PgCorpusError, OSError, RuntimeError) as e:
         print(f"pg-corpus-mcp: {e}", file=sys.stderr)
         return 2
     if args.transport == "stdio":
