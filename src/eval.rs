@@ -8,7 +8,9 @@ use pg_corpus_core::metrics::{self, QueryMetrics};
 use pg_corpus_core::{CoreError, SqlState};
 use pgrx::prelude::*;
 
-use pg_corpus_core::engine::{Args, SearchRow};
+use pg_corpus_core::engine::Args;
+
+use pg_corpus_core::model::SearchRow;
 
 use crate::error::OrRaise;
 use crate::search::{self, required};
@@ -420,7 +422,7 @@ fn corpus_calibrate_evidence(
         };
         let space = &corpus.spaces[0];
         if apply {
-            let t = pg_corpus_core::evidence::VectorThresholds {
+            let t = pg_corpus_core::model::VectorThresholds {
                 max_distance: c.max_distance,
                 max_gap: c.max_gap,
                 model: space.model.clone(),

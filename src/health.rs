@@ -6,8 +6,8 @@
 use std::collections::HashMap;
 
 use pg_corpus_core::health::{self, CheckRow, IndexInfo, Status};
-use pg_corpus_core::plan::{self, Strategy};
-use pg_corpus_core::resolve::Corpus;
+use pg_corpus_core::model::{Corpus, Strategy};
+use pg_corpus_core::plan::{self};
 use pg_corpus_core::CoreError;
 use pgrx::prelude::*;
 use pgrx::JsonB;
@@ -469,7 +469,7 @@ fn source_checks(corpus: &Corpus, idx: usize, out: &mut Vec<CheckRow>) -> Result
 /// Everything that can silently go wrong, one row per check and corpus/source.
 /// The audit log of a corpus that keeps one: how many rows, their time range (for a role that
 /// may read the log), and the searches this backend could not log (standby, read-only).
-fn audit_log(c: &pg_corpus_core::resolve::Corpus) -> Result<CheckRow, CoreError> {
+fn audit_log(c: &pg_corpus_core::model::Corpus) -> Result<CheckRow, CoreError> {
     let mut row = CheckRow::new("audit_log", Some(&c.name), None);
     let skipped = spi::audit::skipped();
     row.detail = match spi::audit::summary(&c.name)? {

@@ -2,9 +2,9 @@
 //! a tsvector, and the per-corpus statistics. The math is in `pg_corpus_core::{analysis, bm25,
 //! lexical, tsvector}`.
 
-use pg_corpus_core::analysis::Language;
 use pg_corpus_core::bm25::Bm25Params;
 use pg_corpus_core::lexical::{self, ScoredKey};
+use pg_corpus_core::model::Language;
 use pg_corpus_core::tsvector::TsVector;
 use pg_corpus_core::{plan, CoreError, SqlState};
 use pgrx::prelude::*;

@@ -2,7 +2,9 @@
 //! validation hook. Argument conversion only: the search itself is `pg_corpus_core::engine`,
 //! run through `crate::spi::search::SpiExecutor`.
 
-use pg_corpus_core::engine::{self, Args, Config, Request, Scorer, SearchRow};
+use pg_corpus_core::engine::{self, Args, Config, Request, Scorer};
+
+use pg_corpus_core::model::SearchRow;
 use pg_corpus_core::{CoreError, SqlState};
 use pgrx::prelude::*;
 use pgrx::JsonB;
@@ -84,7 +86,7 @@ pub(crate) fn request(corpus: &str, args: Args, exec: &mut SpiExecutor) -> Resul
 
 /// [`request`] for a definition the caller has loaded.
 fn request_of(
-    corpus: std::sync::Arc<pg_corpus_core::resolve::Corpus>,
+    corpus: std::sync::Arc<pg_corpus_core::model::Corpus>,
     args: Args,
     exec: &mut SpiExecutor,
 ) -> Result<Request, CoreError> {
@@ -106,7 +108,7 @@ pub(crate) fn run(corpus: &str, args: Args) -> Result<Vec<SearchRow>, CoreError>
 /// after an invalidation is rebuilt once).
 pub(crate) fn run_of(
     corpus: &str,
-    definition: std::sync::Arc<pg_corpus_core::resolve::Corpus>,
+    definition: std::sync::Arc<pg_corpus_core::model::Corpus>,
     args: Args,
 ) -> Result<Vec<SearchRow>, CoreError> {
     spi::with_settings(&[("jit", "off".to_string())], || {
@@ -120,7 +122,7 @@ pub(crate) fn run_of(
 /// The audit row of a search of `corpus` when the corpus logs its searches (its results and
 /// latency are filled in when the search is done).
 fn audit_row(
-    definition: &pg_corpus_core::resolve::Corpus,
+    definition: &pg_corpus_core::model::Corpus,
     function: &'static str,
     args: &Args,
     item: Option<(&str, &str)>,

@@ -4,7 +4,7 @@
 //! tables directly only for what it may read in full; through a search it learns nothing about
 //! items its own query did not find, beyond the document frequencies of its own keys.
 
-use pg_corpus_core::resolve::Corpus;
+use pg_corpus_core::model::Corpus;
 use pg_corpus_core::statistics::{statistics_columns, statistics_denied};
 use pg_corpus_core::{CoreError, SqlState};
 use pgrx::pg_sys;

@@ -5,8 +5,9 @@
 use std::cell::{Cell, RefCell};
 use std::sync::Arc;
 
+use pg_corpus_core::definition;
 use pg_corpus_core::engine::cache::Cache;
-use pg_corpus_core::resolve::{self, Corpus};
+use pg_corpus_core::model::{Corpus, CorpusDef};
 use pg_corpus_core::{CoreError, SqlState};
 use pgrx::datum::DatumWithOid;
 use pgrx::pg_sys;
@@ -257,7 +258,7 @@ fn read_corpus(name: &str) -> Result<(Corpus, Vec<i64>), CoreError> {
         ));
     };
     let value = json.parse(&format!("the definition of corpus \"{name}\""))?;
-    let def: resolve::CorpusDef = serde_json::from_value(value).map_err(|e| {
+    let def: CorpusDef = serde_json::from_value(value).map_err(|e| {
         CoreError::new(
             SqlState::ObjectNotInPrerequisiteState,
             format!("the definition of corpus \"{name}\" could not be read: {e}"),
@@ -266,7 +267,7 @@ fn read_corpus(name: &str) -> Result<(Corpus, Vec<i64>), CoreError> {
     })?;
     // (corpus.edges is new in 0.3.0: absent until an older install is updated)
     let catalog = [corpora, sources, edges].into_iter().flatten().collect();
-    Ok((resolve::resolve(&def)?, catalog))
+    Ok((definition::resolve(&def)?, catalog))
 }
 
 /// Validate a definition against the live tables, bypassing the cache (the catalog functions).

@@ -276,7 +276,7 @@ pub fn corpus_definition_json(corpus: &str) -> Result<serde_json::Value, CoreErr
 pub fn store_vector_thresholds(
     corpus: &str,
     space: &str,
-    t: &pg_corpus_core::evidence::VectorThresholds,
+    t: &pg_corpus_core::model::VectorThresholds,
 ) -> Result<(), CoreError> {
     Spi::connect_mut(|client| {
         let current = client

@@ -14,10 +14,9 @@ use pg_corpus_core::engine::settings::Applied;
 use pg_corpus_core::engine::{
     ChampionList, ChampionRequest, Executor, FeedbackDoc, FetchedRow, SeedItem, Setting, TermStats,
 };
-use pg_corpus_core::fusion::Hit;
 use pg_corpus_core::lexical::QueryKey;
+use pg_corpus_core::model::{Corpus, Hit};
 use pg_corpus_core::plan::{self, Subplan};
-use pg_corpus_core::resolve::Corpus;
 use pg_corpus_core::sql::Param;
 use pg_corpus_core::{CoreError, SqlState};
 use pgrx::datum::DatumWithOid;

@@ -20,8 +20,10 @@ mod beir;
 use std::io::Write;
 use std::path::PathBuf;
 
-use pg_corpus_core::analysis::{Analyzer, Language};
+use pg_corpus_core::analysis::Analyzer;
+
 use pg_corpus_core::bm25::{Bm25Params, MemoryIndex};
+use pg_corpus_core::model::Language;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();

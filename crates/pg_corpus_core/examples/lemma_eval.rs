@@ -10,7 +10,9 @@
 #[path = "../tests/common/lemma.rs"]
 mod lemma;
 
-use pg_corpus_core::analysis::{Analyzer, Language, Options, PrefixKeys, Stopwords};
+use pg_corpus_core::analysis::{Analyzer, Options, PrefixKeys, Stopwords};
+
+use pg_corpus_core::model::Language;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();

@@ -15,9 +15,11 @@ mod beir;
 
 use std::path::PathBuf;
 
-use pg_corpus_core::analysis::{Analyzer, ForeignScript, Language, Options, Stopwords};
+use pg_corpus_core::analysis::{Analyzer, ForeignScript, Options, Stopwords};
+
 use pg_corpus_core::bm25::{Bm25Params, MemoryIndex};
 use pg_corpus_core::metrics;
+use pg_corpus_core::model::Language;
 
 struct Variant {
     name: String,

@@ -4,7 +4,9 @@
 
 use std::io::BufRead;
 
-use pg_corpus_core::analysis::{Analyzer, Language};
+use pg_corpus_core::analysis::Analyzer;
+
+use pg_corpus_core::model::Language;
 
 fn main() {
     let lang = Language::parse(&std::env::args().nth(1).unwrap_or_else(|| "simple".into())).unwrap_or_else(|e| {

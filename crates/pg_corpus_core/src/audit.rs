@@ -6,16 +6,8 @@
 
 use serde_json::{json, Value};
 
-use crate::engine::SearchRow;
 use crate::error::{CoreError, Result, SqlState};
-
-/// A corpus' audit settings (`corpus.corpora.audit`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct AuditConfig {
-    pub enabled: bool,
-    /// Store the query text itself (else only its hash).
-    pub query_text: bool,
-}
+use crate::model::{AuditConfig, SearchRow};
 
 const SHAPE: &str =
     "audit is {\"enabled\": true, \"query_text\": false}: both booleans, both optional (default false).";

@@ -4,29 +4,15 @@
 //! corpus; every item they add is searched or looked up under the whole corpus predicate, the
 //! searchable contract and the caller's filters ([`crate::plan`]).
 
-use serde::Deserialize;
 use serde_json::Value;
 
 use crate::error::{CoreError, Result, SqlState};
-use crate::resolve::{Corpus, RelationInfo};
+use crate::model::{Corpus, EdgeDef, Edges, GraphLimits, MustInclude};
 
 /// The most hits one must-include class guarantees.
 pub const MAX_CLASS_TOP: usize = 20;
 /// The most must-include classes of a corpus.
 pub const MAX_CLASSES: usize = 8;
-
-/// A class of items whose top hits every search of the corpus returns (a source, a filter of
-/// declared fields, or both).
-#[derive(Debug, Clone, PartialEq)]
-pub struct MustInclude {
-    pub name: String,
-    /// Only this source's items (None: every source's).
-    pub source: Option<usize>,
-    /// A filter object of the corpus' declared fields (`{}`: none).
-    pub filters: Value,
-    /// How many of its best hits are guaranteed.
-    pub top: usize,
-}
 
 const CLASS_SHAPE: &str = "must_include is a JSON array of classes such as \
      [{\"name\": \"binding_law\", \"filters\": {\"source_class\": \"binding_law\"}, \"top\": 3}, \
@@ -153,52 +139,6 @@ pub fn parse_must_include(value: &Value, corpus: &Corpus) -> Result<Vec<MustIncl
 // ---------------------------------------------------------------------------------------------
 // The citation graph
 // ---------------------------------------------------------------------------------------------
-
-/// An edge set as the catalog hands it out (`corpus.edges`).
-#[derive(Debug, Clone, Deserialize)]
-pub struct EdgeDef {
-    pub name: String,
-    /// NULL when the edge table no longer exists.
-    pub table: Option<RelationInfo>,
-    pub table_oid: i64,
-    pub from_source: String,
-    pub from_column: String,
-    pub to_source: String,
-    pub to_column: String,
-}
-
-/// A registered edge set: rows of `table` say that item `from` (of `from_source`) cites item
-/// `to` (of `to_source`). Only this direction is followed.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Edges {
-    pub name: String,
-    /// The edge table's OID (the definition cache is invalidated when it changes).
-    pub oid: i64,
-    pub schema: String,
-    pub table: String,
-    pub from_source: usize,
-    pub from_column: String,
-    pub from_type: String,
-    pub to_source: usize,
-    pub to_column: String,
-}
-
-/// How far an expansion goes (defaults: 5 seeds, at most 15 added, hop penalty 0.05).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct GraphLimits {
-    /// The best hits whose forward neighbours are followed.
-    pub seeds: usize,
-    /// The most items an expansion adds.
-    pub max_added: usize,
-    /// A neighbour's score is its seed's times (1 - hop_penalty).
-    pub hop_penalty: f64,
-}
-
-impl Default for GraphLimits {
-    fn default() -> Self {
-        GraphLimits { seeds: 5, max_added: 15, hop_penalty: 0.05 }
-    }
-}
 
 const GRAPH_SHAPE: &str =
     "graph is {\"seeds\": 5, \"max_added\": 15, \"hop_penalty\": 0.05}: seeds 1..50, max_added 1..100, hop_penalty in [0, 1).";
@@ -395,7 +335,7 @@ pub fn expansion(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::resolve::tests::legal;
+    use crate::testing::legal;
     use proptest::prelude::*;
     use serde_json::json;
 

@@ -213,7 +213,8 @@ impl MemoryIndex {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::{Analyzer, Language};
+    use crate::analysis::Analyzer;
+    use crate::model::Language;
 
     #[test]
     fn params_are_checked() {

@@ -23,46 +23,11 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde_json::{json, Value};
 
-use crate::analysis::{Analyzer, KeyKind, Language};
+use crate::analysis::{Analyzer, KeyKind};
+
 use crate::error::{CoreError, Result, SqlState};
 use crate::lexical::QueryKey;
-use crate::resolve::Space;
-
-/// A key in at most this share of the corpus' items is rare (2%).
-pub const DEFAULT_RARE_SHARE: f64 = 0.02;
-/// Rare words must cover more than this share of the query's counted words.
-pub const DEFAULT_MIN_COVERAGE: f64 = 0.5;
-
-/// The vector rule's thresholds of one embedding space.
-#[derive(Debug, Clone, PartialEq)]
-pub struct VectorThresholds {
-    pub max_distance: f64,
-    pub max_gap: f64,
-    /// The embedding model they were set for (when the space declares one).
-    pub model: Option<String>,
-}
-
-/// A corpus' evidence settings (`corpus.corpora.evidence`).
-#[derive(Debug, Clone, PartialEq)]
-pub struct EvidenceConfig {
-    /// Whether a search that passes `evidence => NULL` filters.
-    pub enabled: bool,
-    pub rare_share: f64,
-    pub min_coverage: f64,
-    /// By space index ([`crate::resolve::Corpus::spaces`]); None: not set.
-    pub vector: Vec<Option<VectorThresholds>>,
-}
-
-impl EvidenceConfig {
-    pub fn off(spaces: usize) -> EvidenceConfig {
-        EvidenceConfig {
-            enabled: false,
-            rare_share: DEFAULT_RARE_SHARE,
-            min_coverage: DEFAULT_MIN_COVERAGE,
-            vector: vec![None; spaces],
-        }
-    }
-}
+use crate::model::{EvidenceConfig, Language, Space, VectorThresholds, DEFAULT_MIN_COVERAGE, DEFAULT_RARE_SHARE};
 
 const SHAPE: &str = "evidence is {\"enabled\": false, \"rare_share\": 0.02, \"min_coverage\": 0.5, \
                      \"vector\": {\"default\": {\"max_distance\": 0.2, \"max_gap\": 0.03, \"model\": \"…\"}}}: \

@@ -5,38 +5,16 @@
 use serde_json::Value;
 
 use crate::error::{CoreError, Result, SqlState};
-use crate::resolve::{is_iso_date, scalar_text, Corpus, FieldLimits, FieldType};
+use crate::json::scalar_text;
+use crate::model::{Condition, Corpus, FieldLimits, FieldType, Op};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Op {
-    Eq,
-    In,
-    Gt,
-    Gte,
-    Lt,
-    Lte,
-}
-
-impl Op {
-    pub fn sql(self) -> &'static str {
-        match self {
-            Op::Eq => "=",
-            Op::In => "= ANY",
-            Op::Gt => ">",
-            Op::Gte => ">=",
-            Op::Lt => "<",
-            Op::Lte => "<=",
-        }
-    }
-}
-
-/// One validated condition: `field op value(s)`; values in the text form the field type casts from.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Condition {
-    pub field: String,
-    pub field_type: FieldType,
-    pub op: Op,
-    pub values: Vec<String>,
+/// Whether a date filter value is a plain ISO 8601 date (the form bounds compare as text).
+pub fn is_iso_date(s: &str) -> bool {
+    let b = s.as_bytes();
+    b.len() == 10
+        && b[4] == b'-'
+        && b[7] == b'-'
+        && b.iter().enumerate().all(|(i, c)| i == 4 || i == 7 || c.is_ascii_digit())
 }
 
 const FILTER_HINT: &str =
@@ -495,7 +473,7 @@ mod tests {
         assert!(text.len() < 400, "{}", text.len());
         assert!(text.contains("fff") && text.contains("42703"));
     }
-    use crate::resolve::tests::legal;
+    use crate::testing::legal;
     use proptest::prelude::*;
     use serde_json::json;
 
@@ -597,14 +575,14 @@ mod tests {
     /// The legal corpus with limits: court one of three, page_number 1..500, practice_area a
     /// required scope filter.
     fn limited() -> Corpus {
-        let mut d = crate::resolve::tests::legal_def();
+        let mut d = crate::testing::legal_def();
         d["filter_fields"] = json!({
             "court": {"type": "text", "values": ["עליון", "מחוזי", "שלום"]},
             "page_number": {"type": "integer", "min": 1, "max": 500},
             "practice_area": "text",
         });
         d["required_filters"] = json!(["practice_area"]);
-        crate::resolve::resolve(&serde_json::from_value(d).unwrap()).unwrap()
+        crate::definition::resolve(&serde_json::from_value(d).unwrap()).unwrap()
     }
 
     #[test]
@@ -638,9 +616,9 @@ mod tests {
             (json!({"values": ["a"]}), bad),
             (json!(5), bad),
         ] {
-            let mut d = crate::resolve::tests::legal_def();
+            let mut d = crate::testing::legal_def();
             d["filter_fields"] = json!({ "court": spec.clone() });
-            let e = crate::resolve::resolve(&serde_json::from_value(d).unwrap()).unwrap_err();
+            let e = crate::definition::resolve(&serde_json::from_value(d).unwrap()).unwrap_err();
             assert_eq!(e.state, state, "{spec}: {e}");
             assert!(!e.hint.is_empty());
         }

@@ -10,17 +10,7 @@
 use std::cmp::Ordering;
 use std::collections::HashMap;
 
-use crate::plan::Branch;
-
-/// One hit of one branch of one source, as the subplan returned it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Hit {
-    pub source: usize,
-    pub item_id: String,
-    pub parent_id: String,
-    /// Distance (semantic, smaller is better) or score (lexical, larger is better).
-    pub raw: f64,
-}
+use crate::model::{Branch, Hit, QueryTag};
 
 /// What fusion needs to know of a source.
 #[derive(Debug, Clone)]
@@ -29,17 +19,6 @@ pub struct SourceInfo {
     pub parent_scope: String,
     pub semantic_weight: f64,
     pub lexical_weight: f64,
-}
-
-/// Which query of a search produced a list.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum QueryTag {
-    /// The call's own query_vec / query_text.
-    Original,
-    /// The feedback round's moved vector and expanded text.
-    Feedback,
-    /// The i-th (0-based) of the call's extra_queries.
-    Extra(usize),
 }
 
 /// One ranked input of the fusion: a branch's corpus-wide list of one query, best first.

@@ -5,8 +5,8 @@
 use serde::Serialize;
 use serde_json::{json, Value};
 
+use crate::model::{Corpus, Side, Source};
 use crate::plan::{self, all};
-use crate::resolve::{Corpus, Side, Source};
 use crate::sql::{ident, qualified, Param, Params};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -592,7 +592,7 @@ pub fn carries_isolation(src: &Source, sql: &str, params: &[Param]) -> bool {
 #[cfg(test)]
 mod partial_index_tests {
     use super::*;
-    use crate::resolve::tests::legal;
+    use crate::testing::legal;
 
     #[test]
     fn a_small_slice_gets_the_sql_of_its_partial_index_quoted() {
@@ -627,8 +627,9 @@ mod partial_index_tests {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::{lexical, semantic, Strategy};
-    use crate::resolve::tests::legal;
+    use crate::model::Strategy;
+    use crate::plan::{lexical, semantic};
+    use crate::testing::legal;
 
     #[test]
     fn sampling_starts_above_the_threshold() {

@@ -83,6 +83,16 @@ pub fn parse(text: &str, what: &str) -> Result<Value> {
     })
 }
 
+/// A JSON scalar as the text form PostgreSQL casts from.
+pub fn scalar_text(v: &Value) -> Option<String> {
+    match v {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        Value::Bool(b) => Some(b.to_string()),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -12,8 +12,10 @@
 
 use std::collections::BTreeMap;
 
-use crate::analysis::{Analyzer, KeyKind, Language};
+use crate::analysis::{Analyzer, KeyKind};
+
 use crate::bm25::{self, Bm25Params};
+use crate::model::Language;
 use crate::tsvector::{quote_lexeme, TsVector, EXTRA_LABEL, MAX_POSITION};
 
 /// tsvector's limits: 256 positions per lexeme, about 1 MB of lexeme bytes per value. Beyond

@@ -1,9 +1,10 @@
 //! The pgrx-free core of pg_corpus.
 //!
 //! Everything that can be decided without a running PostgreSQL lives here and is tested by
-//! plain `cargo test`: reading and validating corpus definitions ([`resolve`]), caller filters
-//! ([`filters`]), the SQL text of every subplan ([`plan`], the only place the corpus predicate
-//! is built), and rank fusion with per-parent capping ([`fusion`]). The extension crate turns
+//! plain `cargo test`: the domain model ([`model`]), reading and validating corpus definitions
+//! ([`definition`]), caller filters ([`filters`]), the SQL text of every subplan ([`plan`], the
+//! only place the corpus predicate is built), and rank fusion with per-parent capping
+//! ([`fusion`]). The extension crate turns
 //! SQL arguments into calls of this core and runs the SQL it produces through SPI.
 
 #![forbid(unsafe_code)]
@@ -13,6 +14,7 @@ pub mod audit;
 pub mod augment;
 pub mod bm25;
 pub mod content;
+pub mod definition;
 pub mod engine;
 pub mod error;
 pub mod evidence;
@@ -24,10 +26,13 @@ pub mod items;
 pub mod json;
 pub mod lexical;
 pub mod metrics;
+pub mod model;
 pub mod plan;
-pub mod resolve;
 pub mod sql;
 pub mod statistics;
 pub mod tsvector;
+
+#[cfg(test)]
+mod testing;
 
 pub use error::{CoreError, SqlState};

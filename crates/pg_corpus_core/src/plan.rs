@@ -6,51 +6,9 @@
 //! bind parameters; identifiers are quoted. Each branch is its own single-table-group query with
 //! the parent joined on its key (Citus can push that down per shard); fusion happens in Rust.
 
-use serde::Serialize;
-
-use crate::filters::{Condition, Op};
 use crate::lexical::ScopeCheck;
-use crate::resolve::{BoundCond, ColRef, Corpus, Source};
+use crate::model::{BoundCond, Branch, ColRef, Condition, Corpus, Op, Source, Strategy};
 use crate::sql::{ident, qualified, Param, Params};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Branch {
-    Semantic,
-    Lexical,
-}
-
-impl Branch {
-    pub fn name(self) -> &'static str {
-        match self {
-            Branch::Semantic => "semantic",
-            Branch::Lexical => "lexical",
-        }
-    }
-}
-
-/// How the semantic branch finds its nearest neighbours.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Strategy {
-    /// Distances computed for every item of the (small) corpus slice, found through the
-    /// parent/filter B-tree indexes; exact by construction.
-    Exact,
-    /// The ANN index (HNSW) over the whole table, filtered, with pgvector's iterative scan so
-    /// that a selective corpus predicate cannot starve the result.
-    Approximate,
-    /// The lexical branch: `@@` through the tsvector's GIN index.
-    TextMatch,
-}
-
-impl Strategy {
-    pub fn name(self) -> &'static str {
-        match self {
-            Strategy::Exact => "exact",
-            Strategy::Approximate => "hnsw_iterative",
-            Strategy::TextMatch => "text_match",
-        }
-    }
-}
 
 #[derive(Debug, Clone)]
 pub struct Subplan {
@@ -560,8 +518,8 @@ pub fn slice_estimate(corpus: &Corpus, idx: usize, conds: &[Condition]) -> (Stri
     // one copy per column: an item table's denormalised copy duplicates the parent's condition,
     // and the planner, multiplying both selectivities, would estimate 5% of a table as 0.25%.
     let item_copy = |c: &BoundCond| {
-        c.col.side == crate::resolve::Side::Parent
-            && src.isolation.iter().any(|o| o.col.side == crate::resolve::Side::Item && o.col.column == c.col.column)
+        c.col.side == crate::model::Side::Parent
+            && src.isolation.iter().any(|o| o.col.side == crate::model::Side::Item && o.col.column == c.col.column)
     };
     let mut preds: Vec<String> =
         src.isolation.iter().filter(|c| !item_copy(c)).map(|c| bound(c, &mut params)).collect();
@@ -592,7 +550,7 @@ fn parent_slice(corpus: &Corpus, idx: usize) -> Option<(String, Vec<Param>, bool
     let preds: Vec<String> = src
         .isolation
         .iter()
-        .filter(|c| c.col.side == crate::resolve::Side::Parent)
+        .filter(|c| c.col.side == crate::model::Side::Parent)
         .map(|c| bound(c, &mut params))
         .collect();
     let conditioned = !preds.is_empty();
@@ -872,7 +830,7 @@ pub fn similar_seed(corpus: &Corpus, idx: usize, conds: &[Condition], item_id: &
 mod tests {
     use super::*;
     use crate::filters;
-    use crate::resolve::tests::legal;
+    use crate::testing::legal;
     use serde_json::json;
 
     fn all_plans() -> Vec<(String, Vec<Param>)> {

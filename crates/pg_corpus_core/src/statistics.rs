@@ -3,7 +3,7 @@
 //! of forgetting a corpus' statistics, and the reads of a search and of the health check. The
 //! extension runs them in order; values are parameters.
 
-use crate::resolve::Corpus;
+use crate::model::Corpus;
 use crate::sql::Param;
 
 /// One statement and its parameters.
@@ -198,7 +198,7 @@ mod tests {
 
     #[test]
     fn reading_statistics_needs_every_sources_id_text_search_and_parent_key_columns() {
-        let c = crate::resolve::tests::legal();
+        let c = crate::testing::legal();
         let needed = statistics_columns(&c);
         let names: Vec<(&str, Vec<&str>)> =
             needed.iter().map(|n| (n.name.as_str(), n.columns.iter().map(String::as_str).collect())).collect();

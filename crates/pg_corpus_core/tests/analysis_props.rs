@@ -5,8 +5,10 @@
 use std::collections::BTreeSet;
 use std::time::Instant;
 
-use pg_corpus_core::analysis::{analyze, document_terms, query_terms, Analyzer, KeyKind, Language, MAX_TOKEN_CHARS};
+use pg_corpus_core::analysis::{analyze, document_terms, query_terms, Analyzer, KeyKind, MAX_TOKEN_CHARS};
+
 use pg_corpus_core::bm25::{Bm25Params, MemoryIndex};
+use pg_corpus_core::model::Language;
 use proptest::prelude::*;
 
 /// Characters that stress the analyser: Hebrew letters, finals, points, cantillation, geresh

@@ -7,7 +7,8 @@ mod common;
 use std::collections::{BTreeSet, HashSet};
 
 use common::lemma::{conflation, keys, read_pairs, Conflation};
-use pg_corpus_core::analysis::{Analyzer, Language, Options, Stopwords};
+use pg_corpus_core::analysis::{Analyzer, Options, Stopwords};
+use pg_corpus_core::model::Language;
 
 fn analyzer(lang: Language) -> Analyzer {
     let mut o = Options::for_language(lang);

@@ -5,7 +5,7 @@
 //! (PROPTEST_CASES). The filter parser's fuzzing is in src/filters.rs (it needs a resolved
 //! corpus).
 
-use pg_corpus_core::analysis::Language;
+use pg_corpus_core::model::Language;
 use pg_corpus_core::tsvector::{quote_lexeme, TsVector};
 use pg_corpus_core::{json, lexical};
 use proptest::prelude::*;

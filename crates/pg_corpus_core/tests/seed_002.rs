@@ -5,8 +5,10 @@
 
 use std::collections::BTreeSet;
 
-use pg_corpus_core::analysis::{query_terms, Analyzer, Language, Term, FALLBACK_WEIGHT};
+use pg_corpus_core::analysis::{query_terms, Analyzer, Term, FALLBACK_WEIGHT};
+
 use pg_corpus_core::bm25::{Bm25Params, MemoryIndex};
+use pg_corpus_core::model::Language;
 
 const CS: Language = Language::Czech;
 

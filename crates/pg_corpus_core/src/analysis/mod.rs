@@ -35,13 +35,13 @@ mod normalize;
 mod stopwords;
 
 use std::collections::HashMap;
-use std::fmt;
 use std::str::FromStr;
 
 use rust_stemmers::{Algorithm, Stemmer};
 use unicode_segmentation::UnicodeSegmentation;
 
 use crate::error::{CoreError, SqlState};
+use crate::model::{Language, LANGUAGES};
 
 pub use stopwords::Stopwords;
 
@@ -59,58 +59,6 @@ pub const FALLBACK_WEIGHT: f64 = 0.5;
 /// Czech prefix keys end with this character, which no other key contains, so that they
 /// only ever match other prefix keys.
 pub const FALLBACK_MARK: char = '*';
-
-/// The language declared for a source. `Simple` folds case and diacritics and normalises
-/// Hebrew spelling but does not stem.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Language {
-    Simple,
-    Arabic,
-    Czech,
-    Danish,
-    Dutch,
-    English,
-    Finnish,
-    French,
-    German,
-    Greek,
-    Hebrew,
-    Hungarian,
-    Italian,
-    Norwegian,
-    Portuguese,
-    Romanian,
-    Russian,
-    Spanish,
-    Swedish,
-    Tamil,
-    Turkish,
-}
-
-/// Every language with its canonical name and the ISO 639-1 code also accepted.
-const LANGUAGES: &[(Language, &str, &str)] = &[
-    (Language::Simple, "simple", "simple"),
-    (Language::Arabic, "arabic", "ar"),
-    (Language::Czech, "czech", "cs"),
-    (Language::Danish, "danish", "da"),
-    (Language::Dutch, "dutch", "nl"),
-    (Language::English, "english", "en"),
-    (Language::Finnish, "finnish", "fi"),
-    (Language::French, "french", "fr"),
-    (Language::German, "german", "de"),
-    (Language::Greek, "greek", "el"),
-    (Language::Hebrew, "hebrew", "he"),
-    (Language::Hungarian, "hungarian", "hu"),
-    (Language::Italian, "italian", "it"),
-    (Language::Norwegian, "norwegian", "no"),
-    (Language::Portuguese, "portuguese", "pt"),
-    (Language::Romanian, "romanian", "ro"),
-    (Language::Russian, "russian", "ru"),
-    (Language::Spanish, "spanish", "es"),
-    (Language::Swedish, "swedish", "sv"),
-    (Language::Tamil, "tamil", "ta"),
-    (Language::Turkish, "turkish", "tr"),
-];
 
 impl Language {
     /// Parse a language name: the canonical name (PostgreSQL's text search configuration
@@ -135,16 +83,6 @@ impl Language {
                 format!("Use one of: {}.", LANGUAGES.iter().map(|(_, f, _)| *f).collect::<Vec<_>>().join(", ")),
             )
         })
-    }
-
-    /// The canonical name ("english").
-    pub fn name(self) -> &'static str {
-        LANGUAGES.iter().find(|(l, _, _)| *l == self).map(|(_, f, _)| *f).unwrap_or("simple")
-    }
-
-    /// Every supported language, `Simple` first.
-    pub fn all() -> Vec<Language> {
-        LANGUAGES.iter().map(|(l, _, _)| *l).collect()
     }
 
     fn script(self) -> Option<Script> {
@@ -188,12 +126,6 @@ impl FromStr for Language {
     type Err = CoreError;
     fn from_str(s: &str) -> crate::error::Result<Language> {
         Language::parse(s)
-    }
-}
-
-impl fmt::Display for Language {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
     }
 }
 

@@ -206,11 +206,11 @@ const ENGLISH_FULL: &[&str] = &[
 ];
 
 /// Is `word` (lower-cased, before stemming; apostrophes as `'`) a stop word of `lang`?
-pub(crate) fn is_stopword(list: Stopwords, lang: super::Language, word: &str) -> bool {
+pub(crate) fn is_stopword(list: Stopwords, lang: crate::model::Language, word: &str) -> bool {
     let words = match (list, lang) {
         (Stopwords::Off, _) => return false,
-        (Stopwords::Short, super::Language::English) => ENGLISH_SHORT,
-        (Stopwords::Full, super::Language::English) => ENGLISH_FULL,
+        (Stopwords::Short, crate::model::Language::English) => ENGLISH_SHORT,
+        (Stopwords::Full, crate::model::Language::English) => ENGLISH_FULL,
         _ => return false,
     };
     words.binary_search(&word).is_ok()

@@ -1,6 +1,6 @@
 //! The per-backend cache of resolved corpus definitions, and what invalidates it.
 //!
-//! Resolving a definition (catalog rows → JSON → serde → [`crate::resolve`]) cost 1.85 ms of
+//! Resolving a definition (catalog rows → JSON → serde → [`crate::definition`]) cost 1.85 ms of
 //! every search. The cache keeps each resolved corpus with the relations it was
 //! resolved from, and planning facts derived from them (reltuples, slice estimates), until
 //! PostgreSQL says one of them changed:

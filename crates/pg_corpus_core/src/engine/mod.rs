@@ -22,13 +22,13 @@ use std::collections::{BTreeMap, HashMap};
 use serde_json::Value;
 
 use crate::error::Result;
-use crate::fusion::Hit;
 use crate::lexical::QueryKey;
+use crate::model::Hit;
 use crate::plan::Subplan;
 use crate::sql::Param;
 
 pub use request::{Args, Config, EvidencePlan, Mode, Request, Scorer};
-pub use run::{explain, partial_index_probe, search, ExplainRow, SearchRow};
+pub use run::{explain, partial_index_probe, search, ExplainRow};
 pub use settings::Setting;
 pub use similar::{find_similar, SimilarArgs};
 

@@ -10,11 +10,11 @@ use std::collections::HashMap;
 use super::{Executor, TermStats};
 use crate::bm25::{Bm25Params, CorpusStats};
 use crate::error::{CoreError, Result, SqlState};
-use crate::evidence::{self, QueryWord, VectorThresholds};
-use crate::filters::{self, Condition};
+use crate::evidence::{self, QueryWord};
+use crate::filters::{self};
 use crate::lexical::{self, QueryKey};
+use crate::model::{Condition, Corpus, Distance, VectorThresholds};
 use crate::plan;
-use crate::resolve::{Corpus, Distance};
 
 /// Characters of query_text the lexical branch uses (documented in the README): an OR of more
 /// words than that overflows PostgreSQL's tsquery (54000) or its stack (54001) and says
@@ -474,11 +474,11 @@ impl Request {
     }
 
     /// The label `query_ranks` gives a query.
-    pub fn label(&self, q: crate::fusion::QueryTag) -> &str {
+    pub fn label(&self, q: crate::model::QueryTag) -> &str {
         match q {
-            crate::fusion::QueryTag::Original => RESERVED_LABELS[0],
-            crate::fusion::QueryTag::Feedback => RESERVED_LABELS[1],
-            crate::fusion::QueryTag::Extra(i) => self.extra.get(i).map_or("extra", |e| e.label.as_str()),
+            crate::model::QueryTag::Original => RESERVED_LABELS[0],
+            crate::model::QueryTag::Feedback => RESERVED_LABELS[1],
+            crate::model::QueryTag::Extra(i) => self.extra.get(i).map_or("extra", |e| e.label.as_str()),
         }
     }
 }

@@ -12,11 +12,10 @@ use crate::augment;
 use crate::error::Result;
 use crate::evidence;
 use crate::feedback;
-use crate::filters::Condition;
-use crate::fusion::{self, Fused, QueryHit, QueryTag, RankedList, SourceInfo};
+use crate::fusion::{self, Fused, QueryHit, RankedList, SourceInfo};
 use crate::lexical::{self, CandidatePlan, ChampionHead};
-use crate::plan::{self, Branch, Strategy, Subplan};
-use crate::resolve::Corpus;
+use crate::model::{Branch, Condition, Corpus, QueryTag, SearchRow, Strategy};
+use crate::plan::{self, Subplan};
 use crate::sql::Param;
 
 /// How the semantic branch of one source runs: exact over a small slice, else the HNSW index
@@ -353,7 +352,7 @@ struct Frontier {
     branch: Branch,
     space: usize,
     full: bool,
-    last: Option<fusion::Hit>,
+    last: Option<crate::model::Hit>,
 }
 
 /// What one round found: the ranked lists, whether a wider window could find more, and the
@@ -365,7 +364,7 @@ struct Round {
 }
 
 /// One query's lists: its semantic lists, each with its space, and its lexical ones.
-type QueryLists = (Vec<(usize, Vec<fusion::Hit>)>, Vec<Vec<fusion::Hit>>);
+type QueryLists = (Vec<(usize, Vec<crate::model::Hit>)>, Vec<Vec<crate::model::Hit>>);
 
 /// One round: every subplan of every query with `window` rows, each branch's per-source lists
 /// of a query merged into a corpus-wide list (semantic, then lexical, per query, in query
@@ -436,7 +435,7 @@ fn run_round(
     let mut lists = Vec::new();
     for (q, (semantic, lexical)) in queries.iter().zip(per_query) {
         for (space, info) in req.corpus.spaces.iter().enumerate() {
-            let per_source: Vec<Vec<fusion::Hit>> =
+            let per_source: Vec<Vec<crate::model::Hit>> =
                 semantic.iter().filter(|(s, _)| *s == space).map(|(_, hits)| hits.clone()).collect();
             if !per_source.is_empty() {
                 let list = fusion::merge_branch(Branch::Semantic, per_source).of_query(q.tag, q.weight * info.weight);
@@ -546,31 +545,6 @@ fn feedback_round(
     };
     let round = run_round(req, &[q], sem, window, exec)?;
     Ok((round.lists, round.saturated))
-}
-
-/// One hit of a search, with its provenance (`corpus_hybrid_search`'s row).
-#[derive(Debug, Clone, PartialEq)]
-pub struct SearchRow {
-    pub rank: i32,
-    pub source: String,
-    pub item_id: String,
-    pub parent_id: String,
-    pub score: f64,
-    pub semantic_rank: Option<i32>,
-    pub semantic_distance: Option<f64>,
-    pub lexical_rank: Option<i32>,
-    pub lexical_score: Option<f64>,
-    pub content: Option<String>,
-    pub locator: Value,
-    pub metadata: Value,
-    pub embedding_stale: bool,
-    /// Why the evidence filter admitted the hit (None: the filter was off).
-    pub evidence: Option<Value>,
-    /// How the hit came in when not by the search's own lists (None: it did).
-    pub origin: Option<Value>,
-    /// Every query and branch that ranked the hit: `[{"query", "branch", "rank", "distance" |
-    /// "score"}]`, in fusion order.
-    pub query_ranks: Value,
 }
 
 /// `query_ranks` of a hit: the label of each query that ranked it, with the branch, rank and

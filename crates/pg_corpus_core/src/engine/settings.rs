@@ -6,7 +6,9 @@
 //! value once per statement (inside one GUC nest level the executor opens and restores) instead
 //! of setting and restoring five settings around every subplan.
 
-use crate::plan::{Branch, Strategy, Subplan};
+use crate::plan::Subplan;
+
+use crate::model::{Branch, Strategy};
 
 /// One configuration setting (a GUC name and its value as text).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -5,12 +5,12 @@
 use std::sync::Arc;
 
 use super::request::Checked;
-use super::{run, Args, Config, Executor, Mode, Request, SearchRow};
+use super::{run, Args, Config, Executor, Mode, Request};
 use crate::error::{CoreError, Result, SqlState};
 use crate::filters;
 use crate::json::brief_str;
+use crate::model::{Corpus, SearchRow};
 use crate::plan;
-use crate::resolve::Corpus;
 use crate::sql::literal;
 
 /// A find-similar search: the item it starts from and the search's other arguments (their

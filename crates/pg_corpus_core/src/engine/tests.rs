@@ -10,12 +10,11 @@ use serde_json::{json, Value};
 use super::run::{semantic_plans, EmptyBy};
 use super::*;
 use crate::error::{CoreError, SqlState};
-use crate::fusion::Hit;
 use crate::lexical::QueryKey;
-use crate::plan::{Branch, Strategy, Subplan};
-use crate::resolve::tests::legal;
-use crate::resolve::Corpus;
+use crate::model::{Branch, Corpus, Hit, SearchRow, Strategy};
+use crate::plan::Subplan;
 use crate::sql::Param;
+use crate::testing::legal;
 
 #[derive(Debug, Clone)]
 struct Item {
@@ -1030,9 +1029,7 @@ fn a_lenient_search_runs_with_the_valid_conditions_only() {
 }
 
 fn pages_corpus() -> Arc<Corpus> {
-    Arc::new(
-        crate::resolve::resolve(&serde_json::from_value(crate::resolve::tests::with_pages_def()).unwrap()).unwrap(),
-    )
+    Arc::new(crate::definition::resolve(&serde_json::from_value(crate::testing::with_pages_def()).unwrap()).unwrap())
 }
 
 fn pages_fake() -> Fake {
@@ -1533,7 +1530,7 @@ fn a_must_include_class_is_always_among_the_rows() {
 
 fn graph_corpus() -> Arc<Corpus> {
     let mut c = legal();
-    c.edges = vec![crate::augment::Edges {
+    c.edges = vec![crate::model::Edges {
         name: "cites".into(),
         oid: 99,
         schema: "public".into(),

@@ -15,7 +15,9 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
-use pg_corpus_core::analysis::{Analyzer, KeyKind, Language};
+use pg_corpus_core::analysis::{Analyzer, KeyKind};
+
+use pg_corpus_core::model::Language;
 
 #[derive(Debug, Clone, Copy)]
 pub struct Conflation {

@@ -1,0 +1,279 @@
+//! A corpus as searches use it: its sources with every mapped column resolved, its embedding
+//! spaces, filter fields and feature settings.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use super::catalog::ColumnInfo;
+use super::features::{AuditConfig, Edges, EvidenceConfig, GraphLimits, MustInclude};
+use super::language::Language;
+use crate::error::CoreError;
+
+/// Which table of a source a column belongs to: the item table (alias `i`) or the parent (`p`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    Item,
+    Parent,
+}
+
+impl Side {
+    pub fn alias(self) -> &'static str {
+        match self {
+            Side::Item => "i",
+            Side::Parent => "p",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ColRef {
+    pub side: Side,
+    pub column: String,
+    /// The column's declared type (`format_type`).
+    pub sql_type: String,
+    /// Cast target for values compared with this column: its built-in base type (under any
+    /// domains), so that comparing never builds a value of a type a table owner defined.
+    pub cast_type: String,
+    pub is_array: bool,
+}
+
+/// Values a predicate column must equal (one value: `=`, several: `= ANY`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct BoundCond {
+    pub col: ColRef,
+    pub values: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Distance {
+    Cosine,
+    L2,
+    InnerProduct,
+}
+
+impl Distance {
+    pub fn operator(self) -> &'static str {
+        match self {
+            Distance::Cosine => "<=>",
+            Distance::L2 => "<->",
+            Distance::InnerProduct => "<#>",
+        }
+    }
+
+    /// The pgvector HNSW/IVFFlat operator class that serves this operator.
+    pub fn opclass(self) -> &'static str {
+        match self {
+            Distance::Cosine => "vector_cosine_ops",
+            Distance::L2 => "vector_l2_ops",
+            Distance::InnerProduct => "vector_ip_ops",
+        }
+    }
+}
+
+/// Declared type of a caller filter field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FieldType {
+    Text,
+    Integer,
+    Bigint,
+    Numeric,
+    Boolean,
+    Date,
+    Timestamptz,
+}
+
+impl FieldType {
+    pub fn parse(s: &str) -> Option<FieldType> {
+        Some(match s {
+            "text" => FieldType::Text,
+            "integer" | "int" | "int4" => FieldType::Integer,
+            "bigint" | "int8" => FieldType::Bigint,
+            "numeric" => FieldType::Numeric,
+            "boolean" | "bool" => FieldType::Boolean,
+            "date" => FieldType::Date,
+            "timestamptz" => FieldType::Timestamptz,
+            _ => return None,
+        })
+    }
+
+    pub fn sql(self) -> &'static str {
+        match self {
+            FieldType::Text => "text",
+            FieldType::Integer => "integer",
+            FieldType::Bigint => "bigint",
+            FieldType::Numeric => "numeric",
+            FieldType::Boolean => "boolean",
+            FieldType::Date => "date",
+            FieldType::Timestamptz => "timestamptz",
+        }
+    }
+
+    /// Does a column of this PostgreSQL type category / name hold values of the field type?
+    pub fn accepts(self, col: &ColumnInfo) -> bool {
+        match self {
+            FieldType::Text => col.category == "S",
+            FieldType::Integer | FieldType::Bigint | FieldType::Numeric => col.category == "N",
+            FieldType::Boolean => col.category == "B",
+            FieldType::Date => col.typname == "date",
+            FieldType::Timestamptz => col.typname == "timestamptz" || col.typname == "timestamp",
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Relation {
+    pub oid: i64,
+    pub schema: String,
+    pub name: String,
+    /// A Citus distributed table's distribution column: its rows are on the shards, and the
+    /// subplans take the shapes Citus pushes down to them (crate::plan).
+    pub distribution: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Source {
+    pub name: String,
+    pub item: Relation,
+    pub parent: Option<Relation>,
+    /// The key the per-parent cap is counted under: sources sharing a parent table share it.
+    pub parent_scope: String,
+    pub id: ColRef,
+    pub text: ColRef,
+    pub tsv: ColRef,
+    pub embedding: ColRef,
+    pub dimensions: i32,
+    /// Its embedding space: an index into [`Corpus::spaces`] (0: the default space).
+    pub space: usize,
+    pub distance: Distance,
+    pub parent_fk: ColRef,
+    pub parent_key: Option<ColRef>,
+    pub parent_required: Vec<ColRef>,
+    pub rule: Vec<BoundCond>,
+    /// The corpus isolation predicate, bound to this source's columns.
+    pub isolation: Vec<BoundCond>,
+    /// Declared filter fields resolved to this source's columns.
+    pub filter_columns: BTreeMap<String, ColRef>,
+    pub locator: Vec<(String, ColRef)>,
+    pub metadata: Vec<(String, ColRef)>,
+    pub min_length: i32,
+    /// Measure text with `corpus._content_length` ([`crate::content`]), or with btrim in a
+    /// catalog that predates it.
+    pub content_function: bool,
+    pub ts_config: i64,
+    pub language: Option<Language>,
+    pub semantic_weight: f64,
+    pub lexical_weight: f64,
+    /// Column types when the source was defined (see [`Source::retyped_columns`]).
+    pub column_types: Value,
+}
+
+impl Source {
+    /// Whether the items are in a Citus distributed table (on the shards, not on this node).
+    pub fn distributed(&self) -> bool {
+        self.item.distribution.is_some()
+    }
+
+    /// Whether the item table is distributed by the parent key column: a lookup by item ids
+    /// that also names their parents' keys goes only to the shards holding them.
+    pub fn routed_by_parent(&self) -> bool {
+        self.item.distribution.as_deref() == Some(self.parent_fk.column.as_str())
+    }
+
+    /// Every column the definition uses.
+    pub fn columns(&self) -> Vec<&ColRef> {
+        let mut cols = vec![&self.id, &self.text, &self.tsv, &self.embedding, &self.parent_fk];
+        cols.extend(self.parent_key.iter());
+        cols.extend(self.parent_required.iter());
+        cols.extend(self.rule.iter().map(|c| &c.col));
+        cols.extend(self.isolation.iter().map(|c| &c.col));
+        cols.extend(self.filter_columns.values());
+        cols.extend(self.locator.iter().map(|(_, c)| c));
+        cols.extend(self.metadata.iter().map(|(_, c)| c));
+        cols
+    }
+
+    /// Columns whose type changed since the definition, as (table side, column, then, now): a
+    /// retype that still validates (page_number integer → text changes every locator).
+    pub fn retyped_columns(&self) -> Vec<(&'static str, String, String, String)> {
+        let mut out = Vec::new();
+        for c in self.columns() {
+            let side = if c.side == Side::Item { "item" } else { "parent" };
+            if let Some(then) = self.column_types.get(side).and_then(|t| t.get(&c.column)).and_then(Value::as_str) {
+                if then != c.sql_type
+                    && !out.iter().any(|(s, col, _, _): &(&str, String, String, String)| *s == side && *col == c.column)
+                {
+                    out.push((side, c.column.clone(), then.to_string(), c.sql_type.clone()));
+                }
+            }
+        }
+        out
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Corpus {
+    pub name: String,
+    /// Isolation columns (names); callers can never filter on them.
+    pub isolation_columns: Vec<String>,
+    pub required_filters: Vec<String>,
+    pub filter_fields: BTreeMap<String, FieldType>,
+    /// The allowed values or range a filter field declares (only fields that declare some).
+    pub filter_limits: BTreeMap<String, FieldLimits>,
+    pub vector_schema: String,
+    pub sources: Vec<Source>,
+    /// The corpus' embedding spaces: the default one first (index 0), then the declared ones
+    /// by name. Every source belongs to one ([`Source::space`]).
+    pub spaces: Vec<Space>,
+    /// The evidence filter's settings.
+    pub evidence: EvidenceConfig,
+    /// Classes whose top hits every search returns.
+    pub must_include: Vec<MustInclude>,
+    /// Edge sets a search with `expand` follows, and how far.
+    pub edges: Vec<Edges>,
+    /// Edge sets that no longer resolve (their table dropped or changed): an error for a
+    /// search that expands and for the definition functions, none for other searches.
+    pub edge_errors: Vec<CoreError>,
+    pub graph: GraphLimits,
+    /// Whether searches are logged.
+    pub audit: AuditConfig,
+}
+
+/// The name of the space of sources that declare none, searched with `query_vec`.
+pub const DEFAULT_SPACE: &str = "default";
+
+/// One embedding space of a corpus: one model, one dimension; its sources are searched with
+/// its query vector, and its semantic list enters RRF with its weight.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Space {
+    pub name: String,
+    /// None: the default space of a corpus without sources in it.
+    pub dimensions: Option<i32>,
+    pub model: Option<String>,
+    pub weight: f64,
+}
+
+/// What a filter field declares besides its type: `{"type": "text", "values": [...]}` or
+/// `{"type": "integer", "min": 1, "max": 2000}` (filters outside them are refused, or dropped by
+/// a lenient search).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct FieldLimits {
+    /// Allowed values, in the text form PostgreSQL casts from.
+    pub values: Option<Vec<String>>,
+    /// Inclusive bounds (integer, bigint, numeric: numbers; date: 'YYYY-MM-DD' strings).
+    pub min: Option<Value>,
+    pub max: Option<Value>,
+}
+
+impl Corpus {
+    /// The dimension of the default space (`query_vec`'s): that of its sources, or the one it
+    /// declares.
+    pub fn dimensions(&self) -> Option<i32> {
+        self.spaces.first().and_then(|s| s.dimensions)
+    }
+
+    /// The index of a space by name.
+    pub fn space(&self, name: &str) -> Option<usize> {
+        self.spaces.iter().position(|s| s.name == name)
+    }
+}
