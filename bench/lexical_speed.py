@@ -4,11 +4,10 @@ the semantic branch, on a generated 100k-chunk database with a Zipf vocabulary, 
 (docs/lexical-speed.md)
 
     .venv/bin/python bench/lexical_speed.py                  # the committed run: 100k chunks
-    .venv/bin/python bench/lexical_speed.py --rows 10000 --mixed-queries 10 --common-queries 4 \
-        --json /tmp/lexical_speed.json --markdown /tmp/lexical-speed.md --plot ''   # a quick one
+    .venv/bin/python bench/lexical_speed.py --smoke           # a tiny one, outputs in bench/out/smoke/
 
 What it does:
- 1. starts a private cluster (scripts/pgcluster.sh start DIR, default .pgdata/lexical-speed)
+ 1. starts a private cluster (bench/harness.py; .pgdata/bench-lexical_speed by default)
     with shared_buffers raised so that tables and indexes fit, and creates a database with
     `CREATE EXTENSION vector; CREATE EXTENSION pg_corpus`;
  2. generates a seeded legal-schema database: `case_law(id, case_number, case_name, court,
@@ -41,20 +40,21 @@ What it does:
     Quality of the budget: overlap@10 of bm25 and bm25_20k with bm25_exhaustive (synthetic
     data has no judgments), and the exhaustive BM25 score mass they keep (the score of an item
     does not depend on the budget: the budget only decides which items are scored). A query
-    whose keys are all above the budget gets a champion plan: its keys above CHAMPION_LIST_LEN
-    documents find candidates through the heads of their champion lists
-    (corpus.lexical_champions), the others through the GIN index;
+    whose keys are all above the budget gets a champion plan: its keys with a champion list
+    find candidates through the items preselected from their lists' heads
+    (corpus.lexical_champions), the others through the GIN index (each query's plan is read
+    from corpus_explain);
  5. where the time goes: EXPLAIN (ANALYZE, BUFFERS) of every lexical subplan that
     corpus.corpus_explain prints, under the SET LOCAL settings it prints (random_page_cost 1.1
     for BM25, as the search runs it): candidates, plan, buffers; the same subplan with the BM25
     score replaced by a constant and by length(tsvector) (index + heap + join vs. detoasting
     vs. scoring), the statistics and catalog lookups the search runs before it, and the
     semantic subplan for comparison;
- 6. offline (numpy, no database): exact BM25 on the generated text against the extension's
-    candidate plan simulated (champion lists cut with the exact tf-normalisation order, ties
-    by chunk id as text, as the statistics refresh writes them) and against champion lists of
-    M chunks for every key above the budget (a sensitivity check);
- 7. writes bench/results/lexical_speed.json (raw numbers), docs/lexical-speed.png (when
+ 6. offline (no database): exact BM25 on the generated text against the extension's first-round
+    candidates and against champion lists of M chunks for every key the plan does not find
+    through the index (a sensitivity check), both computed by the core's own functions
+    (crates/pg_corpus_core/examples/candidate_rules.rs, run with cargo);
+ 7. writes bench/out/raw/lexical_speed.json (raw numbers, not committed), docs/lexical-speed.png (when
     matplotlib is installed) and the results section of docs/lexical-speed.md (between the
     `results:begin/end` markers; the hand-written analysis around them is kept).
 
@@ -62,34 +62,32 @@ The cluster is stopped at the end unless --keep; --reuse keeps a database loaded
 run with the same data parameters and the same installed pg_corpus SQL (the data is regenerated
 in memory from the seed either way).
 """
-import argparse
 import hashlib
 import json
 import os
-import platform
 import re
 import struct
 import subprocess
 import sys
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
 import psycopg
 from psycopg.conninfo import make_conninfo
 
-ROOT = Path(__file__).resolve().parent.parent
-PGCLUSTER = ROOT / "scripts" / "pgcluster.sh"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import harness as h  # noqa: E402
+from harness import log, vec_text  # noqa: E402
+
+ROOT = h.ROOT
 DBNAME = "lexical_speed"
 EXT_SQL_DIR = Path("/usr/share/postgresql/15/extension")
-EXT_LIB = Path("/usr/lib/postgresql/15/lib/pg_corpus.so")
 
 # source_kind -> share of the parents (the last takes the rest), the corpus over it
 KINDS = [("external_upload", 0.8, "external"), ("internal_decision", None, "internal")]
 LANGUAGE = "simple"          # synthetic words: no stemming, no stop words (keys = words)
 TOP_COMMON = 20              # "common" words: the 20 most frequent
-LATENT_DIM = 32
 TARGET_RATIO = 2.0           # the issue: lexical p50 at most 2x the semantic branch
 BUDGET_DEFAULT, BUDGET_MID, BUDGET_EXHAUSTIVE = 2000, 20000, 1_000_000_000
 
@@ -115,79 +113,11 @@ SHORT = {"bm25": "BM25 (budget 2000)", "bm25_20k": "BM25 (budget 20k)",
          "bm25_exhaustive": "BM25 exhaustive", "ts_rank_cd": "ts_rank_cd (old)",
          "semantic": "semantic", "semantic_hnsw": "semantic (HNSW forced)", "hybrid": "hybrid"}
 LEXICAL = ("bm25", "bm25_20k", "bm25_exhaustive", "ts_rank_cd")
-# crates/pg_corpus_core/src/lexical.rs CHAMPION_LIST_LEN: keys in more documents of a corpus
-# have a champion list of this many items (corpus.lexical_champions)
-CHAMPION_LIST_LEN = 1000
-
-
-def log(msg):
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
-
-
-# --------------------------------------------------------------------------------------------
-# The cluster
-# --------------------------------------------------------------------------------------------
-
-def pgcluster(cmd, directory, env=None):
-    res = subprocess.run(["bash", str(PGCLUSTER), cmd, str(directory)], capture_output=True,
-                         text=True, timeout=300, env={**os.environ, **(env or {})})
-    if res.returncode != 0:
-        sys.exit(f"pgcluster.sh {cmd} {directory} failed:\n{res.stdout}{res.stderr}")
-    return res.stdout.strip().splitlines()[-1] if res.stdout.strip() else ""
-
-
-def start_cluster(directory, shared_buffers):
-    """Start the private cluster with shared_buffers raised (PGCLUSTER_OPTS); a cluster already
-    running with another value is restarted."""
-    env = {"PGCLUSTER_OPTS": f"-c shared_buffers={shared_buffers}"}
-
-    def buffers_ok(uri):
-        with psycopg.connect(uri, autocommit=True) as conn:
-            return conn.execute("SELECT pg_size_bytes(current_setting('shared_buffers')) "
-                                "= pg_size_bytes(%s)", [shared_buffers]).fetchone()[0]
-
-    uri = pgcluster("start", directory, env)
-    if not buffers_ok(uri):
-        log(f"restarting the cluster with shared_buffers = {shared_buffers}")
-        pgcluster("stop", directory)
-        uri = pgcluster("start", directory, env)
-        if not buffers_ok(uri):
-            sys.exit(f"could not set shared_buffers = {shared_buffers}")
-    return uri
 
 
 # --------------------------------------------------------------------------------------------
 # Data
 # --------------------------------------------------------------------------------------------
-
-def unit(v):
-    return (v / np.linalg.norm(v, axis=-1, keepdims=True)).astype(np.float32)
-
-
-def gaussian(rng, n, dim, norm):
-    return rng.standard_normal((n, dim), dtype=np.float32) * np.float32(norm / np.sqrt(dim))
-
-
-def vocabulary(rng, size):
-    """`size` distinct pseudo-words of 2-5 syllables, the shorter ones the more frequent (Zipf's
-    law of abbreviation); rank 0 is the most frequent."""
-    syllables = np.array([c + v for c in "bdfgklmnprstvz" for v in "aeiou"])
-    words, seen = [], set()
-    while len(words) < size:
-        n = int(rng.integers(2, 6))
-        w = "".join(rng.choice(syllables, size=n))
-        if w not in seen:
-            seen.add(w)
-            words.append(w)
-    lengths = np.array([len(w) for w in words])
-    order = np.lexsort((rng.random(size), lengths))
-    return np.array(words, dtype=object)[order]
-
-
-def zipf_probabilities(size, exponent):
-    p = np.arange(1, size + 1, dtype=np.float64) ** -exponent
-    return p / p.sum()
-
 
 def generate(a):
     """Seeded data: parents with a source_kind, Zipf text, clustered embeddings, queries."""
@@ -203,8 +133,8 @@ def generate(a):
         start += size
     item_parent = np.repeat(np.arange(n_parents), a.chunks_per_parent)
 
-    vocab = vocabulary(rng, a.vocab)
-    probs = zipf_probabilities(a.vocab, a.zipf)
+    vocab = h.vocabulary(rng, a.vocab)
+    probs = h.zipf_probabilities(a.vocab, a.zipf)
     cdf = np.cumsum(probs)
     lengths = rng.integers(a.min_words, a.max_words + 1, size=n_items)
     ranks = np.minimum(np.searchsorted(cdf, rng.random(int(lengths.sum())) * cdf[-1]),
@@ -214,25 +144,9 @@ def generate(a):
     content = [" ".join(words[bounds[i]:bounds[i + 1]]) for i in range(n_items)]
     del words
 
-    # embeddings: Gaussian mixture in a LATENT_DIM-d space mapped to dim dimensions (see
-    # bench/filtered_ann.py for why), L2-normalised
-    dims = min(LATENT_DIM, a.dim)
+    # embeddings: clustered, L2-normalised (bench/harness.py clustered_embeddings)
     parent_cluster = rng.integers(a.clusters, size=n_parents)
-    centres = gaussian(rng, a.clusters, dims, 1.0)
-    parents = centres[parent_cluster] + gaussian(rng, n_parents, dims, 0.6)
-    latent = parents[item_parent] + gaussian(rng, n_items, dims, 0.5)
-    projection = gaussian(rng, dims, a.dim, 1.0)
-    common = gaussian(rng, 1, a.dim, 0.8)
-
-    def embed(points, noise_rng):
-        out = np.empty((len(points), a.dim), dtype=np.float32)
-        for lo in range(0, len(points), 10_000):
-            part = points[lo:lo + 10_000]
-            out[lo:lo + len(part)] = unit(part @ projection + common
-                                          + gaussian(noise_rng, len(part), a.dim, 0.3))
-        return out
-
-    vecs = embed(latent, rng)
+    vecs, latent, embed = h.clustered_embeddings(rng, a.dim, a.clusters, parent_cluster, item_parent)
 
     # queries
     qrng = np.random.default_rng(a.seed + 1)
@@ -259,7 +173,7 @@ def generate(a):
         picked = [int(r) for r in qrng.choice(TOP_COMMON, size=n, replace=False)]
         queries.append(dict(kind="common", ranks=picked))
     picks = qrng.choice(n_items, size=len(queries), replace=False)
-    qvecs = embed(latent[picks] + gaussian(qrng, len(queries), dims, 0.4), qrng)
+    qvecs = embed(latent[picks] + h.gaussian(qrng, len(queries), latent.shape[1], 0.4), qrng)
     for q, v in zip(queries, qvecs):
         q["text"] = " ".join(vocab[r] for r in q["ranks"])
         q["vector"] = v
@@ -454,71 +368,36 @@ def prewarm(conn):
 # Queries: keys, document frequencies, the candidate plan
 # --------------------------------------------------------------------------------------------
 
-def candidate_plan(keys, df, budget, want=10):
-    """crates/pg_corpus_core/src/lexical.rs candidate_plan, for reporting. Keys rarest first
-    (ties by key) while their document frequencies add up to at most the budget find candidates
-    through the GIN index, the rest only score: ("or", finders, scoring-only keys, prefix), prefix
-    0 unless the finders are in fewer than `want` (k) documents, when the scoring-only keys with champion
-    lists also take the first prefix = (budget - their df) / lists items of them. When even
-    the rarest key is above the budget (an all-common query), the champion plan: ("champions",
-    keys above CHAMPION_LIST_LEN documents, which take the first `prefix` items of their
-    champion lists, keys at most that common, found through the GIN index, prefix) with prefix
-    = budget / number of keys, clamped to 1..CHAMPION_LIST_LEN."""
-    budget = max(budget, 1)
-    by_df = sorted(keys, key=lambda k: (df.get(k, 0), k))
-    taken, finders, common = 0, [], []
-    for k in by_df:
-        f = df.get(k, 0)
-        if taken + f <= budget:
-            taken += f
-            finders.append(k)
-        else:
-            common.append(k)
-    if finders:
-        # lexical::candidate_plan with k: rarer keys in fewer than k documents cannot give k rows, so
-        # the common keys' champion lists share what is left of the budget
-        listed = [w for w in common if df.get(w, 0) > CHAMPION_LIST_LEN]
-        if taken < want and listed:
-            return "or", finders, common, min(max((budget - taken) // len(listed), 1), CHAMPION_LIST_LEN)
-        return "or", finders, common, 0
-    listed = [k for k in by_df if df.get(k, 0) > CHAMPION_LIST_LEN]
-    indexed = [k for k in by_df if df.get(k, 0) <= CHAMPION_LIST_LEN]
-    prefix = min(max(budget // len(by_df), 1), CHAMPION_LIST_LEN) if listed else 0
-    return "champions", listed, indexed, prefix
-
-
 def query_statistics(conn, corpus, text):
-    keys = [r[0] for r in conn.execute("SELECT key FROM corpus.bm25_query(%s, %s)",
-                                       [text, LANGUAGE]).fetchall()]
-    df = dict(conn.execute("SELECT term, df FROM corpus.lexical_stats "
-                           "WHERE corpus = %s AND term = ANY(%s)", [corpus, keys]).fetchall())
+    """The query's keys with their document frequencies in the corpus, and the candidate plan
+    of its BM25 subplan at the default budget as the extension prints it (corpus_explain): the
+    keys that find candidates through the GIN index (its tsquery) and the champion-list items
+    it takes (looked up by id)."""
+    row = conn.execute("SELECT sql, params FROM corpus.corpus_explain(%s, NULL, %s, mode => 'lexical') "
+                       "WHERE branch = 'lexical'", [corpus, text]).fetchone()
     docs = conn.execute("SELECT documents FROM corpus.lexical_totals WHERE corpus = %s",
                         [corpus]).fetchone()[0]
-    if not keys:
-        return dict(keys=keys, df=[], documents=docs, plan=None)
-    kind, first, second, prefix = candidate_plan(keys, df, BUDGET_DEFAULT)
-    out = dict(keys=keys, df=[df.get(k, 0) for k in keys], documents=docs, plan=kind)
-    if kind == "or":
-        out.update(finders=first, scoring_only=second,
-                   # the candidates the budget counts on
-                   finder_df_sum=sum(df.get(k, 0) for k in first))
-        if prefix:
-            out.update(champion_keys=[k for k in second if df.get(k, 0) > CHAMPION_LIST_LEN],
-                       champion_prefix=prefix)
-    else:
-        out.update(champion_keys=first, indexed_keys=second, champion_prefix=prefix,
-                   # at most this many candidates: the lists' heads and the indexed keys' df
-                   candidate_bound=prefix * len(first) + sum(df.get(k, 0) for k in second))
-    return out
+    if row is None:
+        return dict(keys=[], df=[], documents=docs, plan=None)
+    sql, params = row
+    keys = params[0]                            # $1: every key of the query, for scoring
+    df = dict(conn.execute("SELECT term, df FROM corpus.lexical_stats "
+                           "WHERE corpus = %s AND term = ANY(%s)", [corpus, keys]).fetchall())
+    tsquery = re.search(r"@@ \$(\d+)::tsquery", sql)
+    items = re.search(r"= ANY\(\$(\d+)::text\[\]", sql)
+    index_keys = re.findall(r"'((?:[^']|'')*)'", params[int(tsquery.group(1)) - 1]) if tsquery else []
+    index_keys = [k.replace("''", "'") for k in index_keys]
+    champion_items = len(params[int(items.group(1)) - 1]) if items else 0
+    plan = ("champions" if champion_items and not index_keys
+            else "index+champions" if champion_items else "index")
+    return dict(keys=keys, df=[df.get(k, 0) for k in keys], documents=docs, plan=plan,
+                index_keys=index_keys, scoring_only=[k for k in keys if k not in index_keys],
+                index_df_sum=sum(df.get(k, 0) for k in index_keys), champion_items=champion_items)
 
 
 # --------------------------------------------------------------------------------------------
 # Searches
 # --------------------------------------------------------------------------------------------
-
-def vec_text(v):
-    return "[" + ",".join("%.9g" % float(x) for x in v) + "]"
-
 
 LEXICAL_SQL = ("SELECT item_id::bigint, lexical_score FROM corpus.corpus_hybrid_search("
                "%(corpus)s, NULL, %(text)s, k => %(k)s, mode => 'lexical')")
@@ -538,17 +417,9 @@ def search_call(method, corpus, q, vtext, k):
 
 
 def run_one(conn, method, corpus, q, vtext, k):
-    sql, params = search_call(method, corpus, q, vtext, k)
-    t = time.perf_counter()
-    rows = conn.execute(sql, params, prepare=False).fetchall()
-    return time.perf_counter() - t, [(int(r[0]), float(r[1])) for r in rows]
-
-
-def connect(dsn, method):
-    conn = psycopg.connect(dsn, autocommit=True)
-    for name, value in SESSION_SETTINGS[method]:
-        conn.execute(f"SET {name} = {value}")
-    return conn
+    query, params = search_call(method, corpus, q, vtext, k)
+    rows = conn.execute(query, params, prepare=False).fetchall()
+    return [(int(r[0]), float(r[1])) for r in rows]
 
 
 # --------------------------------------------------------------------------------------------
@@ -576,22 +447,6 @@ def subplan(conn, corpus, q, k, mode, branch):
     if branch == "semantic":
         values["p1"] = [float(x) for x in q["vector"]]   # corpus_explain shows a placeholder
     return strategy, settings, sql, values
-
-
-def plan_summary(node, depth=0):
-    label = node["Node Type"]
-    if node.get("Index Name"):
-        label += f" using {node['Index Name']}"
-    elif node.get("Relation Name"):
-        label += f" on {node['Relation Name']}"
-    if "Actual Rows" in node:
-        label += f" (rows={node['Actual Rows']}, loops={node.get('Actual Loops', 1)})"
-    if node.get("Actual Total Time") is not None:
-        label += f" {node['Actual Total Time']:.2f} ms"
-    lines = ["  " * depth + label]
-    for child in node.get("Plans", []):
-        lines += plan_summary(child, depth + 1)
-    return lines
 
 
 def chunk_scan(node):
@@ -654,7 +509,7 @@ def explain(conn, sql, params, settings=(), timing=True, text=False):
     out["shared_hit"] = top["Plan"].get("Shared Hit Blocks", 0)
     out["shared_read"] = top["Plan"].get("Shared Read Blocks", 0)
     out["jit_ms"] = (top.get("JIT") or {}).get("Timing", {}).get("Total")
-    out["summary"] = plan_summary(top["Plan"])
+    out["summary"] = h.plan_summary(top["Plan"])
     return out
 
 
@@ -880,135 +735,51 @@ def where_the_time_goes(dsn, data, corpora, a, stats):
 
 
 # --------------------------------------------------------------------------------------------
-# Offline: other ways to find candidates, on the generated text (numpy, no database)
+# Offline: other ways to find candidates, on the generated text (the core's own functions)
 # --------------------------------------------------------------------------------------------
 
 CHAMPIONS = (50, 100, 250, 500)     # champion list lengths of the sensitivity rows
 
 
 def simulate_candidates(data, a):
-    """What bounds the work of all-common queries, and at what quality? Exact BM25 (the
-    extension's formula, k1 1.2, b 0.75, keys = words) over each corpus' chunks, no per-parent
-    cap, against:
-      budget      the extension's candidate plan (budget 2000), simulated: the OR of the
-                  finders (GIN index) for a mixed query; for an all-common query (every key
-                  above the budget) the champion plan: the union of, for every key in more
-                  than CHAMPION_LIST_LEN chunks, the first budget / keys chunks of its champion
-                  list, and, for every other key, all the chunks containing it. A champion list
-                  is ordered as the statistics refresh writes it: by the exact BM25
-                  tf-normalisation tf*(k1+1)/(tf + k1*(1-b+b*dl/avgdl)) (avgdl: the corpus'
-                  total length / documents), descending, ties by chunk id as text. This is
-                  the search's first round: its candidates match the subplan's EXPLAIN (the
-                  corpus' rows of it). When the answer comes up short of k rows after a
-                  pruned subplan returned fewer rows than its window, the extension searches
-                  again with a 4x window and budget, which this row does not model: the
-                  measured overlap of a mixed query whose rare keys find few chunks is higher.
-      champions M a sensitivity check, not what the extension does: the plan's finders (none
-                  for all-common queries) plus, for every key above the budget (the scoring-
-                  only keys of a mixed query, every key of an all-common one), its M chunks of
-                  highest BM25 term weight (same order as above), whatever its df; at most
-                  M x keys extra candidates.
-    Returns per corpus and query class: mean candidates, overlap@10 and score mass kept."""
-    k1, b, k = 1.2, 0.75, a.k
-    n_items = data["n_items"]
-    bounds = np.concatenate([[0], np.cumsum(data["lengths"])])
-    doc_of_token = np.repeat(np.arange(n_items), data["lengths"])
-    ranks = data["ranks"]
-    needed = sorted({r for q in data["queries"] for r in q["ranks"]})
-    tf = {}
-    order = np.argsort(ranks, kind="stable")
-    sorted_ranks = ranks[order]
-    for r in needed:
-        lo, hi = np.searchsorted(sorted_ranks, [r, r + 1])
-        tf[r] = np.bincount(doc_of_token[order[lo:hi]], minlength=n_items).astype(np.float64)
-    dl = np.diff(bounds).astype(np.float64)
-    out = {}
-    for kind, _, corpus in KINDS:
-        member = data["kind_of"][data["item_parent"]] == kind
-        ids = np.nonzero(member)[0]            # chunk id = index + 1
-        n_docs, avgdl = len(ids), float(dl[ids].mean())
-        # the champion lists' avgdl, as plan.rs lexical_champions_sql computes it
-        list_avgdl = max(float(dl[ids].sum()) / max(n_docs, 1), 1.0)
-        rel = dl[ids] / list_avgdl
-        weights = {}
-
-        def weight(r):
-            """The champion lists' order key of word r over the corpus' chunks (0: absent)."""
-            if r not in weights:
-                t = tf[r][ids]
-                weights[r] = t * (k1 + 1) / (t + k1 * (1 - b + b * rel))
-            return weights[r]
-
-        def head(r, m):
-            """Positions (in ids) of the first m chunks of r's champion list: tf-norm
-            descending, ties by chunk id as text."""
-            w = weight(r)
-            pos = np.nonzero(w > 0)[0]
-            if len(pos) <= m:
-                return pos
-            vals = w[pos]
-            v = np.partition(vals, len(vals) - m)[len(vals) - m]     # the m-th largest
-            above = pos[vals > v]
-            tied = sorted(pos[vals == v], key=lambda p: str(int(ids[p]) + 1))
-            return np.concatenate([above, np.array(tied[:m - len(above)], dtype=np.int64)])
-
-        rows = []
+    """What bounds the work of all-common queries, and at what quality? Exact BM25 over each
+    corpus' chunks against the extension's first-round candidate plan and against champion
+    lists of M chunks for every key the plan does not find through the index: the Rust example
+    crates/pg_corpus_core/examples/candidate_rules.rs computes both with the core's functions
+    (its header has the rules) on the generated text, written here to bench/out/raw/.
+    Returns per corpus and query class: candidates (mean, max), overlap@10 (mean, min) and
+    the exact score mass kept."""
+    raw = Path(a.raw).parent / "lexical_speed_candidates"
+    raw.mkdir(parents=True, exist_ok=True)
+    corpus_of = {kind: name for kind, _, name in KINDS}
+    with open(raw / "docs.tsv", "w") as f:
+        for i, text in enumerate(data["content"]):
+            f.write(f"{corpus_of[data['kind_of'][data['item_parent'][i]]]}\t{i + 1}\t{text}\n")
+    with open(raw / "queries.tsv", "w") as f:
         for q in data["queries"]:
-            keys = q["ranks"]
-            df = {r: int((tf[r][ids] > 0).sum()) for r in keys}
-            idf = {r: np.log(1 + (n_docs - df[r] + 0.5) / (df[r] + 0.5)) for r in keys}
-            impact = {r: np.float32(idf[r]) * tf[r][ids] / (tf[r][ids] + k1 * (1 - b + b * dl[ids] / avgdl))
-                      for r in keys}
-            score = sum(impact.values())
-            word = {r: str(data["vocab"][r]) for r in keys}
-            rank_of = {w: r for r, w in word.items()}
-            plan, first, second, prefix = candidate_plan(
-                [word[r] for r in keys], {word[r]: df[r] for r in keys}, BUDGET_DEFAULT)
-
-            def top(mask):
-                cand = np.nonzero(mask)[0]
-                best = cand[np.lexsort((cand, -score[cand]))[:k]]
-                return best, len(cand)
-
-            exact, _ = top(score > 0)
-            exact_mass = score[exact].sum()
-            found = np.zeros(n_docs, dtype=bool)          # what the GIN index finds
-            for w in (first if plan == "or" else second):
-                found |= tf[rank_of[w]][ids] > 0
-            budget_mask = found.copy()
-            if plan == "champions":
-                for w in first:
-                    budget_mask[head(rank_of[w], prefix)] = True
-            elif prefix:
-                for w in second:
-                    if df[rank_of[w]] > CHAMPION_LIST_LEN:
-                        budget_mask[head(rank_of[w], prefix)] = True
-            above = [rank_of[w] for w in second] if plan == "or" else list(keys)
-            res = {"budget": top(budget_mask)}
-            for m in CHAMPIONS:
-                mask = found.copy() if plan == "or" else np.zeros(n_docs, dtype=bool)
-                for r in above:
-                    mask[head(r, m)] = True
-                res[f"champions_{m}"] = top(mask & (score > 0))
-            rows.append(dict(kind=q["kind"], plan=plan, **{
-                name: dict(candidates=int(n), overlap=len(set(got) & set(exact)) / k,
-                           score_mass=float(score[got].sum() / exact_mass) if exact_mass else 1.0)
-                for name, (got, n) in res.items()}))
-        out[corpus] = rows
+            f.write(f"{q['kind']}\t{q['text']}\n")
+    env = {**os.environ, "CARGO_TARGET_DIR": os.environ.get(
+        "CARGO_TARGET_DIR", str(Path.home() / ".cache" / "pg_corpus" / "target-bench"))}
+    subprocess.run(["cargo", "run", "-q", "--release", "-p", "pg_corpus_core", "--example",
+                    "candidate_rules", "--", str(raw / "docs.tsv"), str(raw / "queries.tsv"),
+                    str(raw / "rules.json"), "--budget", str(BUDGET_DEFAULT), "--k", str(a.k),
+                    "--window", str(max(20, 4 * a.k)), "--lists", ",".join(map(str, CHAMPIONS)),
+                    "--language", LANGUAGE], cwd=ROOT, env=env, check=True)
+    out = json.loads((raw / "rules.json").read_text())
     summary = {}
     for corpus, rows in out.items():
         summary[corpus] = {}
         for g in ("all", "mixed", "common"):
-            sel = [r for r in rows if g == "all" or r["kind"] == g]
+            sel = [r for r in rows if (g == "all" or r["class"] == g) and r["rules"]]
             if not sel:
                 continue
             summary[corpus][g] = {
-                name: dict(candidates_mean=float(np.mean([r[name]["candidates"] for r in sel])),
-                           candidates_max=int(max(r[name]["candidates"] for r in sel)),
-                           overlap_mean=float(np.mean([r[name]["overlap"] for r in sel])),
-                           overlap_min=float(min(r[name]["overlap"] for r in sel)),
-                           score_mass_mean=float(np.mean([r[name]["score_mass"] for r in sel])))
-                for name in sel[0] if name not in ("kind", "plan")}
+                name: dict(candidates_mean=float(np.mean([r["rules"][name]["candidates"] for r in sel])),
+                           candidates_max=int(max(r["rules"][name]["candidates"] for r in sel)),
+                           overlap_mean=float(np.mean([r["rules"][name]["overlap"] for r in sel])),
+                           overlap_min=float(min(r["rules"][name]["overlap"] for r in sel)),
+                           score_mass_mean=float(np.mean([r["rules"][name]["score_mass"] for r in sel])))
+                for name in sel[0]["rules"]}
     return dict(per_query=out, summary=summary)
 
 
@@ -1017,7 +788,9 @@ def simulate_candidates(data, a):
 # --------------------------------------------------------------------------------------------
 
 def measure(dsn, data, corpora, a):
-    conns = {m: connect(dsn, m) for m in METHODS}
+    """Every (corpus, method) pair on every query, interleaved (bench/harness.py interleave): a
+    query's latency is the median of its rounds."""
+    conns = {m: h.session(dsn, SESSION_SETTINGS[m]) for m in METHODS}
     vtexts = [vec_text(q["vector"]) for q in data["queries"]]
     tasks = [(c, m) for c in corpora for m in METHODS]
     rng = np.random.default_rng(a.seed + 2)
@@ -1030,13 +803,9 @@ def measure(dsn, data, corpora, a):
                for c in corpora}
     t0 = time.perf_counter()
     for qi, q in enumerate(queries):
-        times, answers = {t: [] for t in tasks}, {}
-        for _ in range(a.repeats):
-            for ti in rng.permutation(len(tasks)):
-                c, m = tasks[ti]
-                elapsed, rows = run_one(conns[m], m, c, q, vtexts[qi], a.k)
-                times[(c, m)].append(elapsed * 1000)
-                answers.setdefault((c, m), rows)
+        calls = {(c, m): (lambda c=c, m=m: run_one(conns[m], m, c, q, vtexts[qi], a.k))
+                 for c, m in tasks}
+        times, answers = h.interleave(calls, a.repeats, rng)
         for (c, m), rows in answers.items():
             r = results[c][m]
             r["latency_runs_ms"].append(times[(c, m)])
@@ -1061,10 +830,6 @@ def score_mass(a_rows, b_rows, k):
     return sum(s for _, s in a_rows[:k]) / total if total > 0 else 1.0
 
 
-def pct(x, p):
-    return float(np.percentile(np.asarray(x, dtype=float), p)) if len(x) else float("nan")
-
-
 def summarise(results, data, corpora, a):
     kinds = [q["kind"] for q in data["queries"]]
     groups = {"all": [True] * len(kinds), "mixed": [k == "mixed" for k in kinds],
@@ -1084,10 +849,10 @@ def summarise(results, data, corpora, a):
                     continue
                 sem_sel = [x for x, keep in zip(sem, mask) if keep]
                 hnsw_sel = [x for x, keep in zip(hnsw, mask) if keep]
-                row = dict(p50_ms=pct(sel, 50), p95_ms=pct(sel, 95), mean_ms=float(np.mean(sel)),
+                row = dict(p50_ms=h.pct(sel, 50), p95_ms=h.pct(sel, 95), mean_ms=float(np.mean(sel)),
                            max_ms=float(np.max(sel)), n=len(sel),
-                           ratio_to_semantic_p50=pct(sel, 50) / pct(sem_sel, 50),
-                           ratio_to_semantic_hnsw_p50=pct(sel, 50) / pct(hnsw_sel, 50))
+                           ratio_to_semantic_p50=h.pct(sel, 50) / h.pct(sem_sel, 50),
+                           ratio_to_semantic_hnsw_p50=h.pct(sel, 50) / h.pct(hnsw_sel, 50))
                 if m.startswith("bm25"):
                     ans = [x for x, keep in zip(results[c][m]["answers"], mask) if keep]
                     ref = [x for x, keep in zip(exh, mask) if keep]
@@ -1180,7 +945,7 @@ def breakdown(explains, corpora, data):
                 scored=med(lambda r: r["bm25"]["scored"]),
                 same_plan=all(r["bm25_constant"].get("same_plan") and
                               r["bm25_detoast"].get("same_plan") for r in sel),
-                champion_plans=sum(1 for r in sel if out_plan(r) == "champions"),
+                champion_plans=sum(1 for r in sel if out_plan(r) != "index"),
                 lexical_call_server_ms=med(lambda r: r["fixed"]["lexical_call_server"]),
                 lexical_explain_call_ms=med(lambda r: r["fixed"]["lexical_explain_call"]),
                 semantic_call_server_ms=med(lambda r: r["fixed"]["semantic_call_server"]),
@@ -1206,7 +971,7 @@ def breakdown(explains, corpora, data):
                 jit_used=any((r["bm25"].get("jit_ms") or 0) > 0 for r in sel),
                 scans=sorted({r["bm25"]["scan"] or "?" for r in sel}),
                 champion_scans=sorted({r["bm25"]["scan"] or "?" for r in sel
-                                       if out_plan(r) == "champions"}),
+                                       if out_plan(r) != "index"}),
             )
     return out
 
@@ -1215,41 +980,17 @@ def breakdown(explains, corpora, data):
 # Outputs
 # --------------------------------------------------------------------------------------------
 
-def installed_build():
-    return (datetime.fromtimestamp(EXT_LIB.stat().st_mtime, timezone.utc)
-            .strftime("%Y-%m-%d %H:%M:%S UTC") if EXT_LIB.exists() else "?")
+SETTINGS = ("shared_buffers", "jit", "max_parallel_workers_per_gather", "work_mem", "hnsw.ef_search",
+            "pg_corpus.bm25_candidate_budget", "pg_corpus.lexical_scorer",
+            "pg_corpus.exact_search_max_rows", "random_page_cost")
 
 
 def machine_info(dsn):
-    info = {"python": platform.python_version(), "platform": platform.platform(),
-            "cpus": os.cpu_count()}
-    git = subprocess.run(["git", "-C", str(ROOT), "describe", "--always", "--dirty"],
-                         capture_output=True, text=True)
-    info["commit"] = git.stdout.strip() or "?"
-    try:
-        cpu = [l for l in Path("/proc/cpuinfo").read_text().splitlines()
-               if l.startswith("model name")]
-        info["cpu"] = cpu[0].split(":", 1)[1].strip() if cpu else "?"
-        mem = Path("/proc/meminfo").read_text().split("\n")[0].split()[1]
-        info["ram_gb"] = round(int(mem) / 1024 / 1024, 1)
-    except OSError:
-        pass
     with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute("LOAD 'pg_corpus'")       # its settings appear in pg_settings once loaded
-        info["postgres"] = conn.execute("SHOW server_version").fetchone()[0]
-        info["extensions"] = dict(conn.execute(
-            "SELECT extname, extversion FROM pg_extension "
-            "WHERE extname IN ('vector', 'pg_corpus')").fetchall())
-        info["settings"] = dict(conn.execute(
-            "SELECT name, current_setting(name) FROM pg_settings WHERE name IN "
-            "('shared_buffers', 'jit', 'max_parallel_workers_per_gather', 'work_mem', "
-            "'hnsw.ef_search', 'pg_corpus.bm25_candidate_budget', 'pg_corpus.lexical_scorer', "
-            "'pg_corpus.exact_search_max_rows', 'random_page_cost')").fetchall())
-    return info
+        return h.machine(conn, SETTINGS)
 
 
-def fmt_ms(x):
-    return "–" if x is None or x != x else (f"{x:.0f}" if x >= 100 else f"{x:.1f}")
+fmt_ms = h.fmt_ms
 
 
 def results_markdown(out):
@@ -1420,20 +1161,19 @@ def results_markdown(out):
                      f"{fmt_ms(b['exhaustive_exec_ms'])} ms over "
                      f"{b['exhaustive_candidates'] or 0:,.0f} candidates.")
     sim = out["simulation"]["summary"]
-    lines += ["", "Offline, on the generated text (numpy, exact BM25 with the extension's "
-              "formula, no per-parent cap): the extension's candidate plan (budget 2000: the OR "
-              "of the rare keys for mixed queries; for all-common queries the champion plan, "
-              f"the first budget / keys chunks of the champion list of every key in more than "
-              f"{CHAMPION_LIST_LEN:,} chunks, best BM25 term weight first) against, as a "
-              "sensitivity check, champion lists of M chunks for every key above the budget "
-              "(the scoring-only keys of a mixed query too), added to the plan's rare keys. "
-              "The extension's row is its first round only: a query left short of k rows by a "
-              "pruned plan is searched again with a 4× window and budget, so the measured "
-              "overlap above can be higher:", "",
+    lines += ["", "Offline, on the generated text (crates/pg_corpus_core/examples/candidate_rules.rs: "
+              "the core's analyser, exact BM25 and candidate plan, no per-parent cap): the "
+              "extension's first-round candidates (budget 2000: the documents of the keys the "
+              "plan finds through the index, and the items preselected from the heads of the "
+              "champion lists of the keys it finds through their lists) against, as a "
+              "sensitivity check, champion lists of M chunks for every key the plan does not find "
+              "through the index, added to the documents of those it does. A query left short of "
+              "k rows by a pruned plan is searched again with a 4× window and budget, which the "
+              "first row does not model, so the measured overlap above can be higher:", "",
               "| corpus | queries | candidate rule | candidates mean (max) | overlap@10 with "
               "exact (min) | score mass kept |", "|---|---|---|---:|---:|---:|"]
     names = {"budget": "the extension (budget 2000)"}
-    names.update({f"champions_{m}": f"champion lists for every key above the budget, M = {m} each"
+    names.update({f"champions_{m}": f"champion lists for every key not found through the index, M = {m} each"
                   for m in CHAMPIONS})
     for c in corpora:
         for g in ("mixed", "common"):
@@ -1444,8 +1184,8 @@ def results_markdown(out):
                 lines.append(f"| {label[c]} | {g} | {title} | {r['candidates_mean']:,.0f} "
                              f"({r['candidates_max']:,}) | {r['overlap_mean']:.3f} "
                              f"({r['overlap_min']:.1f}) | {r['score_mass_mean']:.3f} |")
-    lines += ["", "Per-query candidate plans of the default budget (from the corpus statistics) "
-              f"are in the JSON (`queries`). Plans of the first query ({out['queries'][0]['text']!r}, "
+    lines += ["", "Per-query candidate plans at the default budget (corpus_explain) are in the raw "
+              f"JSON (`queries`). Plans of the first query ({out['queries'][0]['text']!r}, "
               f"{label[corpora[0]]}):", "", "```"]
     first = out["explains"][corpora[0]][0]
     lines += first["bm25"].get("text", "").splitlines()
@@ -1453,16 +1193,15 @@ def results_markdown(out):
     lines += first["semantic"].get("text", "").splitlines()
     lines += ["```"]
     champ = next((r for r in out["explains"][corpora[0]] if r["bm25"].get("text")
-                  and r["plan"] == "champions"), None)
+                  and r["plan"] != "index"), None)
     if champ is not None:
         qtext = out["queries"][champ["query"]]["text"]
         plan = out["queries"][champ["query"]][corpora[0]]
         lines += ["", f"The BM25 subplan of the first all-common query ({qtext!r}, "
-                  f"{label[corpora[0]]}): a champion plan, the first "
-                  f"{plan.get('champion_prefix')} items of the champion lists of "
-                  f"{', '.join(plan.get('champion_keys', []))}"
-                  + (f", the GIN index for {', '.join(plan['indexed_keys'])}"
-                     if plan.get("indexed_keys") else "") + ":", "", "```"]
+                  f"{label[corpora[0]]}): {plan['champion_items']} items preselected from the "
+                  "champion lists' heads"
+                  + (f", the GIN index for {', '.join(plan['index_keys'])}"
+                     if plan.get("index_keys") else "") + ":", "", "```"]
         lines += champ["bm25"]["text"].splitlines()
         lines += ["```"]
     return "\n".join(lines)
@@ -1477,28 +1216,6 @@ def compact(out):
                 if key in r:
                     r[key].pop("summary", None)
     return out
-
-
-def dump_json(out):
-    """Indented JSON with every list of plain numbers on one line."""
-    text = json.dumps(compact(out), indent=1, ensure_ascii=False)
-    return re.sub(r"\[\s*([-+0-9.eE,\s]*?)\s*\]",
-                  lambda m: "[" + " ".join(m.group(1).split()) + "]", text) + "\n"
-
-
-BEGIN, END = "<!-- results:begin (bench/lexical_speed.py writes this part) -->", "<!-- results:end -->"
-
-
-def write_markdown(path, out):
-    body = f"{BEGIN}\n{results_markdown(out)}\n{END}"
-    if path.exists() and BEGIN in path.read_text() and END in path.read_text():
-        text = path.read_text()
-        head, rest = text.split(BEGIN, 1)
-        tail = rest.split(END, 1)[1]
-        path.write_text(head + body + tail)
-    else:
-        path.write_text("# Lexical branch speed\n\n## Results\n\n" + body
-                        + "\n\n## Analysis\n\n(to be written from the numbers above)\n")
 
 
 PLOT_LABEL = {"bm25": "BM25\nbudget\n2000", "bm25_20k": "BM25\nbudget\n20k",
@@ -1564,11 +1281,7 @@ def write_plot(path, out):
 
 # --------------------------------------------------------------------------------------------
 
-def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--dir", default=str(ROOT / ".pgdata" / "lexical-speed"),
-                   help="private cluster folder (default .pgdata/lexical-speed)")
+def params(p):
     p.add_argument("--rows", type=int, default=100_000, help="chunks (default 100000)")
     p.add_argument("--dim", type=int, default=384,
                    help="embedding dimensions (default 384, as tests/fixtures/legal_schema.sql)")
@@ -1593,39 +1306,17 @@ def parse_args(argv=None):
                         "default for tsvector)")
     p.add_argument("--shared-buffers", default="1GB")
     p.add_argument("--maintenance-work-mem", default="1GB")
-    p.add_argument("--json", default=str(ROOT / "bench" / "results" / "lexical_speed.json"))
-    p.add_argument("--markdown", default=str(ROOT / "docs" / "lexical-speed.md"))
-    p.add_argument("--plot", default=str(ROOT / "docs" / "lexical-speed.png"))
     p.add_argument("--reuse", action="store_true",
                    help="keep a database loaded by an earlier run with the same parameters")
-    p.add_argument("--keep", action="store_true", help="leave the cluster running")
-    return p.parse_args(argv)
 
 
-def reproduce_command(argv):
-    kept, skip = [], False
-    for arg in argv:
-        if skip:
-            skip = False
-            continue
-        if arg in ("--keep", "--reuse"):
-            continue
-        if arg in ("--dir", "--json", "--markdown", "--plot"):
-            skip = True
-            continue
-        if not arg.startswith(("--dir=", "--json=", "--markdown=", "--plot=")):
-            kept.append(arg)
-    return " ".join([".venv/bin/python bench/lexical_speed.py"] + kept)
-
-
-def main(argv=None):
-    a = parse_args(argv)
+def run(a):
     started = time.perf_counter()
     load_before = os.getloadavg()
     log(f"generating {a.rows} chunks, vocabulary {a.vocab}, Zipf {a.zipf} (seed {a.seed})")
     data = generate(a)
-    directory = Path(a.dir)
-    uri = start_cluster(directory, a.shared_buffers)
+    cluster = h.Cluster(a.dir, {"shared_buffers": a.shared_buffers}, keep=a.keep)
+    uri = cluster.start()
     corpora = [name for _, _, name in KINDS]
     try:
         dsn, build = prepare_database(uri, a, data)
@@ -1642,19 +1333,19 @@ def main(argv=None):
                 "SELECT df FROM corpus.lexical_stats WHERE corpus = %s AND term = %s",
                 [corpora[0], data["vocab"][TOP_COMMON - 1]]).fetchone()[0]
         # every phase opens its sessions afresh; a backend keeps the library it loaded first
-        library = {"timed": installed_build()}
+        library = {"timed": h.installed_build()}
         results = measure(dsn, data, corpora, a)
         log("EXPLAIN (ANALYZE, BUFFERS): where the time goes")
-        library["explain"] = installed_build()
+        library["explain"] = h.installed_build()
         explains = where_the_time_goes(dsn, data, corpora, a, qstats)
         log("nested statement durations (auto_explain)")
-        library["profile"] = installed_build()
-        profile = profiles(dsn, directory / "server.log", data, corpora, a)
+        library["profile"] = h.installed_build()
+        profile = profiles(dsn, cluster.server_log, data, corpora, a)
         machine = machine_info(dsn)
     finally:
         if not a.keep:
-            pgcluster("stop", directory)
-    library["end"] = installed_build()
+            cluster.stop()
+    library["end"] = h.installed_build()
     if len(set(library.values())) > 1:
         log(f"WARNING: the pg_corpus library was reinstalled during the run: {library}")
     log("offline: other candidate rules on the generated text")
@@ -1667,9 +1358,9 @@ def main(argv=None):
         queries.append(dict(kind=q["kind"], text=q["text"], ranks=q["ranks"],
                             **{c: qstats[c][qi] for c in corpora}))
     out = dict(
-        finished=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        command=reproduce_command(argv if argv is not None else sys.argv[1:]),
-        args={k: (os.path.relpath(v, ROOT) if k in ("dir", "json", "markdown", "plot") and v
+        finished=h.now(),
+        command=a.command,
+        args={k: (os.path.relpath(v, ROOT) if k in ("dir", "raw", "markdown", "plot") and v
                   else v) for k, v in vars(a).items()},
         machine=machine, build_s=build, define_corpora_s=define_s,
         library_installed=library["timed"], library_by_phase=library,
@@ -1692,15 +1383,24 @@ def main(argv=None):
                          answers=results[c][m]["answers"]) for m in METHODS}
              for c in corpora})
     out["runtime_s"] = time.perf_counter() - started
-    Path(a.json).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.json).write_text(dump_json(out))
+    h.write_raw(a.raw, compact(out))
     if a.markdown:
-        write_markdown(Path(a.markdown), out)
+        h.write_results_section(a.markdown, "bench/lexical_speed.py", results_markdown(out),
+                                "Lexical branch speed")
     if a.plot:
         write_plot(Path(a.plot), out)
-    log(f"done in {out['runtime_s'] / 60:.1f} min: {a.json}, {a.markdown}, {a.plot}")
+    log(f"done in {out['runtime_s'] / 60:.1f} min: {a.raw}, {a.markdown}, {a.plot}")
     print(results_markdown(out))
 
 
+SPEC = h.Spec(name="lexical_speed", about=__doc__.split("\n\n")[0], run=run, params=params,
+              outputs={"--raw": h.OUT / "raw" / "lexical_speed.json",
+                       "--markdown": ROOT / "docs" / "lexical-speed.md",
+                       "--plot": ROOT / "docs" / "lexical-speed.png"},
+              smoke=["--rows", "3000", "--dim", "32", "--vocab", "2000", "--clusters", "20",
+                     "--mixed-queries", "4", "--common-queries", "2", "--warmup", "1",
+                     "--repeats", "1", "--explain-slow", "1", "--shared-buffers", "256MB",
+                     "--maintenance-work-mem", "256MB"])
+
 if __name__ == "__main__":
-    main()
+    h.main(SPEC, doc=__doc__)
