@@ -70,14 +70,18 @@ def pgcluster(cmd: str, directory: str | Path, settings: Mapping[str, str] | Non
 
 
 def _settings_hold(uri: str, settings: Mapping[str, str]) -> bool:
+    """Whether the running server has these settings (sizes compared in bytes)."""
     with psycopg.connect(uri, autocommit=True) as conn:
         for name, want in settings.items():
-            same = conn.execute(
-                """SELECT CASE WHEN s.unit IS NULL THEN current_setting(s.name) = %(want)s
-                               ELSE pg_size_bytes(current_setting(s.name)) = pg_size_bytes(%(want)s) END
-                     FROM pg_settings s WHERE s.name = %(name)s""",
-                {"name": name, "want": want}).fetchone()
-            if not same or not same[0]:
+            row = conn.execute("SELECT setting, unit FROM pg_settings WHERE name = %s", [name]).fetchone()
+            if row is None:
+                return False
+            if (row[1] or "").endswith("B"):
+                same = conn.execute("SELECT pg_size_bytes(current_setting(%s)) = pg_size_bytes(%s)",
+                                    [name, want]).fetchone()[0]
+            else:
+                same = want in (row[0], conn.execute("SELECT current_setting(%s)", [name]).fetchone()[0])
+            if not same:
                 return False
     return True
 
@@ -226,19 +230,30 @@ def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
     return (time.perf_counter() - t) * 1000, out
 
 
-def interleave(calls: Mapping[Any, Callable[[], Any]], repeats: int, rng: np.random.Generator
-               ) -> tuple[dict[Any, list[float]], dict[Any, Any]]:
+def interleave(calls: Mapping[Any, Callable[[], Any]], repeats: int, rng: np.random.Generator,
+               progress: bool = False) -> tuple[dict[Any, list[float]], dict[Any, Any]]:
     """Every call `repeats` times, round-robin: each round runs all of them once in a new
-    shuffled order. Returns ({name: [ms of each round]}, {name: result of its first round})."""
+    shuffled order. Returns ({name: [ms of each round]}, {name: result of its first round});
+    with `progress`, logs how far it is every minute."""
     names = list(calls)
     times: dict[Any, list[float]] = {n: [] for n in names}
     first: dict[Any, Any] = {}
-    for _ in range(repeats):
+    t0 = last = time.perf_counter()
+    total, done = len(names) * repeats, 0
+    for rnd in range(repeats):
         for i in rng.permutation(len(names)):
             n = names[i]
             ms, out = timed(calls[n])
             times[n].append(ms)
             first.setdefault(n, out)
+            done += 1
+            if progress and time.perf_counter() - last > 60:
+                last = time.perf_counter()
+                el = last - t0
+                log(f"  round {rnd + 1}/{repeats}: {done:,}/{total:,} calls, {el / 60:.1f} min, "
+                    f"eta {el * (total - done) / done / 60:.1f} min")
+    if progress:
+        log(f"  {total:,} timed calls in {(time.perf_counter() - t0) / 60:.1f} min")
     return times, first
 
 
@@ -278,6 +293,41 @@ def explain_json(conn: psycopg.Connection, query: str, params: Any = None,
         doc = conn.execute(f"EXPLAIN ({opts}) {query}", params, prepare=False).fetchone()[0]
     doc = json.loads(doc) if isinstance(doc, str) else doc
     return doc[0]
+
+
+def explained_subplans(conn: psycopg.Connection, corpus: str, vector: Sequence[float] | None,
+                       text: str | None, k: int, mode: str) -> list[tuple]:
+    """Every subplan corpus_explain prints for a search: (source, branch, strategy, its SET LOCAL
+    settings, its SQL with psycopg placeholders, their values). corpus_explain shows the query
+    vector as a placeholder: a semantic subplan's first value is the vector itself."""
+    rows = conn.execute(
+        "SELECT source, branch, strategy, sql, params FROM corpus.corpus_explain(%s, %s::vector, %s, "
+        "k => %s, mode => %s)",
+        [corpus, vec_text(vector) if vector is not None else None, text, k, mode]).fetchall()
+    out = []
+    for source, branch, strategy, body, params in rows:
+        settings, lines = [], []
+        for line in body.splitlines():
+            m = re.match(r"SET LOCAL ([\w.]+) = (.*);$", line)
+            if m:
+                settings.append((m.group(1), m.group(2)))
+            else:
+                lines.append(line)
+        query = re.sub(r"\$(\d+)", r"%(p\1)s", "\n".join(lines).replace("%", "%%"))
+        values = {f"p{i + 1}": v for i, v in enumerate(params)}
+        if branch == "semantic" and vector is not None:
+            values["p1"] = [float(x) for x in vector]
+        out.append((source, branch, strategy, settings, query, values))
+    return out
+
+
+def explained_subplan(conn: psycopg.Connection, corpus: str, vector: Sequence[float] | None,
+                      text: str | None, k: int, mode: str, branch: str
+                      ) -> tuple[str, list[tuple[str, str]], str, dict[str, Any]]:
+    """The first subplan of `branch` (see explained_subplans): (strategy, settings, SQL, values)."""
+    _, _, strategy, settings, query, values = next(
+        s for s in explained_subplans(conn, corpus, vector, text, k, mode) if s[1] == branch)
+    return strategy, settings, query, values
 
 
 def plan_summary(node: dict, depth: int = 0) -> list[str]:
@@ -344,7 +394,9 @@ def plot_points(path: str | Path, panels: Mapping[str, Mapping[str, Sequence[flo
 
 
 def section_markers(script: str) -> tuple[str, str]:
-    return f"<!-- results:begin ({script} writes this part) -->", "<!-- results:end -->"
+    """The markers around a page's generated part (naming the script that writes it, if given)."""
+    begin = f"<!-- results:begin ({script} writes this part) -->" if script else "<!-- results:begin -->"
+    return begin, "<!-- results:end -->"
 
 
 def write_results_section(path: str | Path, script: str, body: str, title: str) -> None:
@@ -454,6 +506,15 @@ class Spec:
     outputs: Mapping[str, Path] = field(default_factory=dict)
     smoke: Sequence[str] = ()
     cluster: bool = True
+
+
+def page_outputs(name: str, page: str, plot: bool = True) -> dict[str, Path]:
+    """The outputs of a benchmark with a page under docs/: its raw JSON (bench/out/raw/), the
+    page's generated section (docs/<page>.md) and its figure (docs/<page>.png)."""
+    out = {"--raw": OUT / "raw" / f"{name}.json", "--markdown": ROOT / "docs" / f"{page}.md"}
+    if plot:
+        out["--plot"] = ROOT / "docs" / f"{page}.png"
+    return out
 
 
 def parser(spec: Spec, doc: str | None = None) -> argparse.ArgumentParser:
