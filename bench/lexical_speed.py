@@ -428,25 +428,8 @@ def run_one(conn, method, corpus, q, vtext, k):
 
 def subplan(conn, corpus, q, k, mode, branch):
     """The subplan corpus_explain prints: (strategy, SET LOCALs, psycopg SQL, params)."""
-    row = conn.execute(
-        "SELECT strategy, sql, params FROM corpus.corpus_explain(%s, %s::vector, %s, k => %s, "
-        "mode => %s) WHERE branch = %s",
-        [corpus, vec_text(q["vector"]) if mode != "lexical" else None,
-         q["text"] if mode != "semantic" else None, k, mode, branch]).fetchone()
-    strategy, text, params = row
-    settings, body = [], []
-    for line in text.splitlines():
-        m = re.match(r"SET LOCAL ([\w.]+) = (.*);$", line)
-        if m:
-            settings.append((m.group(1), m.group(2)))
-        else:
-            body.append(line)
-    sql = "\n".join(body).replace("%", "%%")
-    sql = re.sub(r"\$(\d+)", r"%(p\1)s", sql)
-    values = {f"p{i + 1}": v for i, v in enumerate(params)}
-    if branch == "semantic":
-        values["p1"] = [float(x) for x in q["vector"]]   # corpus_explain shows a placeholder
-    return strategy, settings, sql, values
+    return h.explained_subplan(conn, corpus, q["vector"] if mode != "lexical" else None,
+                               q["text"] if mode != "semantic" else None, k, mode, branch)
 
 
 def chunk_scan(node):
@@ -1394,9 +1377,7 @@ def run(a):
 
 
 SPEC = h.Spec(name="lexical_speed", about=__doc__.split("\n\n")[0], run=run, params=params,
-              outputs={"--raw": h.OUT / "raw" / "lexical_speed.json",
-                       "--markdown": ROOT / "docs" / "lexical-speed.md",
-                       "--plot": ROOT / "docs" / "lexical-speed.png"},
+              outputs=h.page_outputs("lexical_speed", "lexical-speed"),
               smoke=["--rows", "3000", "--dim", "32", "--vocab", "2000", "--clusters", "20",
                      "--mixed-queries", "4", "--common-queries", "2", "--warmup", "1",
                      "--repeats", "1", "--explain-slow", "1", "--shared-buffers", "256MB",
