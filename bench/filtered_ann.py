@@ -3,17 +3,17 @@
 corpus is a small slice of a shared table? (docs/filtered-ann.md)
 
     .venv/bin/python bench/filtered_ann.py                  # the committed run: 100k x 1024-d
-    .venv/bin/python bench/filtered_ann.py --rows 20000 --dim 128 --queries 20   # a quick one
+    .venv/bin/python bench/filtered_ann.py --smoke          # a tiny one, outputs in bench/out/smoke/
 
 What it does:
- 1. starts a private cluster (scripts/pgcluster.sh start DIR, default .pgdata/bench) with
+ 1. starts a private cluster (bench/harness.py; .pgdata/bench-filtered_ann by default) with
     shared_buffers raised so that the table and the HNSW indexes fit, and creates a database with
     `CREATE EXTENSION vector; CREATE EXTENSION pg_corpus`;
  2. generates a seeded legal-schema database: `case_law` parents (--chunks-per-parent chunks
     each) whose `source_kind` cuts the table into slices of 1%, 5%, 20%, 50% and the rest (24%),
     and `precedent_chunks` with clustered, L2-normalised embeddings of low intrinsic dimension
     (topic centre -> parent -> chunk in a 32-d latent space, mapped to --dim dimensions; see
-    embeddings()); loads them with binary COPY; builds the B-tree
+    bench/harness.py clustered_embeddings); loads them with binary COPY; builds the B-tree
     indexes, an HNSW index (vector_cosine_ops, m=16, ef_construction=64, serial build) and, for
     the sql_partial strategy only, one partial HNSW index per slice on a copy of source_kind
     denormalised into precedent_chunks;
@@ -40,7 +40,7 @@ What it does:
     alike; a query's latency is the median of its runs;
  5. records EXPLAIN (ANALYZE, BUFFERS) of each subplan (the SQL corpus.corpus_explain prints, run
     under the SET LOCALs it prints) and of the plain SQL;
- 6. writes bench/results/filtered_ann.json (raw numbers), docs/filtered-ann.png, and the results
+ 6. writes bench/out/raw/filtered_ann.json (raw numbers, not committed), docs/filtered-ann.png, and the results
     section of docs/filtered-ann.md (between the `results:begin/end` markers; the hand-written
     reasoning around them is kept).
 
@@ -48,24 +48,23 @@ The plot needs matplotlib (bench/requirements.txt); without it the rest still ru
 The cluster is stopped at the end unless --keep; --reuse keeps a database loaded by an earlier
 run with the same data parameters (the data is regenerated in memory from the seed either way).
 """
-import argparse
 import json
 import os
-import platform
 import re
 import struct
-import subprocess
 import sys
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
 import psycopg
 from psycopg.conninfo import make_conninfo
 
-ROOT = Path(__file__).resolve().parent.parent
-PGCLUSTER = ROOT / "scripts" / "pgcluster.sh"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import harness as h  # noqa: E402
+from harness import gaussian, log, unit, vec_text  # noqa: E402,F401  (unit, gaussian: bench/scale.py)
+
+ROOT = h.ROOT
 DBNAME = "filtered_ann"
 
 # source_kind -> share of the parents (the last one takes the rest), and the corpus over it.
@@ -75,7 +74,7 @@ SLICES = [("registry", 0.01, "slice1"),
           ("internal_committee", 0.50, "slice50"),
           ("archive", None, None)]
 UNFILTERED = "unfiltered"
-LATENT_DIM = 32         # intrinsic dimension of the generated embeddings
+LATENT_DIM = h.LATENT_DIM
 STRATEGIES = {
     "ext_default": "corpus_hybrid_search, default settings",
     "ext_hnsw": "corpus_hybrid_search, exact_search_max_rows = 0 (HNSW + iterative scan)",
@@ -104,81 +103,9 @@ COURTS = ["supreme", "district_jerusalem", "district_tel_aviv", "appeals_committ
 AREAS = ["planning", "betterment_levy", "compensation", "expropriation"]
 
 
-def log(msg):
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
-
-
-# --------------------------------------------------------------------------------------------
-# The cluster
-# --------------------------------------------------------------------------------------------
-
-def pgcluster(cmd, directory, env=None):
-    res = subprocess.run(["bash", str(PGCLUSTER), cmd, str(directory)], capture_output=True,
-                         text=True, timeout=300, env={**os.environ, **(env or {})})
-    if res.returncode != 0:
-        sys.exit(f"pgcluster.sh {cmd} {directory} failed:\n{res.stdout}{res.stderr}")
-    return res.stdout.strip().splitlines()[-1] if res.stdout.strip() else ""
-
-
-def start_cluster(directory, shared_buffers):
-    """Start the private cluster with shared_buffers raised (PGCLUSTER_OPTS); a cluster already
-    running with another value is restarted."""
-    env = {"PGCLUSTER_OPTS": f"-c shared_buffers={shared_buffers}"}
-
-    def buffers_ok(uri):
-        with psycopg.connect(uri, autocommit=True) as conn:
-            return conn.execute("SELECT pg_size_bytes(current_setting('shared_buffers')) "
-                                "= pg_size_bytes(%s)", [shared_buffers]).fetchone()[0]
-
-    uri = pgcluster("start", directory, env)
-    if not buffers_ok(uri):
-        log(f"restarting the cluster with shared_buffers = {shared_buffers}")
-        pgcluster("stop", directory)
-        uri = pgcluster("start", directory, env)
-        if not buffers_ok(uri):
-            sys.exit(f"could not set shared_buffers = {shared_buffers}")
-    return uri
-
-
 # --------------------------------------------------------------------------------------------
 # Data
 # --------------------------------------------------------------------------------------------
-
-def unit(v):
-    return (v / np.linalg.norm(v, axis=-1, keepdims=True)).astype(np.float32)
-
-
-def gaussian(rng, n, dim, norm):
-    """n random vectors of dim components whose norm is about `norm`."""
-    return rng.standard_normal((n, dim), dtype=np.float32) * np.float32(norm / np.sqrt(dim))
-
-
-def embeddings(rng, a, parent_cluster, item_parent):
-    """Clustered embeddings of low intrinsic dimension, as text embeddings are: a Gaussian
-    mixture in a LATENT_DIM-d space (topic centre 1.0, parent offset 0.6, chunk offset 0.5, as
-    norms), mapped to a.dim dimensions by a random linear map, plus a direction shared by all
-    (0.8: the anisotropy of real embeddings) and full-dimensional noise (0.3); L2-normalised.
-    Cosine: same parent ~0.86, unrelated ~0.28. (Independent Gaussian clusters in all 1024
-    dimensions are too well separated: HNSW at ef_search 40 then misses whole clusters for a
-    few percent of the queries, unlike on real embeddings.)
-    Returns the vectors, their latent coordinates and the embedding map (for the queries)."""
-    dims = min(LATENT_DIM, a.dim)
-    centres = gaussian(rng, a.clusters, dims, 1.0)
-    parents = centres[parent_cluster] + gaussian(rng, len(parent_cluster), dims, 0.6)
-    latent = parents[item_parent] + gaussian(rng, len(item_parent), dims, 0.5)
-    projection = gaussian(rng, dims, a.dim, 1.0)      # rows of norm ~1, nearly orthogonal
-    common = gaussian(rng, 1, a.dim, 0.8)
-
-    def embed(points, noise_rng):
-        out = np.empty((len(points), a.dim), dtype=np.float32)
-        for lo in range(0, len(points), 10_000):
-            part = points[lo:lo + 10_000]
-            out[lo:lo + len(part)] = unit(part @ projection + common
-                                          + gaussian(noise_rng, len(part), a.dim, 0.3))
-        return out
-
-    return embed(latent, rng), latent, embed
-
 
 def generate(a):
     """Seeded data: parents with a source_kind and a topic, chunks near their parent's topic,
@@ -196,7 +123,7 @@ def generate(a):
         start += size
     parent_cluster = rng.integers(a.clusters, size=n_parents)
     item_parent = np.repeat(np.arange(n_parents), a.chunks_per_parent)
-    vecs, latent, embed = embeddings(rng, a, parent_cluster, item_parent)
+    vecs, latent, embed = h.clustered_embeddings(rng, a.dim, a.clusters, parent_cluster, item_parent)
     # chunk text: 12-20 pseudo-words (always >= 50 characters: the searchable contract)
     syllables = [c + v for c in "bdfgklmnprstv" for v in "aeiou"]
     vocab = np.array(["".join(rng.choice(syllables, size=rng.integers(2, 5)))
@@ -420,10 +347,6 @@ def recall_at_k(data, got_ids, q, truth, k):
 # Strategies
 # --------------------------------------------------------------------------------------------
 
-def vec_text(v):
-    return "[" + ",".join("%.9g" % float(x) for x in v) + "]"
-
-
 def kind_of_corpus(corpus):
     return next((k for k, _, name in SLICES if name == corpus), None)
 
@@ -446,46 +369,22 @@ SEARCH_SQL = ("SELECT item_id::bigint FROM corpus.corpus_hybrid_search(%(corpus)
 
 
 def run_one(conn, strategy, corpus, qtext, k):
-    """Run one search; returns (elapsed seconds, ids in the order that counts for top-k)."""
+    """Run one search; returns the ids in the order that counts for top-k."""
     if strategy.startswith("ext_"):
         sql, params = SEARCH_SQL, {"corpus": corpus, "v": qtext, "k": k}
     else:
         sql, params = plain_sql(corpus, strategy), {"v": qtext, "kind": kind_of_corpus(corpus)}
-    t = time.perf_counter()
     rows = conn.execute(sql, params, prepare=False).fetchall()
-    elapsed = time.perf_counter() - t
     if strategy.startswith("sql_"):
         # the service's top-k: its candidates by distance (relaxed_order may return them
         # slightly out of order; pgvector's docs re-sort them the same way)
         rows = sorted(rows, key=lambda r: (r[1], r[0]))
-    return elapsed, [r[0] for r in rows]
-
-
-def connect(dsn, strategy):
-    conn = psycopg.connect(dsn, autocommit=True)
-    for name, value in SESSION_SETTINGS[strategy]:
-        conn.execute(f"SET {name} = {value}")
-    return conn
+    return [r[0] for r in rows]
 
 
 # --------------------------------------------------------------------------------------------
 # Plans
 # --------------------------------------------------------------------------------------------
-
-def plan_summary(node, depth=0):
-    """A compact plan tree: node types, relations/indexes, actual rows."""
-    label = node["Node Type"]
-    if node.get("Index Name"):
-        label += f" using {node['Index Name']}"
-    elif node.get("Relation Name"):
-        label += f" on {node['Relation Name']}"
-    if "Actual Rows" in node:
-        label += f" (rows={node['Actual Rows']}, loops={node.get('Actual Loops', 1)})"
-    lines = ["  " * depth + label]
-    for child in node.get("Plans", []):
-        lines += plan_summary(child, depth + 1)
-    return lines
-
 
 def ann_indexes(node):
     """Names of the HNSW indexes (full or partial) a plan scans."""
@@ -511,7 +410,7 @@ def explain(conn, sql, params, settings=()):
                 doc = json.loads(doc) if isinstance(doc, str) else doc
                 out["execution_ms"] = doc[0]["Execution Time"]
                 out["planning_ms"] = doc[0]["Planning Time"]
-                out["summary"] = plan_summary(doc[0]["Plan"])
+                out["summary"] = h.plan_summary(doc[0]["Plan"])
                 out["ann_indexes"] = ann_indexes(doc[0]["Plan"])
                 out["uses_hnsw"] = bool(out["ann_indexes"])
                 out["plan_rows"] = doc[0]["Plan"]["Plan Rows"]
@@ -520,22 +419,7 @@ def explain(conn, sql, params, settings=()):
 
 def extension_subplan(conn, corpus, qvec, k):
     """The semantic subplan corpus_explain prints: (strategy, SET LOCALs, SQL, params)."""
-    row = conn.execute(
-        "SELECT strategy, sql, params FROM corpus.corpus_explain(%s, %s::vector, NULL, k => %s, "
-        "mode => 'semantic') WHERE branch = 'semantic'", [corpus, vec_text(qvec), k]).fetchone()
-    strategy, text, params = row
-    settings, body = [], []
-    for line in text.splitlines():
-        m = re.match(r"SET LOCAL ([\w.]+) = (.*);$", line)
-        if m:
-            settings.append((m.group(1), m.group(2)))
-        else:
-            body.append(line)
-    sql = "\n".join(body).replace("%", "%%")
-    sql = re.sub(r"\$(\d+)", r"%(p\1)s", sql)
-    values = {f"p{i + 1}": v for i, v in enumerate(params)}
-    values["p1"] = [float(x) for x in qvec]     # corpus_explain shows a placeholder here
-    return strategy, settings, sql, values
+    return h.explained_subplan(conn, corpus, qvec, None, k, "semantic", "semantic")
 
 
 def slice_estimate(conn, exact_sql, values):
@@ -555,7 +439,7 @@ def slice_estimate(conn, exact_sql, values):
 # --------------------------------------------------------------------------------------------
 
 def measure(dsn, data, corpora, a):
-    conns = {s: connect(dsn, s) for s in STRATEGIES}
+    conns = {s: h.session(dsn, SESSION_SETTINGS[s]) for s in STRATEGIES}
     qtexts = [vec_text(q) for q in data["queries"]]
     truths = {c: exact_truth(data, members(data, c), a.k) for c in corpora}
     in_corpus = {c: set((np.nonzero(members(data, c))[0] + 1).tolist()) for c in corpora}
@@ -563,7 +447,7 @@ def measure(dsn, data, corpora, a):
     rng = np.random.default_rng(a.seed + 2)
 
     log(f"warm-up: {a.warmup} queries x {len(tasks)} (corpus, strategy) pairs")
-    build = installed_build()       # the library every session has loaded from now on
+    build = h.installed_build()     # the library every session has loaded from now on
     for qi in range(a.warmup):
         for c, s in tasks:
             run_one(conns[s], s, c, qtexts[qi % len(qtexts)], a.k)
@@ -572,13 +456,8 @@ def measure(dsn, data, corpora, a):
                    for s in STRATEGIES} for c in corpora}
     t0 = time.perf_counter()
     for qi, (q, qtext) in enumerate(zip(data["queries"], qtexts)):
-        times, answers = {task: [] for task in tasks}, {}
-        for _ in range(a.repeats):
-            for ti in rng.permutation(len(tasks)):
-                c, s = tasks[ti]
-                elapsed, ids = run_one(conns[s], s, c, qtext, a.k)
-                times[(c, s)].append(elapsed * 1000)
-                answers.setdefault((c, s), ids)     # the same answer every time: check one
+        calls = {(c, s): (lambda c=c, s=s: run_one(conns[s], s, c, qtext, a.k)) for c, s in tasks}
+        times, answers = h.interleave(calls, a.repeats, rng)   # the same answer every time: check one
         for (c, s), ids in answers.items():
             r = results[c][s]
             r["latency_runs_ms"].append(times[(c, s)])
@@ -680,37 +559,14 @@ def exact_cost_model(summary, sizes, ref):
 # Outputs
 # --------------------------------------------------------------------------------------------
 
-def installed_build():
-    """When the pg_corpus library in use was installed (its file's modification time)."""
-    so = Path("/usr/lib/postgresql/15/lib/pg_corpus.so")
-    return (datetime.fromtimestamp(so.stat().st_mtime, timezone.utc)
-            .strftime("%Y-%m-%d %H:%M:%S UTC") if so.exists() else "?")
+SETTINGS = ("shared_buffers", "jit", "max_parallel_workers_per_gather", "work_mem", "hnsw.ef_search",
+            "hnsw.iterative_scan", "hnsw.max_scan_tuples", "pg_corpus.exact_search_max_rows",
+            "pg_corpus.ann_max_scan_tuples")
 
 
 def machine_info(dsn):
-    info = {"python": platform.python_version(), "platform": platform.platform(),
-            "cpus": os.cpu_count()}
-    git = subprocess.run(["git", "-C", str(ROOT), "describe", "--always", "--dirty"],
-                         capture_output=True, text=True)
-    info["commit"] = git.stdout.strip() or "?"
-    try:
-        cpu = [l for l in Path("/proc/cpuinfo").read_text().splitlines()
-               if l.startswith("model name")]
-        info["cpu"] = cpu[0].split(":", 1)[1].strip() if cpu else "?"
-        mem = Path("/proc/meminfo").read_text().split("\n")[0].split()[1]
-        info["ram_gb"] = round(int(mem) / 1024 / 1024, 1)
-    except OSError:
-        pass
     with psycopg.connect(dsn, autocommit=True) as conn:
-        info["postgres"] = conn.execute("SHOW server_version").fetchone()[0]
-        info["extensions"] = dict(conn.execute(
-            "SELECT extname, extversion FROM pg_extension "
-            "WHERE extname IN ('vector', 'pg_corpus')").fetchall())
-        info["settings"] = dict(conn.execute(
-            "SELECT name, current_setting(name) FROM pg_settings WHERE name IN "
-            "('shared_buffers', 'jit', 'max_parallel_workers_per_gather', 'work_mem', "
-            "'hnsw.ef_search', 'hnsw.iterative_scan', 'hnsw.max_scan_tuples', "
-            "'pg_corpus.exact_search_max_rows', 'pg_corpus.ann_max_scan_tuples')").fetchall())
+        info = h.machine(conn, SETTINGS)
         info["sizes"] = dict(conn.execute("""
             SELECT 'precedent_chunks', pg_size_pretty(pg_table_size('precedent_chunks'))
             UNION ALL
@@ -863,22 +719,6 @@ def results_markdown(out):
     return "\n".join(lines)
 
 
-BEGIN = "<!-- results:begin (bench/filtered_ann.py writes this part) -->"
-END = "<!-- results:end -->"
-
-
-def write_markdown(path, out):
-    body = f"{BEGIN}\n{results_markdown(out)}\n{END}"
-    if path.exists() and BEGIN in path.read_text() and END in path.read_text():
-        text = path.read_text()
-        head, rest = text.split(BEGIN, 1)
-        tail = rest.split(END, 1)[1]
-        path.write_text(head + body + tail)
-    else:
-        path.write_text("# Filtered approximate search\n\n## Results\n\n" + body
-                        + "\n\n## Why\n\n(to be written from the numbers above)\n")
-
-
 def write_plot(path, out):
     try:
         import matplotlib
@@ -929,11 +769,7 @@ def write_plot(path, out):
 
 # --------------------------------------------------------------------------------------------
 
-def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--dir", default=str(ROOT / ".pgdata" / "bench"),
-                   help="private cluster folder (default .pgdata/bench)")
+def params(p):
     p.add_argument("--rows", type=int, default=100_000, help="chunks (default 100000)")
     p.add_argument("--dim", type=int, default=1024, help="dimensions (default 1024)")
     p.add_argument("--chunks-per-parent", type=int, default=10)
@@ -947,47 +783,28 @@ def parse_args(argv=None):
     p.add_argument("--shared-buffers", default="4GB",
                    help="enough for the table and all HNSW indexes (default 4GB)")
     p.add_argument("--maintenance-work-mem", default="2GB")
-    p.add_argument("--json", default=str(ROOT / "bench" / "results" / "filtered_ann.json"))
-    p.add_argument("--markdown", default=str(ROOT / "docs" / "filtered-ann.md"))
-    p.add_argument("--plot", default=str(ROOT / "docs" / "filtered-ann.png"))
     p.add_argument("--reuse", action="store_true",
                    help="keep a database loaded by an earlier run with the same parameters")
-    p.add_argument("--keep", action="store_true", help="leave the cluster running")
     p.add_argument("--render-only", action="store_true",
-                   help="measure nothing: rewrite the markdown section and the plot from --json")
-    return p.parse_args(argv)
+                   help="measure nothing: rewrite the markdown section and the plot from --raw")
 
 
-def reproduce_command(argv):
-    """The command line, less the options that do not change the numbers."""
-    kept, skip = [], False
-    for arg in argv:
-        if skip:
-            skip = False
-            continue
-        if arg in ("--keep", "--reuse", "--render-only"):
-            continue
-        if arg == "--dir":
-            skip = True
-            continue
-        if not arg.startswith("--dir="):
-            kept.append(arg)
-    return " ".join([".venv/bin/python bench/filtered_ann.py"] + kept)
+def write_markdown(path, out):
+    h.write_results_section(path, "bench/filtered_ann.py", results_markdown(out), "Filtered approximate search")
 
 
-def main(argv=None):
-    a = parse_args(argv)
+def run(a):
     if a.render_only:
-        out = json.loads(Path(a.json).read_text())
-        write_markdown(Path(a.markdown), out)
+        out = json.loads(Path(a.raw).read_text())
+        write_markdown(a.markdown, out)
         write_plot(Path(a.plot), out)
         return
     started = time.perf_counter()
     load_before = os.getloadavg()
     log(f"generating {a.rows} x {a.dim} (seed {a.seed})")
     data = generate(a)
-    directory = Path(a.dir)
-    uri = start_cluster(directory, a.shared_buffers)
+    cluster = h.Cluster(a.dir, {"shared_buffers": a.shared_buffers}, keep=a.keep)
+    uri = cluster.start()
     try:
         dsn, build_times = prepare_database(uri, a, data)
         with psycopg.connect(dsn, autocommit=True) as conn:
@@ -997,16 +814,15 @@ def main(argv=None):
         machine = machine_info(dsn)
     finally:
         if not a.keep:
-            pgcluster("stop", directory)
+            cluster.stop()
     summary, ref, plain_ref = summarise(results, corpora, a.k)
     sizes = {c: int(members(data, c).sum()) for c in corpora}
     label = {c: "100%" if c == UNFILTERED else
              f"{next(s for _, s, n in SLICES if n == c) * 100:g}%" for c in corpora}
-    command = reproduce_command(argv if argv is not None else sys.argv[1:])
     out = dict(
-        finished=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        command=command, args=vars(a), machine=machine, build_s=build_times,
-        build_in_use=build, build_at_end=installed_build(),
+        finished=h.now(),
+        command=a.command, args=vars(a), machine=machine, build_s=build_times,
+        build_in_use=build, build_at_end=h.installed_build(),
         load_before=" ".join(f"{x:.2f}" for x in load_before),
         load_after=" ".join(f"{x:.2f}" for x in os.getloadavg()),
         data=dict(n_items=data["n_items"], n_parents=data["n_parents"]),
@@ -1016,13 +832,18 @@ def main(argv=None):
         exact_cost_model=exact_cost_model(summary, sizes, ref),
         plans=plans, raw=results)
     out["runtime_s"] = time.perf_counter() - started
-    Path(a.json).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.json).write_text(json.dumps(out, indent=1, ensure_ascii=False) + "\n")
-    write_markdown(Path(a.markdown), out)
+    h.write_raw(a.raw, out)
+    write_markdown(a.markdown, out)
     write_plot(Path(a.plot), out)
-    log(f"done in {out['runtime_s'] / 60:.1f} min: {a.json}, {a.markdown}, {a.plot}")
+    log(f"done in {out['runtime_s'] / 60:.1f} min: {a.raw}, {a.markdown}, {a.plot}")
     print(results_markdown(out))
 
 
+SPEC = h.Spec(name="filtered_ann", about=__doc__.split("\n\n")[0], run=run, params=params,
+              outputs=h.page_outputs("filtered_ann", "filtered-ann"),
+              smoke=["--rows", "3000", "--dim", "32", "--clusters", "20", "--queries", "4",
+                     "--warmup", "1", "--repeats", "1", "--shared-buffers", "256MB",
+                     "--maintenance-work-mem", "256MB"])
+
 if __name__ == "__main__":
-    main()
+    h.main(SPEC, doc=__doc__)
