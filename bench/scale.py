@@ -10,7 +10,7 @@ seed's app-side hybrid search against the extension's modes, in one interleaved 
     .venv/bin/python bench/scale.py --sizes 1000000 --build-only  # build (or finish) the cache
 
 What it does:
- 1. one private cluster per size (scripts/pgcluster.sh start DIR, DIR = --cache-dir/<size>,
+ 1. one private cluster per size (bench/harness.py Cluster, in --cache-dir/<size>,
     outside the clone: default $PG_CORPUS_CACHE/scale or ~/.cache/pg_corpus/scale; as root,
     when the postgres OS user cannot enter that folder, /var/tmp/pg_corpus/scale). A size is
     built once: every build step is recorded (table bench_build, mirrored in DIR/build.json)
@@ -82,14 +82,13 @@ What it does:
     semantic subplans and the empty corpus' subplans, run under the SET LOCALs it prints
     (bench/lexical_speed.py's explain()); the call's server time, and the durations of the
     statements a call runs inside (auto_explain, lexical_speed.call_profile());
- 8. writes bench/results/scale.json (raw numbers, machine, timestamps), docs/scale.png (p50
+ 8. writes bench/out/raw/scale.json (raw numbers, machine, timestamps; not committed), docs/scale.png (p50
     against size per method, log-log; QPS against clients) and the results section of
     docs/scale.md (between the results:begin / results:end markers).
 
 Clusters are stopped at the end unless --keep. --render-only rewrites the markdown and the plot
-from --json.
+from --raw.
 """
-import argparse
 import json
 import math
 import os
@@ -107,8 +106,9 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import filtered_ann as fa      # noqa: E402  the cluster helper, embedding model, plain SQL
-import lexical_speed as ls     # noqa: E402  Zipf vocabulary, EXPLAIN helpers, machine info
+import filtered_ann as fa      # noqa: E402  the legal schema's values, the plain SQL
+import harness as h            # noqa: E402
+import lexical_speed as ls     # noqa: E402  EXPLAIN and nested-statement helpers, machine info
 
 ROOT = fa.ROOT
 DBNAME = "scale"
@@ -179,7 +179,7 @@ TARGETS = [
     ("slice_rows", "5% slice: fewest rows returned (k = 10)", 10, ">=", 1_000_000),
 ]
 
-log = fa.log
+log = h.log
 
 
 # --------------------------------------------------------------------------------------------
@@ -235,38 +235,9 @@ def hnsw_memory(n_items, dim):
     return int(n_items * (4 * dim + 700) * 1.25)
 
 
-def cluster_opts(settings):
-    return " ".join(f"-c {k}={v}" for k, v in settings.items())
-
-
 def start_cluster(directory, settings):
     """Start (or restart) the cluster in `directory` with these server settings."""
-    env = {"PGCLUSTER_OPTS": cluster_opts(settings)}
-
-    def settings_ok(uri):
-        with psycopg.connect(uri, autocommit=True) as conn:
-            for k, v in settings.items():
-                cur = conn.execute("SELECT setting, unit FROM pg_settings WHERE name = %s",
-                                   [k]).fetchone()
-                if cur is None:
-                    return False
-                if cur[1] in ("8kB", "kB", "MB"):
-                    same = conn.execute("SELECT pg_size_bytes(current_setting(%s)) = "
-                                        "pg_size_bytes(%s)", [k, v]).fetchone()[0]
-                else:
-                    same = str(cur[0]) == str(v)
-                if not same:
-                    return False
-        return True
-
-    uri = fa.pgcluster("start", directory, env)
-    if not settings_ok(uri):
-        log(f"restarting the cluster in {directory} with {cluster_opts(settings)}")
-        fa.pgcluster("stop", directory)
-        uri = fa.pgcluster("start", directory, env)
-        if not settings_ok(uri):
-            sys.exit(f"could not start {directory} with {settings}")
-    return uri
+    return h.Cluster(directory, settings).start()
 
 
 def build_settings(a, data):
@@ -312,27 +283,27 @@ class Data:
             self.kind_of[order[start:start + n]] = kind
             start += n
         # embeddings: bench/filtered_ann.py's model (see its embeddings()), in batches
-        dims = min(fa.LATENT_DIM, a.dim)
+        dims = min(h.LATENT_DIM, a.dim)
         self.latent_dim = dims
         parent_cluster = rng.integers(a.clusters, size=self.n_parents)
-        centres = fa.gaussian(rng, a.clusters, dims, 1.0)
-        parents = centres[parent_cluster] + fa.gaussian(rng, self.n_parents, dims, 0.6)
+        centres = h.gaussian(rng, a.clusters, dims, 1.0)
+        parents = centres[parent_cluster] + h.gaussian(rng, self.n_parents, dims, 0.6)
         self.chunk_parent = np.repeat(np.arange(self.n_parents), cpp)
-        self.chunk_latent = parents[self.chunk_parent] + fa.gaussian(rng, self.n_chunks, dims, 0.5)
+        self.chunk_latent = parents[self.chunk_parent] + h.gaussian(rng, self.n_chunks, dims, 0.5)
         self.halacha_parent = np.sort(rng.integers(self.n_parents, size=self.n_halachot))
         self.halacha_latent = (parents[self.halacha_parent]
-                               + fa.gaussian(rng, self.n_halachot, dims, 0.5))
+                               + h.gaussian(rng, self.n_halachot, dims, 0.5))
         self.review = rng.choice(REVIEW[0], size=self.n_halachot, p=REVIEW[1])
-        self.projection = fa.gaussian(rng, dims, a.dim, 1.0)
-        self.common = fa.gaussian(rng, 1, a.dim, 0.8)
+        self.projection = h.gaussian(rng, dims, a.dim, 1.0)
+        self.common = h.gaussian(rng, 1, a.dim, 0.8)
         # text: bench/lexical_speed.py's Zipf vocabulary, in Hebrew letters
-        self.vocab = np.array([w.translate(HEBREW) for w in ls.vocabulary(rng, a.vocab)],
+        self.vocab = np.array([w.translate(HEBREW) for w in h.vocabulary(rng, a.vocab)],
                               dtype=object)
-        self.cdf = np.cumsum(ls.zipf_probabilities(a.vocab, a.zipf))
+        self.cdf = np.cumsum(h.zipf_probabilities(a.vocab, a.zipf))
 
     def embed(self, points, noise_rng):
-        return fa.unit(points @ self.projection + self.common
-                       + fa.gaussian(noise_rng, len(points), self.dim, 0.3))
+        return h.unit(points @ self.projection + self.common
+                       + h.gaussian(noise_rng, len(points), self.dim, 0.3))
 
     def texts(self, rng, n, lo_words, hi_words):
         lengths = rng.integers(lo_words, hi_words + 1, size=n)
@@ -382,10 +353,10 @@ class Data:
             out.append({"ranks": picked, "text": " ".join(self.vocab[r] for r in picked)})
         picks = qrng.choice(self.n_chunks, size=n, replace=False)
         vecs = self.embed(self.chunk_latent[picks]
-                          + fa.gaussian(qrng, n, self.latent_dim, 0.4), qrng)
+                          + h.gaussian(qrng, n, self.latent_dim, 0.4), qrng)
         for q, v in zip(out, vecs):
             q["vector"] = v
-            q["vtext"] = fa.vec_text(v)
+            q["vtext"] = h.vec_text(v)
             q["words"] = q["text"].split()
         return out
 
@@ -721,7 +692,7 @@ def recreate_extension(conn):
 def record_extension(conn):
     """Which extension SQL this database's pg_corpus objects were created from."""
     record(conn, "extension", 0.0, {"fingerprint": ls.extension_fingerprint(),
-                                    "library": fa.installed_build()})
+                                    "library": h.installed_build()})
 
 
 def analyser_check(conn, n=500):
@@ -737,7 +708,7 @@ def analyser_check(conn, n=500):
 
 def ensure_extension(conn, done):
     """Corpora defined with the installed pg_corpus; returns what was done and its seconds."""
-    fingerprint, library = ls.extension_fingerprint(), fa.installed_build()
+    fingerprint, library = ls.extension_fingerprint(), h.installed_build()
     info = (done.get("corpora") or {}).get("info") or {}
     created = ((done.get("extension") or {}).get("info") or {}).get("fingerprint")
     action = None
@@ -938,7 +909,7 @@ class Size:
                 f"{time.perf_counter() - t:.0f} s")
 
     def stop(self):
-        fa.pgcluster("stop", self.dir)
+        h.pgcluster("stop", self.dir)
 
     def current(self, phase):
         """Before a phase that opens new sessions: the extension in the database must be the
@@ -1033,31 +1004,22 @@ def app_side(conn, q, k):
 
 
 def run_one(conn, method, q, k):
-    """One search; (seconds at the client, [((source, item_id), score or distance)])."""
-    t = time.perf_counter()
+    """One search: [((source, item_id), score or distance)]."""
     if method == "app_side":
-        rows = app_side(conn, q, k)
-        return time.perf_counter() - t, rows
+        return app_side(conn, q, k)
     if method == "bare":
         res = conn.execute(BARE_SQL, {"v": q["vtext"], "kind": MAIN_KIND}, prepare=False)
-        rows = res.fetchall()
-        elapsed = time.perf_counter() - t
-        return elapsed, [(("chunks", str(r[0])), r[1]) for r in rows]
+        return [(("chunks", str(r[0])), r[1]) for r in res.fetchall()]
     sql, col = EXT_SQL[method]
     cur = conn.execute(sql, {"c": EXT_CORPUS[method], "v": q["vtext"], "t": q["text"], "k": k},
                        prepare=False)
     rows = cur.fetchall()
-    elapsed = time.perf_counter() - t
     names = [d.name for d in cur.description]
     si, ii, vi = names.index("source"), names.index("item_id"), names.index(col)
-    return elapsed, [((r[si], r[ii]), r[vi]) for r in rows]
+    return [((r[si], r[ii]), r[vi]) for r in rows]
 
 
-def connect(dsn, settings=()):
-    conn = psycopg.connect(dsn, autocommit=True)
-    for name, value in settings:
-        conn.execute(f"SET {name} = {value}")
-    return conn
+connect = h.session
 
 
 # --------------------------------------------------------------------------------------------
@@ -1075,25 +1037,9 @@ def measure(sizes, a):
             for qi in range(a.warmup):
                 run_one(conns[(s.size, m)], m, s.queries[qi % len(s.queries)], a.k)
     tasks = [(s, m, qi) for s in sizes for m in METHODS for qi in range(len(s.queries))]
-    times = {(s.size, m, qi): [] for s, m, qi in tasks}
-    answers = {}
-    t0 = last = time.perf_counter()
-    total = len(tasks) * a.repeats
-    done = 0
-    for rnd in range(a.repeats):
-        for ti in rng.permutation(len(tasks)):
-            s, m, qi = tasks[ti]
-            elapsed, rows = run_one(conns[(s.size, m)], m, s.queries[qi], a.k)
-            times[(s.size, m, qi)].append(elapsed * 1000)
-            answers.setdefault((s.size, m, qi), rows)
-            done += 1
-            now = time.perf_counter()
-            if now - last > 60:
-                el = now - t0
-                log(f"  round {rnd + 1}/{a.repeats}: {done:,}/{total:,} searches, "
-                    f"{el / 60:.1f} min, eta {el * (total - done) / done / 60:.1f} min")
-                last = now
-    log(f"  {total:,} timed searches in {(time.perf_counter() - t0) / 60:.1f} min")
+    calls = {(s.size, m, qi): (lambda s=s, m=m, qi=qi: run_one(conns[(s.size, m)], m, s.queries[qi], a.k))
+             for s, m, qi in tasks}
+    times, answers = h.interleave(calls, a.repeats, rng, progress=True)
     for c in conns.values():
         c.close()
     raw = {}
@@ -1115,9 +1061,9 @@ def exhaustive(s, a):
     with connect(s.dsn, [("pg_corpus.bm25_candidate_budget", str(BUDGET_EXHAUSTIVE))]) as conn:
         run_one(conn, "lexical", s.queries[0], a.k)
         for q in s.queries:
-            elapsed, rows = run_one(conn, "lexical", q, a.k)
+            ms, rows = h.timed(lambda: run_one(conn, "lexical", q, a.k))
             out.append([[list(key), val] for key, val in rows])
-            lat.append(elapsed * 1000)
+            lat.append(ms)
     return out, lat
 
 
@@ -1215,27 +1161,9 @@ def pgbench(s, a):
 
 def explained_subplans(conn, corpus, q, k, mode):
     """Every subplan corpus.corpus_explain prints: (source, branch, strategy, SET LOCALs,
-    psycopg SQL, params) - parsed as bench/lexical_speed.py's subplan() does."""
-    rows = conn.execute(
-        "SELECT source, branch, strategy, sql, params FROM corpus.corpus_explain(%s, "
-        "%s::vector, %s, k => %s, mode => %s)",
-        [corpus, q["vtext"] if mode != "lexical" else None,
-         q["text"] if mode != "semantic" else None, k, mode]).fetchall()
-    out = []
-    for source, branch, strategy, text, params in rows:
-        settings, body = [], []
-        for line in text.splitlines():
-            m = re.match(r"SET LOCAL ([\w.]+) = (.*);$", line)
-            if m:
-                settings.append((m.group(1), m.group(2)))
-            else:
-                body.append(line)
-        sql = re.sub(r"\$(\d+)", r"%(p\1)s", "\n".join(body).replace("%", "%%"))
-        values = {f"p{i + 1}": v for i, v in enumerate(params)}
-        if branch == "semantic":
-            values["p1"] = [float(x) for x in q["vector"]]     # shown as a placeholder
-        out.append((source, branch, strategy, settings, sql, values))
-    return out
+    psycopg SQL, params)."""
+    return h.explained_subplans(conn, corpus, q["vector"] if mode != "lexical" else None,
+                                q["text"] if mode != "semantic" else None, k, mode)
 
 
 def nested_statements(conn, log_path, sql, params):
@@ -1262,7 +1190,7 @@ def nested_statements(conn, log_path, sql, params):
             continue
         out.append(dict(ms=float(m.group(1)),
                         query=" ".join(query.split())[:160],
-                        plan=ls.plan_summary(doc["Plan"]) if "Plan" in doc else []))
+                        plan=h.plan_summary(doc["Plan"]) if "Plan" in doc else []))
     return sorted(out, key=lambda r: -r["ms"])
 
 
@@ -1274,10 +1202,10 @@ def shared_session(s, a, log_path):
     qs = s.queries
     out = {}
     with connect(s.dsn) as conn:
-        fresh = [run_one(conn, "empty", qs[i % len(qs)], a.k)[0] * 1000 for i in range(10)]
+        fresh = [h.timed(lambda i=i: run_one(conn, "empty", qs[i % len(qs)], a.k))[0] for i in range(10)]
         for i in range(10):
             run_one(conn, "hybrid", qs[i % len(qs)], a.k)
-        after = [run_one(conn, "empty", qs[(i + 10) % len(qs)], a.k)[0] * 1000
+        after = [h.timed(lambda i=i: run_one(conn, "empty", qs[(i + 10) % len(qs)], a.k))[0]
                  for i in range(20)]
         out.update(empty_dedicated_ms=fresh[1:], empty_after_main_ms=after,
                    empty_dedicated_p50=pct(fresh[1:], 50), empty_after_main_p50=pct(after, 50))
@@ -1352,8 +1280,7 @@ def profile(s, a):
 # Summary
 # --------------------------------------------------------------------------------------------
 
-def pct(x, p):
-    return float(np.percentile(np.asarray(x, dtype=float), p)) if len(x) else float("nan")
+pct = h.pct
 
 
 def summarise(out):
@@ -1610,17 +1537,8 @@ def results_markdown(out):
     return "\n".join(lines)
 
 
-BEGIN = "<!-- results:begin -->"
-END = "<!-- results:end -->"
-
-
 def write_markdown(path, out):
-    body = f"{BEGIN}\n{results_markdown(out)}\n{END}"
-    if path.exists() and BEGIN in path.read_text() and END in path.read_text():
-        head, rest = path.read_text().split(BEGIN, 1)
-        path.write_text(head + body + rest.split(END, 1)[1])
-    else:
-        path.write_text("# Scale\n\n## Results\n\n" + body + "\n")
+    h.write_results_section(path, "", results_markdown(out), "Scale")
 
 
 def write_plot(path, out):
@@ -1680,19 +1598,17 @@ def parse_size(text):
     return int(float(t.rstrip("mk")) * mult)
 
 
-def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+def params(p):
     p.add_argument("--sizes", default="100000,1000000",
                    help="chunk counts, comma-separated (100k, 1M accepted); halachot = N/5")
     p.add_argument("--cache-dir", default=None,
                    help="where the clusters live, one folder per size (default "
                         "$PG_CORPUS_CACHE/scale or ~/.cache/pg_corpus/scale)")
+    p.add_argument("--keep", action="store_true", help="leave the clusters running")
     p.add_argument("--rebuild", action="store_true", help="build every size again")
     p.add_argument("--build-only", action="store_true", help="build (or finish) and stop")
-    p.add_argument("--keep", action="store_true", help="leave the clusters running")
     p.add_argument("--render-only", action="store_true",
-                   help="measure nothing: rewrite the markdown section and the plot from --json")
+                   help="measure nothing: rewrite the markdown section and the plot from --raw")
     p.add_argument("--dim", type=int, default=1024)
     p.add_argument("--halachot-ratio", type=float, default=0.2)
     p.add_argument("--chunks-per-parent", type=int, default=10)
@@ -1716,35 +1632,13 @@ def parse_args(argv=None):
                    help="during the run (auto: the database size + 10%%, at most 35%% of RAM)")
     p.add_argument("--maintenance-work-mem", default=None,
                    help="for the index builds (default: what the HNSW graph needs, >= 1GB)")
-    p.add_argument("--json", default=str(ROOT / "bench" / "results" / "scale.json"))
-    p.add_argument("--markdown", default=str(ROOT / "docs" / "scale.md"))
-    p.add_argument("--plot", default=str(ROOT / "docs" / "scale.png"))
-    a = p.parse_args(argv)
+
+
+def run(a):
     a.size_list = sorted({parse_size(s) for s in a.sizes.split(",") if s.strip()})
     a.clients = [int(c) for c in a.clients.split(",") if c.strip()]
-    return a
-
-
-def reproduce_command(argv):
-    kept, skip = [], False
-    for arg in argv:
-        if skip:
-            skip = False
-            continue
-        if arg in ("--keep", "--rebuild", "--render-only", "--build-only"):
-            continue
-        if arg == "--cache-dir":
-            skip = True
-            continue
-        if not arg.startswith("--cache-dir="):
-            kept.append(arg)
-    return " ".join([".venv/bin/python bench/scale.py"] + kept)
-
-
-def main(argv=None):
-    a = parse_args(argv)
     if a.render_only:
-        out = json.loads(Path(a.json).read_text())
+        out = json.loads(Path(a.raw).read_text())
         write_markdown(Path(a.markdown), out)
         write_plot(Path(a.plot), out)
         return
@@ -1770,7 +1664,7 @@ def main(argv=None):
                 s.prepare(False)        # cached now: starts with the run settings
             s.current("interleaved")
             s.prewarm()
-        library_at_start = fa.installed_build()
+        library_at_start = h.installed_build()
         t = time.perf_counter()
         raw = measure(sizes, a)
         phases["interleaved_s"] = time.perf_counter() - t
@@ -1808,10 +1702,10 @@ def main(argv=None):
                     pass
     out = dict(
         finished=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        command=reproduce_command(argv if argv is not None else sys.argv[1:]),
+        command=a.command,
         args={**{k: v for k, v in vars(a).items() if k != "size_list"}},
         sizes=a.size_list, machine=machine, methods=METHODS,
-        library_at_start=library_at_start, library_at_end=fa.installed_build(),
+        library_at_start=library_at_start, library_at_end=h.installed_build(),
         load_before=" ".join(f"{x:.2f}" for x in load_before),
         load_after=" ".join(f"{x:.2f}" for x in os.getloadavg()),
         build={str(s.size): s.build_info for s in sizes},
@@ -1820,13 +1714,20 @@ def main(argv=None):
         profile=prof, profile_size=largest.size, phases_s=phases)
     out["summary"], out["quality"], out["targets"] = summarise(out)
     out["runtime_s"] = time.perf_counter() - started
-    Path(a.json).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.json).write_text(json.dumps(out, indent=1, ensure_ascii=False, default=str) + "\n")
-    write_markdown(Path(a.markdown), out)
+    h.write_raw(a.raw, out)
+    write_markdown(a.markdown, out)
     write_plot(Path(a.plot), out)
-    log(f"done in {out['runtime_s'] / 60:.1f} min: {a.json}, {a.markdown}, {a.plot}")
+    log(f"done in {out['runtime_s'] / 60:.1f} min: {a.raw}, {a.markdown}, {a.plot}")
     print(results_markdown(out))
 
 
+SPEC = h.Spec(name="scale", about=__doc__.split("\n\n")[0], run=run, params=params, cluster=False,
+              outputs=h.page_outputs("scale", "scale"),
+              smoke=["--sizes", "3000", "--dim", "32", "--vocab", "2000", "--clusters", "20",
+                     "--queries", "4", "--warmup", "1", "--repeats", "1", "--clients", "1",
+                     "--pgbench-seconds", "2", "--explain-queries", "1",
+                     "--build-shared-buffers", "256MB", "--shared-buffers", "256MB",
+                     "--maintenance-work-mem", "256MB"])
+
 if __name__ == "__main__":
-    main()
+    h.main(SPEC, doc=__doc__)

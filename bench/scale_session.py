@@ -26,14 +26,15 @@ import psycopg
 from psycopg.conninfo import make_conninfo
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import harness  # noqa: E402
 import scale  # noqa: E402
 
 METHODS = ("hybrid", "semantic", "lexical", "empty")
-PGBENCH_EMPTY = f"""\\set q random(1, 100)
+PGBENCH_EMPTY = f"""\\set q random(1, :nq)
 SELECT * FROM corpus.corpus_hybrid_search('{scale.EMPTY}', (SELECT qvec FROM bench_queries WHERE qid = :q),
   (SELECT qtext FROM bench_queries WHERE qid = :q), k => 10);
 """
-PGBENCH_TRIVIAL = """\\set q random(1, 100)
+PGBENCH_TRIVIAL = """\\set q random(1, :nq)
 SELECT (SELECT qvec FROM bench_queries WHERE qid = :q) IS NULL, (SELECT qtext FROM bench_queries WHERE qid = :q);
 """
 
@@ -48,7 +49,9 @@ def pgbench_ms(uri, script, seconds):
     with tempfile.NamedTemporaryFile("w", suffix=".sql", delete=False) as f:
         f.write(script)
     try:
-        out = subprocess.run([str(scale.PGBENCH), "-n", "-c", "1", "-T", str(seconds),
+        with psycopg.connect(make_conninfo(uri, dbname=scale.DBNAME)) as conn:
+            nq = conn.execute("SELECT count(*) FROM bench_queries").fetchone()[0]
+        out = subprocess.run([str(scale.PGBENCH), "-n", "-c", "1", "-T", str(seconds), "-D", f"nq={nq}",
                               "-f", f.name, make_conninfo(uri, dbname=scale.DBNAME)],
                              capture_output=True, text=True, check=True).stdout
     finally:
@@ -64,7 +67,7 @@ def measure(uri, queries, k, rounds, seconds):
     for r in range(rounds + 1):          # round 0 warms the caches and is not counted
         for i, q in enumerate(qs):
             for m in METHODS:
-                dt = scale.run_one(conn, m, q, k)[0] * 1000
+                dt, _ = harness.timed(lambda: scale.run_one(conn, m, q, k))
                 if r:
                     times[m][i].append(dt)
     conn.close()
