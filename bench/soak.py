@@ -2,12 +2,12 @@
 r"""The long soak: tests/integration/soak.py's searchers, writer, embedding worker and
 DBAs (statistics refreshes, corpus_alter) on the legal test database, for longer and with more
 clients than the CI test. It reuses the test's soak and data generator; what it checks is said
-there. Writes docs/soak.md's results section and bench/results/soak.json.
+there. Writes docs/soak.md's results section and bench/out/raw/soak.json (not committed).
 
     .venv/bin/python bench/soak.py                           # 10 min, 8 searchers
     .venv/bin/python bench/soak.py --seconds 60 --searchers 4 --no-write   # a quick look
+    .venv/bin/python bench/soak.py --smoke                   # 5 s, outputs in bench/out/smoke/
 """
-import argparse
 import json
 import platform
 import statistics
@@ -15,23 +15,16 @@ import sys
 import time
 from pathlib import Path
 
-import psycopg
-from psycopg.conninfo import make_conninfo
-
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 # (after bench/, so that `soak` is the test's module, not this script)
 sys.path.insert(0, str(ROOT / "tests" / "integration"))
 import conftest  # noqa: E402  (the legal data generator and loader)
-import filtered_ann as fa  # noqa: E402  (the private cluster)
+import harness as h  # noqa: E402
 import soak  # noqa: E402
 
-DOC = ROOT / "docs" / "soak.md"
-RESULTS = ROOT / "bench" / "results" / "soak.json"
 
-
-def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def params(p):
     p.add_argument("--seconds", type=float, default=600)
     p.add_argument("--searchers", type=int, default=8)
     p.add_argument("--writers", type=int, default=1)
@@ -39,31 +32,29 @@ def main(argv=None):
     p.add_argument("--dbas", type=int, default=2)
     p.add_argument("--cases", type=int, default=200)
     p.add_argument("--seed", type=int, default=77)
-    p.add_argument("--dir", default=str(ROOT / ".pgdata" / "bench-soak"))
     p.add_argument("--no-write", action="store_true")
-    a = p.parse_args(argv)
-    uri = fa.pgcluster("start", a.dir)
-    with psycopg.connect(uri, autocommit=True) as admin:
-        admin.execute("DROP DATABASE IF EXISTS soak WITH (FORCE)")
-        admin.execute("CREATE DATABASE soak")
-    dsn = make_conninfo(uri, dbname="soak")
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute("CREATE EXTENSION vector")
-        conn.execute("CREATE EXTENSION pg_corpus")
+
+
+def run(a):
+    cluster = h.Cluster(a.dir, keep=a.keep)
+    uri = cluster.start()
+    with h.fresh_database(uri, "soak") as conn:
         conftest.load_legal(conn, conftest.generate_legal_data(a.seed, n_cases=a.cases, n_documents=10))
         conn.execute("SELECT * FROM corpus.corpus_refresh_lexical_stats()")
         items = conn.execute("SELECT (SELECT count(*) FROM precedent_chunks) + (SELECT count(*) FROM halachot)"
                              ).fetchone()[0]
         version = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'pg_corpus'").fetchone()[0]
         server = conn.execute("SHOW server_version").fetchone()[0]
+    dsn = h.dsn(uri, "soak")
     t0 = time.time()
     stats, problems = soak.run(dsn, a.seconds, searchers=a.searchers, writers=a.writers, workers=a.workers,
                                dbas=a.dbas, seed=a.seed)
     elapsed = time.time() - t0
-    fa.pgcluster("stop", a.dir)
+    if not a.keep:
+        cluster.stop()
     lat = sorted(stats.latencies_ms)
     out = {
-        "command": "bench/soak.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "command": a.command.removeprefix(".venv/bin/python "),
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "machine": f"{platform.processor() or platform.machine()}, PostgreSQL {server}, pg_corpus {version}",
         "seconds": a.seconds, "elapsed_with_drain_s": round(elapsed, 1), "items_at_start": items,
@@ -78,17 +69,18 @@ def main(argv=None):
     }
     print(json.dumps(out, indent=2, ensure_ascii=False))
     if not a.no_write:
-        RESULTS.write_text(json.dumps(out, indent=2, ensure_ascii=False) + "\n")
+        h.write_raw(a.raw, out)
         table = "\n".join(f"| {k} | {v} |" for k, v in out.items() if k not in ("command",))
         section = (f"Run of {out['date']}:\n\n```sh\n.venv/bin/python {out['command']}\n```\n\n"
                    f"| figure | value |\n|---|---|\n{table}\n")
-        text = DOC.read_text()
-        begin, end = "<!-- results:begin -->", "<!-- results:end -->"
-        i, j = text.index(begin) + len(begin), text.index(end)
-        DOC.write_text(text[:i] + "\n" + section + text[j:])
+        h.write_results_section(a.markdown, "", section.rstrip("\n"), "Soak")
     ok = not (stats.errors or stats.leaks or stats.stale_served or problems)
     return 0 if ok else 1
 
 
+SPEC = h.Spec(name="soak", about=__doc__.split("\n\n")[0], run=run, params=params,
+              outputs=h.page_outputs("soak", "soak", plot=False),
+              smoke=["--seconds", "5", "--searchers", "2", "--dbas", "1", "--cases", "20"])
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(h.main(SPEC, doc=__doc__))
