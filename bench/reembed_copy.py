@@ -6,7 +6,7 @@
     .venv/bin/python bench/reembed_copy.py --rows 20000 --reps 3    # a quick one
 
 What it does:
- 1. starts a private cluster (scripts/pgcluster.sh start DIR, default .pgdata/bench-reembed) and
+ 1. starts a private cluster (bench/harness.py; .pgdata/bench-reembed_copy by default) and
     creates a database with `CREATE EXTENSION vector; CREATE EXTENSION pg_corpus`, the legal schema
     (tests/fixtures/legal_schema.sql: precedent_chunks with its primary key, case_law_id index,
     foreign key, generated tsvector column and GIN index; the embedding column is retyped to
@@ -29,9 +29,10 @@ What it does:
     it — and of the enqueue call for null_deferred. The trigger's work all happens in that
     backend, and its CPU time hardly moves when other work shares the machine, so the CPU ratio
     is the robust one on a busy machine; autovacuum is off on the loaded tables;
- 4. checks the outcome of every run (queue empty / ROWS rows) and writes bench/results/
-    reembed_copy_<DIM>.json and the results section of docs/reembed.md (between the
-    `results:begin/end` markers; it lists every bench/results/reembed_copy_*.json).
+ 4. checks the outcome of every run (queue empty / ROWS rows) and writes its summary to
+    bench/results/reembed_copy_<DIM>[_<VARIANT>].md, its raw numbers to bench/out/raw/ (not
+    committed) and the results section of docs/reembed.md (between the `results:begin/end`
+    markers: every bench/results/reembed_copy_*.md).
 
 There is no HNSW index on the tables while loading (build it after a bulk load: it would dominate
 both sides). The cluster is stopped at the end unless --keep.
@@ -39,23 +40,22 @@ both sides). The cluster is stopped at the end unless --keep.
 import argparse
 import json
 import os
-import platform
 import statistics
 import struct
-import subprocess
 import sys
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
 import psycopg
 
-ROOT = Path(__file__).resolve().parent.parent
-PGCLUSTER = ROOT / "scripts" / "pgcluster.sh"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import harness as h  # noqa: E402
+from harness import log  # noqa: E402
+
+ROOT = h.ROOT
 FIXTURES = ROOT / "tests" / "fixtures"
 DOC = ROOT / "docs" / "reembed.md"
-RESULTS = ROOT / "bench" / "results"
 DBNAME = "reembed_copy"
 N_CASES = 1000
 CASES = {
@@ -73,18 +73,6 @@ VARIANTS = {
     "statement": "experiment: the INSERT event split off into a statement trigger with a transition "
                  "table (REFERENCING NEW TABLE), queueing all rows of a statement in one INSERT ... SELECT",
 }
-
-
-def log(msg):
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
-
-
-def pgcluster(cmd, directory, env=None):
-    res = subprocess.run(["bash", str(PGCLUSTER), cmd, str(directory)], capture_output=True, text=True,
-                         timeout=300, env={**os.environ, **(env or {})})
-    if res.returncode != 0:
-        sys.exit(f"pgcluster.sh {cmd} {directory} failed:\n{res.stdout}{res.stderr}")
-    return res.stdout.strip().splitlines()[-1] if res.stdout.strip() else ""
 
 
 # --------------------------------------------------------------------------------------------
@@ -300,96 +288,69 @@ def summarise(runs, rows):
     return s
 
 
+SETTINGS = ("shared_buffers", "fsync", "synchronous_commit", "wal_level", "max_wal_size", "checkpoint_timeout")
+
+
 def machine_info(dsn):
-    info = {"python": platform.python_version(), "platform": platform.platform(), "cpus": os.cpu_count()}
-    git = subprocess.run(["git", "-C", str(ROOT), "describe", "--always", "--dirty"], capture_output=True, text=True)
-    info["commit"] = git.stdout.strip() or "?"
-    so = Path("/usr/lib/postgresql/15/lib/pg_corpus.so")
-    if so.exists():
-        info["pg_corpus_so_installed"] = datetime.fromtimestamp(so.stat().st_mtime, timezone.utc).strftime(
-            "%Y-%m-%d %H:%M UTC")
-    try:
-        load = os.getloadavg()
-        info["loadavg_at_end"] = [round(x, 2) for x in load]
-    except OSError:
-        pass
     with psycopg.connect(dsn, autocommit=True) as conn:
-        info["postgres"] = conn.execute("SHOW server_version").fetchone()[0]
-        info["extensions"] = dict(conn.execute("SELECT extname, extversion FROM pg_extension "
-                                               "WHERE extname IN ('vector', 'pg_corpus')").fetchall())
-        info["settings"] = dict(conn.execute(
-            "SELECT name, current_setting(name) FROM pg_settings WHERE name IN ('shared_buffers', 'fsync', "
-            "'synchronous_commit', 'wal_level', 'max_wal_size', 'checkpoint_timeout')").fetchall())
+        info = h.machine(conn, SETTINGS)
+    info["loadavg_at_end"] = [round(x, 2) for x in os.getloadavg()]
     return info
 
 
-def results_markdown():
-    def key(p):
-        prm = json.loads(p.read_text())["params"]
-        return (list(VARIANTS).index(prm.get("variant", "stock")), prm["dim"])
-    files = sorted(RESULTS.glob("reembed_copy_*.json"), key=key)
-    lines = []
-    for path in files:
-        out = json.loads(path.read_text())
-        prm, s, m = out["params"], out["summary"], out["machine"]
-        variant = prm.get("variant", "stock")
-        label = "" if variant == "stock" else f" — trigger variant `{variant}` ({VARIANTS[variant]})"
-        lines.append(f"**{prm['rows']:,} rows, vector({prm['dim']}), {prm['reps']} interleaved repetitions{label}** "
-                     f"(`{out['command']}`; {m['date']}, {m['cpus']} cores, PostgreSQL {m['postgres']}, "
-                     f"pgvector {m['extensions'].get('vector')}, load average at the end "
-                     f"{m.get('loadavg_at_end', ['?'])[0]}; raw numbers: `bench/results/{path.name}`)")
-        lines.append("")
-        lines.append("| case | wall s (median) | backend CPU s (median) | rows/s (wall) | ratio, wall | ratio, CPU "
-                     "| CPU µs/row over unregistered |")
-        lines.append("|---|---:|---:|---:|---:|---:|---:|")
-        w, c_ = s["wall"], s["cpu"]
-        for c in CASES:
-            rw, rc = w["ratio_of_medians"].get(c), c_["ratio_of_medians"].get(c)
-            over = c_["overhead_us_per_row"].get(c)
-            lines.append(f"| `{c}` {CASES[c]} | {w['median_seconds'][c]:.2f} | {c_['median_seconds'][c]:.2f} | "
-                         f"{w['rows_per_second'][c]:,.0f} | {'%.3f' % rw if rw else '—'} | "
-                         f"{'%.3f' % rc if rc else '—'} | {'%+.1f' % over if over is not None else '—'} |")
-        d = s["null_deferred_parts"]
-        lines.append("")
-        lines.append(f"Deferred path split (medians): COPY {d['copy_median_seconds']:.2f} s wall / "
-                     f"{d['copy_cpu_median_seconds']:.2f} s CPU, then `corpus_embedding_enqueue` "
-                     f"{d['enqueue_median_seconds']:.2f} s wall / {d['enqueue_cpu_median_seconds']:.2f} s CPU.")
-        lines.append("")
-    return "\n".join(lines).rstrip() + "\n"
+def run_name(dim, variant):
+    return f"reembed_copy_{dim}" + ("" if variant == "stock" else f"_{variant}")
 
 
-def write_doc():
-    if not DOC.exists():
-        return
-    text = DOC.read_text()
-    begin, end = "<!-- results:begin -->", "<!-- results:end -->"
-    if begin not in text or end not in text:
-        log(f"{DOC} has no results markers; not updated")
-        return
-    head, rest = text.split(begin, 1)
-    _, tail = rest.split(end, 1)
-    DOC.write_text(head + begin + "\n" + results_markdown() + end + tail)
+def run_markdown(out, name):
+    """One run's summary: its parameters, the table of its cases and the deferred path's split."""
+    prm, s, m = out["params"], out["summary"], out["machine"]
+    variant = prm.get("variant", "stock")
+    label = "" if variant == "stock" else f" — trigger variant `{variant}` ({VARIANTS[variant]})"
+    w, c_ = s["wall"], s["cpu"]
+    rows = []
+    for c in CASES:
+        rw, rc = w["ratio_of_medians"].get(c), c_["ratio_of_medians"].get(c)
+        over = c_["overhead_us_per_row"].get(c)
+        rows.append((f"`{c}` {CASES[c]}", f"{w['median_seconds'][c]:.2f}", f"{c_['median_seconds'][c]:.2f}",
+                     f"{w['rows_per_second'][c]:,.0f}", "%.3f" % rw if rw else "—", "%.3f" % rc if rc else "—",
+                     "%+.1f" % over if over is not None else "—"))
+    d = s["null_deferred_parts"]
+    return "\n".join([
+        f"**{prm['rows']:,} rows, vector({prm['dim']}), {prm['reps']} interleaved repetitions{label}** "
+        f"(`{out['command']}`; {m['date']}, {m['cpus']} cores, PostgreSQL {m['postgres']}, "
+        f"pgvector {m['extensions'].get('vector')}, load average at the end "
+        f"{m.get('loadavg_at_end', ['?'])[0]}; summary: `bench/results/{name}.md`)", "",
+        h.table(["case", "wall s (median)", "backend CPU s (median)", "rows/s (wall)", "ratio, wall",
+                 "ratio, CPU", "CPU µs/row over unregistered"], rows), "",
+        f"Deferred path split (medians): COPY {d['copy_median_seconds']:.2f} s wall / "
+        f"{d['copy_cpu_median_seconds']:.2f} s CPU, then `corpus_embedding_enqueue` "
+        f"{d['enqueue_median_seconds']:.2f} s wall / {d['enqueue_cpu_median_seconds']:.2f} s CPU.", ""])
 
 
-def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def results_markdown(results):
+    """Every committed run summary (bench/results/reembed_copy_*.md): the stock trigger first,
+    then the experiments, by dimension within each."""
+    def key(path):
+        parts = path.stem.split("_")
+        variant = parts[3] if len(parts) > 3 else "stock"
+        return (list(VARIANTS).index(variant) if variant in VARIANTS else len(VARIANTS), int(parts[2]))
+    files = sorted(Path(results).glob("reembed_copy_*.md"), key=key)
+    return "\n\n".join(f.read_text().rstrip() for f in files)
+
+
+def params(p):
     p.add_argument("--rows", type=int, default=100_000)
     p.add_argument("--dim", type=int, default=384)
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--variant", choices=list(VARIANTS), default="stock",
                    help="stock: the extension's trigger; when/statement: experiments (see VARIANTS)")
-    p.add_argument("--dir", default=str(ROOT / ".pgdata" / "bench-reembed"))
-    p.add_argument("--no-write", action="store_true", help="print the summary only (no JSON, no doc update)")
-    p.add_argument("--keep", action="store_true", help="leave the cluster running")
-    return p.parse_args(argv)
+    p.add_argument("--no-write", action="store_true", help="print the summary only (no files, no doc update)")
 
 
-def main(argv=None):
-    argv = sys.argv[1:] if argv is None else argv
-    a = parse_args(argv)
-    uri = pgcluster("start", a.dir)
-    try:
+def run(a):
+    with h.Cluster(a.dir, keep=a.keep) as uri:
         log(f"cluster {uri}")
         dsn, triggers = prepare(uri, a.dim, a.variant)
         log(f"building {a.rows:,} rows of vector({a.dim})")
@@ -415,10 +376,8 @@ def main(argv=None):
                 f"CPU ratio {cp['ratio_of_medians'][c]:.3f} (paired {cp['median_paired_ratio'][c]:.3f}), "
                 f"CPU {cp['overhead_us_per_row'][c]:+.1f} µs/row")
         machine = machine_info(dsn)
-        machine["date"] = datetime.now(timezone.utc).strftime("%Y-%m-%d")
-        kept = [x for i, x in enumerate(argv) if x not in ("--keep", "--no-write")
-                and not x.startswith("--dir") and not (i > 0 and argv[i - 1] == "--dir")]
-        out = {"command": " ".join([".venv/bin/python bench/reembed_copy.py"] + kept),
+        machine["date"] = h.now()[:10]
+        out = {"command": a.command,
                "params": {"rows": a.rows, "dim": a.dim, "reps": a.reps, "seed": a.seed, "triggers": triggers,
                           "variant": a.variant, "variant_description": VARIANTS[a.variant],
                           "hnsw_index_while_loading": False},
@@ -426,18 +385,20 @@ def main(argv=None):
         if a.no_write:
             print(json.dumps(summary, indent=2))
         else:
-            RESULTS.mkdir(parents=True, exist_ok=True)
-            suffix = "" if a.variant == "stock" else f"_{a.variant}"
-            path = RESULTS / f"reembed_copy_{a.dim}{suffix}.json"
-            path.write_text(json.dumps(out, indent=2) + "\n")
-            write_doc()
-            log(f"wrote {path} and the results section of {DOC}")
+            name = run_name(a.dim, a.variant)
+            h.write_raw(Path(a.raw) / f"{name}.json", out)
+            Path(a.results).mkdir(parents=True, exist_ok=True)
+            Path(a.results, f"{name}.md").write_text(run_markdown(out, name))
+            h.write_results_section(a.markdown, "", results_markdown(a.results), "Re-embedding")
+            log(f"wrote {a.results}/{name}.md, its raw numbers in {a.raw} and the results section of {a.markdown}")
         with psycopg.connect(uri, autocommit=True) as admin:
             admin.execute(f"DROP DATABASE IF EXISTS {DBNAME} WITH (FORCE)")
-    finally:
-        if not a.keep:
-            pgcluster("stop", a.dir)
 
+
+SPEC = h.Spec(name="reembed_copy", about=__doc__.split("\n\n")[0], run=run, params=params,
+              outputs={"--raw": h.OUT / "raw", "--results": h.RESULTS,
+                       "--markdown": DOC},
+              smoke=["--rows", "2000", "--reps", "1"])
 
 if __name__ == "__main__":
-    main()
+    h.main(SPEC, doc=__doc__)
