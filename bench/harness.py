@@ -296,14 +296,16 @@ def explain_json(conn: psycopg.Connection, query: str, params: Any = None,
 
 
 def explained_subplans(conn: psycopg.Connection, corpus: str, vector: Sequence[float] | None,
-                       text: str | None, k: int, mode: str) -> list[tuple]:
+                       text: str | None, k: int, mode: str, filters: Mapping[str, Any] | None = None
+                       ) -> list[tuple]:
     """Every subplan corpus_explain prints for a search: (source, branch, strategy, its SET LOCAL
     settings, its SQL with psycopg placeholders, their values). corpus_explain shows the query
     vector as a placeholder: a semantic subplan's first value is the vector itself."""
     rows = conn.execute(
         "SELECT source, branch, strategy, sql, params FROM corpus.corpus_explain(%s, %s::vector, %s, "
-        "k => %s, mode => %s)",
-        [corpus, vec_text(vector) if vector is not None else None, text, k, mode]).fetchall()
+        "k => %s, mode => %s, filters => %s::jsonb)",
+        [corpus, vec_text(vector) if vector is not None else None, text, k, mode,
+         json.dumps(dict(filters or {}))]).fetchall()
     out = []
     for source, branch, strategy, body, params in rows:
         settings, lines = [], []
