@@ -8,15 +8,13 @@
 3. pool throughput: AsyncClient over an AsyncConnectionPool with 1, 4 and 8 concurrent callers.
 
     .venv/bin/python bench/client.py [--repeats 300] [--seconds 5]
+    .venv/bin/python bench/client.py --smoke           # a few searches, outputs in bench/out/smoke/
 
-Runs a private cluster in .pgdata/bench-client with the demo sample (demo/load_sample.py) and
-writes docs/client.md and bench/results/client.json. Machines are shared and noisy: compare the
-ratios of one run."""
-import argparse
+Runs a private cluster (bench/harness.py) with the demo sample (demo/load_sample.py) and writes
+docs/client.md and bench/out/raw/client.json (not committed). Machines are shared and noisy:
+compare the ratios of one run."""
 import asyncio
-import json
 import os
-import statistics
 import subprocess
 import sys
 import time
@@ -30,6 +28,9 @@ from psycopg_pool import AsyncConnectionPool
 from pg_corpus import AsyncClient, Client
 from pg_corpus.embedders import HashEmbedder
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import harness as h  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "clients" / "python" / "src" / "pg_corpus" / "examples" / "legal.toml"
 QUERIES = ["שופטת בית המשפט המחוזי", "כתב האישום", "ועדת ערר", "חוק", "עתירה נגד החלטה", "בית המשפט העליון"]
@@ -38,37 +39,31 @@ RAW = ("SELECT rank, corpus, source, item_id, parent_id, score, semantic_rank, s
        "FROM corpus.corpus_hybrid_search(%s::text, %s, %s::text, k => %s::int)")
 
 
-def pct(xs, p):
-    return float(np.percentile(np.asarray(xs), p))
+pct = h.pct
 
 
-def setup(directory):
-    uri = subprocess.run(["bash", str(ROOT / "scripts" / "pgcluster.sh"), "start", directory], capture_output=True,
-                         text=True, check=True).stdout.strip().splitlines()[-1]
+def setup(uri):
     subprocess.run([sys.executable, str(ROOT / "demo" / "load_sample.py"), uri, "--dbname", "pgc_bench_client"],
                    capture_output=True, text=True, check=True)
-    return psycopg.conninfo.make_conninfo(uri, dbname="pgc_bench_client")
+    return h.dsn(uri, "pgc_bench_client")
 
 
 def client_overhead(dsn, repeats, embedder):
     from pgvector.psycopg import register_vector
 
     raw_ms, client_ms = [], []
+    rng = np.random.default_rng(0)
     with psycopg.connect(dsn, autocommit=True) as conn:
         register_vector(conn)
         client = Client(conn)
         for i in range(repeats + 20):
             q = QUERIES[i % len(QUERIES)]
             v = embedder.query(q)
-            t = time.perf_counter()
-            conn.execute(RAW, ["external_precedents", v, q, 10]).fetchall()
-            a = time.perf_counter() - t
-            t = time.perf_counter()
-            client.search("external_precedents", v, q, k=10)
-            b = time.perf_counter() - t
+            times, _ = h.interleave({"raw": lambda: conn.execute(RAW, ["external_precedents", v, q, 10]).fetchall(),
+                                     "client": lambda: client.search("external_precedents", v, q, k=10)}, 1, rng)
             if i >= 20:  # warm-up
-                raw_ms.append(a * 1000)
-                client_ms.append(b * 1000)
+                raw_ms += times["raw"]
+                client_ms += times["client"]
     return {"raw_p50": pct(raw_ms, 50), "raw_p95": pct(raw_ms, 95), "client_p50": pct(client_ms, 50),
             "client_p95": pct(client_ms, 95), "overhead_p50": pct(client_ms, 50) - pct(raw_ms, 50),
             "repeats": repeats}
@@ -124,27 +119,26 @@ async def throughput(dsn, callers, seconds, embedder):
     return {"callers": callers, "qps": done / elapsed, "p50": pct(latencies, 50), "p95": pct(latencies, 95)}
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--repeats", type=int, default=300)
-    ap.add_argument("--seconds", type=float, default=5.0)
-    ap.add_argument("--dir", default=str(ROOT / ".pgdata" / "bench-client"))
-    a = ap.parse_args()
-    dsn = setup(a.dir)
-    embedder = HashEmbedder(384)
-    overhead = client_overhead(dsn, a.repeats, embedder)
-    mcp = asyncio.run(mcp_latency(dsn, min(a.repeats, 200), embedder))
-    pool = [asyncio.run(throughput(dsn, n, a.seconds, embedder)) for n in (1, 4, 8)]
-    out = {"overhead": overhead, "mcp": mcp, "pool": pool, "cpus": os.cpu_count(),
-           "command": "bench/client.py " + " ".join(sys.argv[1:])}
-    (ROOT / "bench" / "results").mkdir(exist_ok=True)
-    (ROOT / "bench" / "results" / "client.json").write_text(json.dumps(out, indent=2) + "\n")
+def params(p):
+    p.add_argument("--repeats", type=int, default=300)
+    p.add_argument("--seconds", type=float, default=5.0)
+
+
+def run(a):
+    with h.Cluster(a.dir, keep=a.keep) as uri:
+        dsn = setup(uri)
+        embedder = HashEmbedder(384)
+        overhead = client_overhead(dsn, a.repeats, embedder)
+        mcp = asyncio.run(mcp_latency(dsn, min(a.repeats, 200), embedder))
+        pool = [asyncio.run(throughput(dsn, n, a.seconds, embedder)) for n in (1, 4, 8)]
+    out = {"overhead": overhead, "mcp": mcp, "pool": pool, "cpus": os.cpu_count(), "command": a.command}
+    h.write_raw(a.raw, out)
     lines = [
         "# The Python client and the MCP server: what they add to a search",
         "",
         f"`.venv/bin/python bench/client.py --repeats {a.repeats} --seconds {a.seconds:g}` on the demo sample "
         f"(`external_precedents`, hybrid, k = 10, 384-d hash-embedder query vectors, {os.cpu_count()} cores "
-        "shared by the server and the callers). Raw figures: `bench/results/client.json`.",
+        "shared by the server and the callers). Raw figures: `bench/out/raw/client.json` (not committed).",
         "",
         "| what | p50 ms | p95 ms | target | |",
         "|---|---|---|---|---|",
@@ -168,10 +162,12 @@ def main():
         "over stdio, pydantic validation of arguments and output, and the text rendering.",
         "",
     ]
-    (ROOT / "docs" / "client.md").write_text("\n".join(lines))
+    Path(a.markdown).write_text("\n".join(lines))
     print("\n".join(lines))
-    subprocess.run(["bash", str(ROOT / "scripts" / "pgcluster.sh"), "stop", a.dir], capture_output=True)
 
+
+SPEC = h.Spec(name="client", about=__doc__.split("\n\n")[0], run=run, params=params,
+              outputs=h.page_outputs("client", "client", plot=False), smoke=["--repeats", "5", "--seconds", "0.5"])
 
 if __name__ == "__main__":
-    main()
+    h.main(SPEC, doc=__doc__)
