@@ -15,7 +15,6 @@ docs/client.md and bench/out/raw/client.json (not committed). Machines are share
 compare the ratios of one run."""
 import asyncio
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -40,12 +39,6 @@ RAW = ("SELECT rank, corpus, source, item_id, parent_id, score, semantic_rank, s
 
 
 pct = h.pct
-
-
-def setup(uri):
-    subprocess.run([sys.executable, str(ROOT / "demo" / "load_sample.py"), uri, "--dbname", "pgc_bench_client"],
-                   capture_output=True, text=True, check=True)
-    return h.dsn(uri, "pgc_bench_client")
 
 
 def client_overhead(dsn, repeats, embedder):
@@ -126,7 +119,7 @@ def params(p):
 
 def run(a):
     with h.Cluster(a.dir, keep=a.keep) as uri:
-        dsn = setup(uri)
+        dsn = h.demo_database(uri, "pgc_bench_client")
         embedder = HashEmbedder(384)
         overhead = client_overhead(dsn, a.repeats, embedder)
         mcp = asyncio.run(mcp_latency(dsn, min(a.repeats, 200), embedder))

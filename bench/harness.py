@@ -139,6 +139,13 @@ def fresh_database(uri: str, dbname: str, extensions: Sequence[str] = ("vector",
     return conn
 
 
+def demo_database(uri: str, dbname: str) -> str:
+    """`dbname` loaded afresh with the demo sample (demo/load_sample.py): its DSN."""
+    subprocess.run([sys.executable, str(ROOT / "demo" / "load_sample.py"), uri, "--dbname", dbname],
+                   capture_output=True, text=True, check=True)
+    return dsn(uri, dbname)
+
+
 def session(dsn_: str, settings: Iterable[tuple[str, str]] = ()) -> psycopg.Connection:
     """An autocommit connection with `settings` SET for the session."""
     conn = psycopg.connect(dsn_, autocommit=True)

