@@ -2,7 +2,7 @@
 //! validation hook. Argument conversion only: the search itself is `pg_corpus_core::engine`,
 //! run through `crate::spi::search::SpiExecutor`.
 
-use pg_corpus_core::engine::{self, Args, Config, Request, Scorer};
+use pg_corpus_core::engine::{self, validate, Args, Config, Request, Scorer};
 
 use pg_corpus_core::model::SearchRow;
 use pg_corpus_core::{CoreError, SqlState};
@@ -93,7 +93,7 @@ fn request_of(
     let config = config();
     let checked = args.check(&config)?;
     exec.with_definition(corpus.clone());
-    Request::new(corpus, args, checked, config, exec)
+    Request::prepare(validate(corpus, args, checked, config)?, exec)
 }
 
 /// Run a search of `corpus` (evaluation and the health check's probes call it too). JIT is off

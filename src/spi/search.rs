@@ -12,7 +12,8 @@ use std::sync::Arc;
 
 use pg_corpus_core::engine::settings::Applied;
 use pg_corpus_core::engine::{
-    ChampionList, ChampionRequest, Executor, FeedbackDoc, FetchedRow, SeedItem, Setting, TermStats,
+    ChampionList, ChampionRequest, Executor, FeedbackDoc, FetchedRow, ItemKeysQuery, ItemsQuery, NeighboursQuery,
+    SeedItem, SeedQuery, Setting, SliceQuery, TermStats,
 };
 use pg_corpus_core::lexical::QueryKey;
 use pg_corpus_core::model::{Corpus, Hit};
@@ -100,7 +101,8 @@ impl Executor for SpiExecutor {
         })
     }
 
-    fn estimate_rows(&mut self, sql: &str, params: &[Param]) -> Result<f64, CoreError> {
+    fn estimate_rows(&mut self, q: &SliceQuery) -> Result<f64, CoreError> {
+        let (sql, params) = (q.sql.as_str(), q.params.as_slice());
         self.settle(&[]);
         let key = fact_key("estimate", sql, params);
         if let Some(v) = catalog::cached_fact(&self.corpus, &key) {
@@ -111,7 +113,8 @@ impl Executor for SpiExecutor {
         Ok(v)
     }
 
-    fn count_rows(&mut self, sql: &str, params: &[Param]) -> Result<f64, CoreError> {
+    fn count_rows(&mut self, q: &SliceQuery) -> Result<f64, CoreError> {
+        let (sql, params) = (q.sql.as_str(), q.params.as_slice());
         // memoised like an estimate (it only chooses the semantic strategy of a distributed
         // source, and a stale count only keeps the previous choice)
         let key = fact_key("count", sql, params);
@@ -135,9 +138,9 @@ impl Executor for SpiExecutor {
         Ok(v)
     }
 
-    fn any_row(&mut self, sql: &str, params: &[Param]) -> Result<bool, CoreError> {
+    fn any_row(&mut self, q: &SliceQuery) -> Result<bool, CoreError> {
         self.settle_custom(&[]);
-        select_saved(sql, &datums(params), |table| Ok(!table.is_empty()))
+        select_saved(&q.sql, &datums(&q.params), |table| Ok(!table.is_empty()))
     }
 
     fn table_rows(&mut self, tables: &[i64]) -> Result<Vec<f64>, CoreError> {
@@ -209,9 +212,9 @@ impl Executor for SpiExecutor {
         )
     }
 
-    fn seed_item(&mut self, sql: &str, params: &[Param]) -> Result<Option<SeedItem>, CoreError> {
+    fn seed_item(&mut self, q: &SeedQuery) -> Result<Option<SeedItem>, CoreError> {
         self.settle_custom(&[]);
-        select_saved(sql, &datums(params), |table| {
+        select_saved(&q.sql, &datums(&q.params), |table| {
             let Some(row) = table.into_iter().next() else { return Ok(None) };
             Ok(Some(SeedItem {
                 item_id: row.get::<String>(1)?.unwrap_or_default(),
@@ -222,9 +225,9 @@ impl Executor for SpiExecutor {
         })
     }
 
-    fn item_keys(&mut self, sql: &str, params: &[Param]) -> Result<HashMap<String, Vec<String>>, CoreError> {
+    fn item_keys(&mut self, q: &ItemKeysQuery) -> Result<HashMap<String, Vec<String>>, CoreError> {
         self.settle_custom(&[]);
-        select_saved(sql, &datums(params), |table| {
+        select_saved(&q.sql, &datums(&q.params), |table| {
             let mut out = HashMap::new();
             for row in table {
                 let Some(id) = row.get::<String>(1)? else { continue };
@@ -236,9 +239,9 @@ impl Executor for SpiExecutor {
         })
     }
 
-    fn neighbours(&mut self, sql: &str, params: &[Param]) -> Result<Vec<(String, String, String)>, CoreError> {
+    fn neighbours(&mut self, q: &NeighboursQuery) -> Result<Vec<(String, String, String)>, CoreError> {
         self.settle_custom(&[]);
-        select_saved(sql, &datums(params), |table| {
+        select_saved(&q.sql, &datums(&q.params), |table| {
             let mut out = Vec::new();
             for row in table {
                 let (Some(seed), Some(id)) = (row.get::<String>(1)?, row.get::<String>(2)?) else { continue };
@@ -248,9 +251,9 @@ impl Executor for SpiExecutor {
         })
     }
 
-    fn feedback_docs(&mut self, sql: &str, params: &[Param]) -> Result<HashMap<String, FeedbackDoc>, CoreError> {
+    fn feedback_docs(&mut self, q: &ItemsQuery) -> Result<HashMap<String, FeedbackDoc>, CoreError> {
         self.settle_custom(&[]);
-        let raw = select_saved(sql, &datums(params), |table| {
+        let raw = select_saved(&q.sql, &datums(&q.params), |table| {
             let mut out = Vec::new();
             for row in table {
                 let Some(id) = row.get::<String>(1)? else { continue };
@@ -273,9 +276,9 @@ impl Executor for SpiExecutor {
         Ok(out)
     }
 
-    fn fetch_rows(&mut self, sql: &str, params: &[Param]) -> Result<Vec<FetchedRow>, CoreError> {
+    fn fetch_rows(&mut self, q: &ItemsQuery) -> Result<Vec<FetchedRow>, CoreError> {
         self.settle_custom(&[]);
-        let raw = select_saved(sql, &datums(params), |table| {
+        let raw = select_saved(&q.sql, &datums(&q.params), |table| {
             let mut rows = Vec::with_capacity(table.len());
             for row in table {
                 let Some(item_id) = row.get::<String>(1)? else {

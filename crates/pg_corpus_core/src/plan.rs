@@ -641,6 +641,8 @@ pub struct QueueLookup {
     /// not the extension's queue only (run with the side tables' owner's rights, for ids the
     /// caller's own subplans returned).
     pub through_items: bool,
+    /// The (source index, item id) pairs it asks about.
+    pub asked: Vec<(usize, String)>,
 }
 
 /// Which of these items (id, parent id) of these sources are queued for re-embedding (their
@@ -652,6 +654,7 @@ pub struct QueueLookup {
 /// parents' keys, with `corpus._item_queued` evaluated on the shards, one statement per source.
 pub fn queued_items(corpus: &Corpus, items: &[(usize, Vec<(String, String)>)]) -> Vec<QueueLookup> {
     let (mut sources, mut tables, mut columns, mut ids) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut asked = Vec::new();
     let mut out = Vec::new();
     for (idx, list) in items {
         let src = &corpus.sources[*idx];
@@ -670,6 +673,7 @@ pub fn queued_items(corpus: &Corpus, items: &[(usize, Vec<(String, String)>)]) -
                 ),
                 params: params.values,
                 through_items: true,
+                asked: list.iter().map(|(id, _)| (*idx, id.clone())).collect(),
             });
             continue;
         }
@@ -678,6 +682,7 @@ pub fn queued_items(corpus: &Corpus, items: &[(usize, Vec<(String, String)>)]) -
             tables.push(src.item.oid.to_string());
             columns.push(src.embedding.column.clone());
             ids.push(id.clone());
+            asked.push((*idx, id.clone()));
         }
     }
     if !ids.is_empty() {
@@ -698,6 +703,7 @@ pub fn queued_items(corpus: &Corpus, items: &[(usize, Vec<(String, String)>)]) -
                     Param::TextArray(ids),
                 ],
                 through_items: false,
+                asked,
             },
         );
     }

@@ -1,128 +1,51 @@
 //! The search engine: everything a search decides, behind a small [`Executor`] trait.
 //!
-//! A search is validated ([`request`]), planned (exact vs HNSW per source from the slice
-//! estimate, BM25 candidate plans from the corpus statistics), run round by round (every
-//! subplan with the settings it needs, the window widened until `k` rows survive the cap or
-//! nothing more can be found, an optional feedback round), fused by RRF and capped, and its
-//! rows fetched under the same corpus predicate. The SQL of every query comes from
-//! [`crate::plan`]; the [`Executor`] only runs it. The extension implements the executor over
+//! A search runs in stages, each a module:
+//! - `args`: its arguments checked, alone and against the corpus (pure);
+//! - `request`: made ready to run, with `lexical_plan` (each text's keys and their
+//!   statistics) and the evidence filter's statistics looked up once;
+//! - `strategy`: each source's semantic strategy (exact or HNSW) and empty-slice probes;
+//! - `rounds`: every subplan of every query with one candidate window, stale embeddings
+//!   dropped;
+//! - `fuse`: rounds with a widening window, fused by RRF and capped, with `feedback`,
+//!   `evidence`, then `expand` and `must_include`;
+//! - `fetch`: the rows' content and provenance under the same corpus predicate;
+//!   `explain` shows what the first round would run instead.
+//!
+//! The SQL of every query comes from [`crate::plan`]; the [`Executor`] (`io`) only runs it,
+//! and every request it gets says what it asks. The extension implements the executor over
 //! SPI; the tests implement it over in-memory tables, so that the policy is tested by plain
 //! `cargo test` (the pattern of VectorChord-bm25's `RelationRead`).
 
+mod args;
 pub mod cache;
+mod evidence;
+mod expand;
+mod explain;
+mod feedback;
+mod fetch;
+mod fuse;
+mod io;
+mod lexical_plan;
+mod must_include;
 mod request;
-mod run;
+mod rounds;
 pub mod settings;
 mod similar;
+mod strategy;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{BTreeMap, HashMap};
-
-use serde_json::Value;
-
-use crate::error::Result;
-use crate::lexical::QueryKey;
-use crate::model::Hit;
-use crate::plan::Subplan;
-use crate::sql::Param;
-
-pub use request::{Args, Config, EvidencePlan, Mode, Request, Scorer};
-pub use run::{explain, partial_index_probe, search, ExplainRow};
+pub use args::{extra_queries, validate, Args, Checked, Config, ExtraQuery, Mode, Scorer, Validated, MAX_QUERY_CHARS};
+pub use evidence::EvidencePlan;
+pub use explain::{explain, ExplainRow};
+pub use fetch::search;
+pub use io::{
+    ChampionList, ChampionRequest, Executor, FeedbackDoc, FetchedRow, ItemKeysQuery, ItemsQuery, NeighboursQuery,
+    SeedItem, SeedQuery, SliceOf, SliceQuery, TermStats,
+};
+pub use lexical_plan::LexicalPlans;
+pub use request::Request;
 pub use settings::Setting;
 pub use similar::{find_similar, SimilarArgs};
-
-/// Document frequencies of some keys in a corpus' lexical statistics, with its totals.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct TermStats {
-    pub df: HashMap<String, u64>,
-    /// Searchable documents at the last refresh (0 when never refreshed).
-    pub documents: u64,
-    /// Their total BM25 length.
-    pub total_length: u64,
-}
-
-/// What one champion-list request returns for a key: its first items and their impacts.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ChampionList {
-    pub term: String,
-    pub items: Vec<String>,
-    pub impacts: Vec<f64>,
-}
-
-/// The heads of some champion lists of one source.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ChampionRequest {
-    pub source: String,
-    pub terms: Vec<String>,
-    /// How many items of each list's head.
-    pub prefix: u64,
-}
-
-/// One row of the final fetch ([`crate::plan::fetch`]).
-#[derive(Debug, Clone, PartialEq)]
-pub struct FetchedRow {
-    pub item_id: String,
-    pub content: Option<String>,
-    pub locator: Value,
-    pub metadata: Value,
-}
-
-/// The item a find-similar search starts from ([`crate::plan::similar_seed`]).
-#[derive(Debug, Clone, PartialEq)]
-pub struct SeedItem {
-    /// Its stored id as text (the caller's may be another spelling of it, e.g. `'042'`).
-    pub item_id: String,
-    pub parent_id: Option<String>,
-    pub embedding: Option<Vec<f32>>,
-    pub content: Option<String>,
-}
-
-/// An item feedback learns from ([`crate::plan::feedback_fetch`]).
-#[derive(Debug, Clone, PartialEq)]
-pub struct FeedbackDoc {
-    pub embedding: Option<Vec<f32>>,
-    /// Its index terms' frequencies.
-    pub tf: BTreeMap<String, f64>,
-}
-
-/// The I/O a search needs. Every SQL text it is given was built by [`crate::plan`]; values
-/// travel as parameters. Errors are the database's (or the executor's own, with a SQLSTATE).
-pub trait Executor {
-    /// Run one branch subplan with `settings` in effect for it (the executor may keep them for
-    /// the next subplan that wants the same values): rows of (item_id, parent_id, raw score).
-    fn branch_hits(&mut self, plan: &Subplan, settings: &[Setting]) -> Result<Vec<Hit>>;
-    /// The planner's row estimate of a query (planned with these values, not run).
-    fn estimate_rows(&mut self, sql: &str, params: &[Param]) -> Result<f64>;
-    /// Whether the planner serves this approximate subplan (under `settings`) with a partial
-    /// HNSW index, i.e. one whose predicate the corpus predicate implies.
-    fn served_by_partial_index(&mut self, plan: &Subplan, settings: &[Setting]) -> Result<bool>;
-    /// Run a [`crate::plan::slice_probe`] or [`crate::plan::parent_slice_probe`] query: does it
-    /// return a row (the slice, or its parents, is not empty)?
-    fn any_row(&mut self, sql: &str, params: &[Param]) -> Result<bool>;
-    /// Run a [`crate::plan::slice_count`] query: the number of rows it counts (the executor may
-    /// memoise it like an estimate: it only chooses a strategy).
-    fn count_rows(&mut self, sql: &str, params: &[Param]) -> Result<f64>;
-    /// `pg_class.reltuples` of each table (negative: never analysed).
-    fn table_rows(&mut self, tables: &[i64]) -> Result<Vec<f64>>;
-    /// Document frequencies of `terms` in a corpus' statistics, with its totals: one round trip.
-    fn term_stats(&mut self, corpus: &str, terms: &[String]) -> Result<TermStats>;
-    /// Heads of champion lists of several sources (those the caller may read): one round trip;
-    /// the answer has one list per request, in request order.
-    fn champion_heads(&mut self, corpus: &str, requests: &[ChampionRequest]) -> Result<Vec<Vec<ChampionList>>>;
-    /// PostgreSQL's analysis of a query with a text search configuration: (lexeme, count).
-    fn ts_query_keys(&mut self, ts_config: i64, text: &str) -> Result<Vec<QueryKey>>;
-    /// Run a [`crate::plan::feedback_fetch`] query: item id → what feedback learns from it.
-    fn feedback_docs(&mut self, sql: &str, params: &[Param]) -> Result<HashMap<String, FeedbackDoc>>;
-    /// Run a [`crate::plan::item_keys`] query: item id → the asked keys its index terms hold.
-    fn item_keys(&mut self, sql: &str, params: &[Param]) -> Result<HashMap<String, Vec<String>>>;
-    /// Run a [`crate::plan::graph_neighbours`] query: (seed id, item id, parent id) rows.
-    fn neighbours(&mut self, sql: &str, params: &[Param]) -> Result<Vec<(String, String, String)>>;
-    /// Run a [`crate::plan::fetch`] query.
-    fn fetch_rows(&mut self, sql: &str, params: &[Param]) -> Result<Vec<FetchedRow>>;
-    /// Run one statement of a [`crate::plan::queued_items`] lookup: (source index, item id) of
-    /// the queued items.
-    fn queued_items(&mut self, lookup: &crate::plan::QueueLookup) -> Result<Vec<(usize, String)>>;
-    /// Run a [`crate::plan::similar_seed`] query (None: no such item in the corpus).
-    fn seed_item(&mut self, sql: &str, params: &[Param]) -> Result<Option<SeedItem>>;
-}
+pub use strategy::{partial_index_probe, probe, semantic_plans, SemanticPlan};

@@ -4,8 +4,8 @@
 
 use std::sync::Arc;
 
-use super::request::Checked;
-use super::{run, Args, Config, Executor, Mode, Request};
+use super::SeedQuery;
+use super::{validate, Args, Checked, Config, Executor, Mode, Request};
 use crate::error::{CoreError, Result, SqlState};
 use crate::filters;
 use crate::json::brief_str;
@@ -83,7 +83,7 @@ pub fn find_similar(
         return Err(not_in_corpus(&corpus, &sim.source, &sim.item_id));
     }
     let (sql, params) = plan::similar_seed(&corpus, idx, &conds, &sim.item_id);
-    let Some(seed) = exec.seed_item(&sql, &params)? else {
+    let Some(seed) = exec.seed_item(&SeedQuery { source: idx, item_id: sim.item_id.clone(), sql, params })? else {
         return Err(not_in_corpus(&corpus, &sim.source, &sim.item_id));
     };
     // the stored id: the caller's may be another spelling of it ('042', ' 42', an upper-case uuid)
@@ -135,12 +135,12 @@ pub fn find_similar(
         evidence: Some(false),
         ..sim.args
     };
-    let mut req = Request::new(corpus.clone(), args, checked, config, exec)?;
+    let mut req = Request::prepare(validate(corpus.clone(), args, checked, config)?, exec)?;
     req.exclude_items.push((idx, item_id));
     if sim.exclude_parent {
         if let Some(parent) = seed.parent_id {
             req.exclude_parent = Some((src.parent_scope.clone(), parent));
         }
     }
-    Ok((run::search(&req, exec)?, req.rejected_filters.clone()))
+    Ok((super::search(&req, exec)?, req.rejected_filters.clone()))
 }

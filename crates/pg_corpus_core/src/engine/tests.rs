@@ -7,9 +7,9 @@ use std::sync::Arc;
 use proptest::prelude::*;
 use serde_json::{json, Value};
 
-use super::run::{semantic_plans, EmptyBy};
 use super::*;
-use crate::error::{CoreError, SqlState};
+use super::{semantic_plans, SliceOf};
+use crate::error::{CoreError, Result, SqlState};
 use crate::lexical::QueryKey;
 use crate::model::{Branch, Corpus, Hit, SearchRow, Strategy};
 use crate::plan::Subplan;
@@ -133,13 +133,6 @@ impl Fake {
     }
 }
 
-fn ids_param(params: &[Param]) -> Vec<String> {
-    match params.first() {
-        Some(Param::TextArray(v)) => v.clone(),
-        _ => panic!("the first parameter of a fetch is the id array"),
-    }
-}
-
 impl Executor for Fake {
     fn branch_hits(&mut self, p: &Subplan, settings: &[Setting]) -> Result<Vec<Hit>> {
         let vector0 = match p.params.first() {
@@ -185,12 +178,12 @@ impl Executor for Fake {
             .collect())
     }
 
-    fn estimate_rows(&mut self, sql: &str, _params: &[Param]) -> Result<f64> {
+    fn estimate_rows(&mut self, q: &SliceQuery) -> Result<f64> {
         self.record(Call::Estimate)?;
-        if sql.starts_with("SELECT 1 FROM \"public\".\"case_law\" AS p") {
-            return Ok(self.parent_rows);
-        }
-        Ok(if sql.contains("\"halachot\"") { self.slice_rows[1] } else { self.slice_rows[0] })
+        Ok(match q.of {
+            SliceOf::Parents => self.parent_rows,
+            SliceOf::Items => self.slice_rows[q.source],
+        })
     }
 
     fn served_by_partial_index(&mut self, p: &Subplan, settings: &[Setting]) -> Result<bool> {
@@ -200,20 +193,19 @@ impl Executor for Fake {
         Ok(self.partial_index.contains(&p.source))
     }
 
-    fn any_row(&mut self, sql: &str, _params: &[Param]) -> Result<bool> {
-        assert!(sql.ends_with("\nLIMIT 1"), "{sql}");
-        if sql.starts_with("SELECT 1 FROM \"public\".\"case_law\" AS p") {
+    fn any_row(&mut self, q: &SliceQuery) -> Result<bool> {
+        assert!(q.sql.ends_with("\nLIMIT 1"), "{}", q.sql);
+        if q.of == SliceOf::Parents {
             self.record(Call::ParentProbe)?;
             return Ok(self.parents_in_corpus.unwrap_or_else(|| self.items.iter().any(|l| !l.is_empty())));
         }
-        let src = if sql.contains("\"halachot\"") { 1 } else { 0 };
-        self.record(Call::Probe(src))?;
-        Ok(!self.items[src].is_empty())
+        self.record(Call::Probe(q.source))?;
+        Ok(!self.items[q.source].is_empty())
     }
 
-    fn count_rows(&mut self, sql: &str, _params: &[Param]) -> Result<f64> {
+    fn count_rows(&mut self, q: &SliceQuery) -> Result<f64> {
         self.record(Call::Count)?;
-        Ok(if sql.contains("\"halachot\"") { self.slice_rows[1] } else { self.slice_rows[0] })
+        Ok(self.slice_rows[q.source])
     }
 
     fn table_rows(&mut self, tables: &[i64]) -> Result<Vec<f64>> {
@@ -256,8 +248,8 @@ impl Executor for Fake {
         Ok(text.split_whitespace().map(|w| QueryKey { key: w.to_lowercase(), weight: 1.0 }).collect())
     }
 
-    fn feedback_docs(&mut self, _sql: &str, params: &[Param]) -> Result<HashMap<String, FeedbackDoc>> {
-        let ids = ids_param(params);
+    fn feedback_docs(&mut self, q: &ItemsQuery) -> Result<HashMap<String, FeedbackDoc>> {
+        let ids = q.ids.clone();
         self.record(Call::Feedback(ids.clone()))?;
         Ok(ids
             .into_iter()
@@ -268,8 +260,8 @@ impl Executor for Fake {
             .collect())
     }
 
-    fn fetch_rows(&mut self, _sql: &str, params: &[Param]) -> Result<Vec<FetchedRow>> {
-        let ids = ids_param(params);
+    fn fetch_rows(&mut self, q: &ItemsQuery) -> Result<Vec<FetchedRow>> {
+        let ids = q.ids.clone();
         self.record(Call::Fetch(ids.clone()))?;
         Ok(ids
             .into_iter()
@@ -283,11 +275,11 @@ impl Executor for Fake {
             .collect())
     }
 
-    fn seed_item(&mut self, sql: &str, params: &[Param]) -> Result<Option<SeedItem>> {
-        let src = if sql.contains("\"halachot\"") { 1 } else { 0 };
+    fn seed_item(&mut self, q: &SeedQuery) -> Result<Option<SeedItem>> {
+        let src = q.source;
         self.record(Call::Seed(src))?;
-        assert!(sql.contains("p.\"source_kind\" = "), "the seed is looked up under the corpus predicate:\n{sql}");
-        let Some(Param::Text(id)) = params.first() else { panic!("the seed's first parameter is its id") };
+        assert!(q.sql.contains("p.\"source_kind\" = "), "the seed is looked up under the corpus predicate:\n{}", q.sql);
+        let id = &q.item_id;
         // the fake's ids are integers: '012' and ' 12' are item 12, as the SQL cast makes them
         let wanted = id.trim().parse::<u64>().map(|n| n.to_string()).unwrap_or_else(|_| id.clone());
         Ok(self.items[src].iter().find(|i| i.id == wanted).map(|i| SeedItem {
@@ -298,12 +290,13 @@ impl Executor for Fake {
         }))
     }
 
-    fn item_keys(&mut self, sql: &str, params: &[Param]) -> Result<HashMap<String, Vec<String>>> {
-        let src = if sql.contains("\"halachot\"") { 1 } else { 0 };
-        assert!(sql.contains("p.\"source_kind\" = "), "the evidence check runs under the corpus predicate:\n{sql}");
-        let (Param::TextArray(ids), Param::TextArray(keys)) = (&params[0], &params[1]) else {
-            panic!("item_keys takes the id and key arrays")
-        };
+    fn item_keys(&mut self, q: &ItemKeysQuery) -> Result<HashMap<String, Vec<String>>> {
+        let (src, ids, keys) = (q.source, &q.ids, &q.keys);
+        assert!(
+            q.sql.contains("p.\"source_kind\" = "),
+            "the evidence check runs under the corpus predicate:\n{}",
+            q.sql
+        );
         self.record(Call::ItemKeys(src, ids.clone()))?;
         Ok(ids
             .iter()
@@ -316,13 +309,13 @@ impl Executor for Fake {
             .collect())
     }
 
-    fn neighbours(&mut self, sql: &str, params: &[Param]) -> Result<Vec<(String, String, String)>> {
-        assert!(sql.contains("p.\"source_kind\" = "), "neighbours are looked up under the corpus predicate:\n{sql}");
-        let (Param::TextArray(seeds), Param::TextArray(exclude), Param::Int(per_seed)) =
-            (&params[0], &params[1], &params[2])
-        else {
-            panic!("graph_neighbours takes seeds, exclusions and a limit")
-        };
+    fn neighbours(&mut self, q: &NeighboursQuery) -> Result<Vec<(String, String, String)>> {
+        assert!(
+            q.sql.contains("p.\"source_kind\" = "),
+            "neighbours are looked up under the corpus predicate:\n{}",
+            q.sql
+        );
+        let (seeds, exclude, per_seed) = (&q.seeds, &q.exclude, &q.per_seed);
         self.record(Call::Neighbours(seeds.clone()))?;
         let mut out = Vec::new();
         for seed in seeds {
@@ -338,31 +331,8 @@ impl Executor for Fake {
     }
 
     fn queued_items(&mut self, lookup: &crate::plan::QueueLookup) -> Result<Vec<(usize, String)>> {
-        let (sql, params) = (lookup.sql.as_str(), lookup.params.as_slice());
-        assert_eq!(lookup.through_items, sql.contains("corpus._item_queued("), "{sql}");
-        // one part per node-local lookup (x.source from an array) or distributed source
-        // ("SELECT <idx>::int4 AS source ... id = ANY($n ...")
-        let mut asked: Vec<(usize, String)> = Vec::new();
-        for part in sql.split("\nUNION ALL\n") {
-            let placeholders: Vec<usize> = part
-                .split('$')
-                .skip(1)
-                .filter_map(|t| t.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok())
-                .collect();
-            if part.starts_with("SELECT x.source") {
-                let (Param::TextArray(sources), Param::TextArray(ids)) =
-                    (&params[placeholders[0] - 1], &params[placeholders[3] - 1])
-                else {
-                    panic!("a local queue lookup takes source and id arrays")
-                };
-                asked.extend(sources.iter().map(|s| s.parse().unwrap()).zip(ids.iter().cloned()));
-            } else {
-                assert!(part.contains("corpus._item_queued("), "{part}");
-                let source: usize = part["SELECT ".len()..].split("::").next().unwrap().parse().unwrap();
-                let Param::TextArray(ids) = &params[placeholders[0] - 1] else { panic!("ids first: {part}") };
-                asked.extend(ids.iter().map(|id| (source, id.clone())));
-            }
-        }
+        assert_eq!(lookup.through_items, lookup.sql.contains("corpus._item_queued("), "{}", lookup.sql);
+        let asked = lookup.asked.clone();
         self.record(Call::Queued(asked.len()))?;
         Ok(asked.into_iter().filter(|(_, id)| self.stale.contains(id)).collect())
     }
@@ -405,7 +375,7 @@ fn run(fake: &mut Fake, a: Args, config: Config) -> Result<Vec<SearchRow>> {
 
 fn run_in(corpus: Arc<Corpus>, fake: &mut Fake, a: Args, config: Config) -> Result<Vec<SearchRow>> {
     let checked = a.check(&config)?;
-    let req = Request::new(corpus, a, checked, config, fake)?;
+    let req = Request::prepare(validate(corpus, a, checked, config)?, fake)?;
     search(&req, fake)
 }
 
@@ -1007,7 +977,7 @@ fn a_lenient_search_runs_with_the_valid_conditions_only() {
     let mut f = default_fake();
     let config = Config::default();
     let checked = a.check(&config).unwrap();
-    let req = Request::new(corpus(), a.clone(), checked, config.clone(), &mut f).unwrap();
+    let req = Request::prepare(validate(corpus(), a.clone(), checked, config.clone()).unwrap(), &mut f).unwrap();
     assert_eq!(req.conds.len(), 1);
     assert_eq!(req.conds[0].field, "court");
     let dropped: Vec<&str> = req.rejected_filters.iter().map(|r| r.field.as_str()).collect();
@@ -1041,7 +1011,7 @@ fn pages_fake() -> Fake {
 fn run_pages(f: &mut Fake, a: Args) -> Result<Vec<SearchRow>> {
     let config = Config::default();
     let checked = a.check(&config)?;
-    let req = Request::new(pages_corpus(), a, checked, config, f)?;
+    let req = Request::prepare(validate(pages_corpus(), a, checked, config)?, f)?;
     search(&req, f)
 }
 
@@ -1118,7 +1088,7 @@ fn each_embedding_space_is_searched_with_its_own_vector_and_fused_with_its_weigh
     let a = args("hybrid");
     let config = Config::default();
     let checked = a.check(&config).unwrap();
-    let req = Request::new(pages_corpus(), a, checked, config, &mut f).unwrap();
+    let req = Request::prepare(validate(pages_corpus(), a, checked, config).unwrap(), &mut f).unwrap();
     let rows = explain(&req, &mut f).unwrap();
     let none: Vec<(&str, &str)> =
         rows.iter().filter(|r| r.strategy == "no_query_vector").map(|r| (r.source.as_str(), r.branch)).collect();
@@ -1260,10 +1230,10 @@ fn an_empty_slice_is_probed_and_runs_no_subplan() {
     let checked = a.check(&Config::default()).unwrap();
     let mut g = Fake::new(vec![items(0, 0, 1), items(1, 0, 1)]);
     g.parent_rows = 1.0;
-    let req = Request::new(corpus(), a, checked, Config::default(), &mut g).unwrap();
+    let req = Request::prepare(validate(corpus(), a, checked, Config::default()).unwrap(), &mut g).unwrap();
     let estimates = g.calls.iter().filter(|c| matches!(c, Call::Estimate)).count();
     let sem = semantic_plans(&req, &mut g).unwrap();
-    assert!(sem.iter().all(|s| s.empty == Some(EmptyBy::Parents)), "{sem:?}");
+    assert!(sem.iter().all(|s| s.empty == Some(SliceOf::Parents)), "{sem:?}");
     assert_eq!(g.calls.iter().filter(|c| matches!(c, Call::Estimate)).count() - estimates, 2, "the parents' only");
     let rows = explain(&req, &mut g).unwrap();
     assert_eq!(rows.len(), 2);
@@ -1283,7 +1253,7 @@ fn an_empty_slice_is_probed_and_runs_no_subplan() {
     let mut f = Fake::new(vec![items(0, 50, 1), items(1, 0, 1)]);
     let a = args("hybrid");
     let checked = a.check(&Config::default()).unwrap();
-    let req = Request::new(corpus(), a, checked, Config::default(), &mut f).unwrap();
+    let req = Request::prepare(validate(corpus(), a, checked, Config::default()).unwrap(), &mut f).unwrap();
     let rows = explain(&req, &mut f).unwrap();
     let shown: Vec<(&str, &str, &str)> = rows.iter().map(|r| (r.source.as_str(), r.branch, r.strategy)).collect();
     assert_eq!(
@@ -1318,7 +1288,7 @@ fn explain_shows_the_first_rounds_subplans_with_their_settings() {
     let a = args("hybrid");
     let config = Config::default();
     let checked = a.check(&config).unwrap();
-    let req = Request::new(corpus(), a, checked, config, &mut f).unwrap();
+    let req = Request::prepare(validate(corpus(), a, checked, config).unwrap(), &mut f).unwrap();
     let rows = explain(&req, &mut f).unwrap();
     assert_eq!(rows.len(), 4);
     assert!(f.branch_calls().is_empty(), "explain runs no subplan");
@@ -1333,7 +1303,7 @@ fn explain_shows_the_first_rounds_subplans_with_their_settings() {
     let a = args("lexical");
     let config = Config { random_page_cost: 0.5, ..Config::default() };
     let checked = a.check(&config).unwrap();
-    let req = Request::new(corpus(), a, checked, config, &mut f).unwrap();
+    let req = Request::prepare(validate(corpus(), a, checked, config).unwrap(), &mut f).unwrap();
     assert!(explain(&req, &mut f).unwrap()[0].sql.starts_with("SET LOCAL random_page_cost = 0.5;\n"));
 }
 
@@ -1400,7 +1370,7 @@ fn evidence_corpus(cfg: Value) -> Arc<Corpus> {
 fn run_on(corpus: Arc<Corpus>, fake: &mut Fake, a: Args) -> Result<Vec<SearchRow>> {
     let config = Config::default();
     let checked = a.check(&config)?;
-    let req = Request::new(corpus, a, checked, config, fake)?;
+    let req = Request::prepare(validate(corpus, a, checked, config)?, fake)?;
     search(&req, fake)
 }
 

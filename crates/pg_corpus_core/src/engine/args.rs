@@ -1,0 +1,586 @@
+//! A search's arguments checked: every user mistake is a [`CoreError`] with a SQLSTATE and a
+//! hint, found before any I/O. Pure: nothing here reads the database.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::LexicalPlans;
+use crate::error::{CoreError, Result, SqlState};
+use crate::filters;
+use crate::model::{Condition, Corpus, Distance};
+
+/// Characters of query_text the lexical branch uses (documented in the README): an OR of more
+/// words than that overflows PostgreSQL's tsquery (54000) or its stack (54001) and says
+/// nothing more.
+pub const MAX_QUERY_CHARS: usize = 10_000;
+
+/// Extra queries one search may fuse with its original query (each runs its own branches).
+pub const MAX_EXTRA_QUERIES: usize = 16;
+
+/// The largest weight of an extra query (the original query's is 1).
+pub const MAX_QUERY_WEIGHT: f64 = 100.0;
+
+/// Labels a caller cannot give an extra query: they name the original query and the feedback
+/// round in `query_ranks`.
+pub const RESERVED_LABELS: [&str; 2] = ["original", "feedback"];
+
+pub(super) const MAX_LABEL_CHARS: usize = 100;
+
+/// One query fused with the original one (multi-query retrieval: an LLM's rewrites, a HyDE
+/// passage's embedding, sub-questions), validated against the corpus and the mode.
+#[derive(Debug, Clone)]
+pub struct ExtraQuery {
+    pub label: String,
+    /// Its vector, when the mode has a semantic branch.
+    pub vector: Option<Vec<f32>>,
+    /// Its text, when the mode has a lexical branch.
+    pub text: Option<String>,
+    /// Multiplies the RRF contribution of each of its lists.
+    pub weight: f64,
+    /// BM25 plans of its text (None: no text, or the ts_rank_cd scorer).
+    pub lexical: Option<LexicalPlans>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Hybrid,
+    Semantic,
+    Lexical,
+}
+
+impl Mode {
+    pub fn parse(s: &str) -> Result<Mode> {
+        match s {
+            "hybrid" => Ok(Mode::Hybrid),
+            "semantic" => Ok(Mode::Semantic),
+            "lexical" => Ok(Mode::Lexical),
+            other => Err(bad(
+                format!("unknown search mode {}", crate::json::brief_str(other)),
+                "mode is hybrid, semantic or lexical.",
+            )),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Hybrid => "hybrid",
+            Mode::Semantic => "semantic",
+            Mode::Lexical => "lexical",
+        }
+    }
+}
+
+/// The lexical branch's scorer (`pg_corpus.lexical_scorer`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scorer {
+    Bm25,
+    TsRankCd,
+}
+
+/// The settings a search reads, taken once per call (the `pg_corpus.*` GUCs and the session's
+/// `random_page_cost`). [`Config::default`] has the documented defaults.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    pub max_k: i32,
+    pub max_candidates: i32,
+    pub exact_search_max_rows: i32,
+    pub ann_max_scan_tuples: i32,
+    pub scorer: Scorer,
+    pub bm25_k1: f64,
+    pub bm25_b: f64,
+    /// Below 1: automatic ([`crate::lexical::auto_candidate_budget`]).
+    pub bm25_candidate_budget: i32,
+    pub hybrid_feedback: bool,
+    /// The session's random_page_cost (BM25 subplans plan with at most 1.1).
+    pub random_page_cost: f64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            max_k: 1000,
+            max_candidates: 10_000,
+            exact_search_max_rows: 4_000,
+            ann_max_scan_tuples: 1_000_000,
+            scorer: Scorer::Bm25,
+            bm25_k1: 1.2,
+            bm25_b: 0.75,
+            bm25_candidate_budget: -1,
+            hybrid_feedback: false,
+            random_page_cost: 4.0,
+        }
+    }
+}
+
+/// A search's arguments as the caller gave them (`corpus_hybrid_search`'s, minus the corpus).
+#[derive(Debug, Clone)]
+pub struct Args {
+    pub query_vec: Option<Vec<f32>>,
+    pub query_text: Option<String>,
+    pub k: i32,
+    pub filters: Value,
+    pub mode: String,
+    pub max_per_parent: Option<i32>,
+    pub candidates: Option<i32>,
+    pub rrf_k: i32,
+    pub include_stale: bool,
+    pub feedback: Option<bool>,
+    /// `extra_queries`: a JSON array of `{"text", "vector", "weight", "label"}` objects (NULL
+    /// or `[]`: none).
+    pub extra_queries: Value,
+    /// `filter_mode`: `strict` or `lenient` ([`crate::filters::FilterMode`]).
+    pub filter_mode: String,
+    /// `query_vectors`: `{"space": [numbers]}`, a query vector per named embedding space
+    /// (`query_vec` is the default space's).
+    pub query_vectors: Value,
+    /// `evidence`: the evidence filter (None: the corpus' `evidence.enabled`).
+    pub evidence: Option<bool>,
+    /// `expand`: citation-graph expansion (None: off).
+    pub expand: Option<bool>,
+    /// The corpus' must-include classes (false: not applied; evidence calibration measures the
+    /// search's own ranking).
+    pub must_include: bool,
+}
+
+impl Default for Args {
+    fn default() -> Self {
+        Args {
+            query_vec: None,
+            query_text: None,
+            k: 10,
+            filters: Value::Object(Default::default()),
+            mode: "hybrid".into(),
+            max_per_parent: Some(3),
+            candidates: None,
+            rrf_k: 60,
+            include_stale: false,
+            feedback: None,
+            extra_queries: Value::Null,
+            filter_mode: "strict".into(),
+            query_vectors: Value::Null,
+            evidence: None,
+            expand: None,
+            must_include: true,
+        }
+    }
+}
+
+/// The arguments that can be checked without the corpus.
+#[derive(Debug, Clone)]
+pub struct Checked {
+    pub mode: Mode,
+    pub k: usize,
+    pub window: usize,
+    pub max_per_parent: Option<usize>,
+    pub rrf_k: f64,
+}
+
+pub(crate) fn bad(msg: String, hint: &str) -> CoreError {
+    CoreError::new(SqlState::InvalidParameterValue, msg, hint)
+}
+
+impl Args {
+    /// Check what needs no corpus (k, mode, candidates, rrf_k, max_per_parent).
+    pub fn check(&self, config: &Config) -> Result<Checked> {
+        let (k, max_k) = (self.k, config.max_k);
+        if k <= 0 || k > max_k {
+            return Err(bad(
+                format!("k must be between 1 and {max_k}, got {k}"),
+                "Ask for fewer rows, or raise pg_corpus.max_k.",
+            ));
+        }
+        let mode = Mode::parse(&self.mode)?;
+        let max_candidates = config.max_candidates;
+        if let Some(c) = self.candidates {
+            if c < 1 || c > max_candidates {
+                return Err(bad(
+                    format!("candidates must be between 1 and {max_candidates}, got {c}"),
+                    "Leave it NULL for max(20, 4*k), or raise pg_corpus.max_candidates.",
+                ));
+            }
+        }
+        if !(0..=100_000).contains(&self.rrf_k) {
+            return Err(bad(
+                format!("rrf_k must be between 0 and 100000, got {}", self.rrf_k),
+                "The usual value is 60.",
+            ));
+        }
+        let max_per_parent = match self.max_per_parent {
+            None | Some(0) => None,
+            Some(n) if n < 0 => {
+                return Err(bad(
+                    format!("max_per_parent must be >= 0, got {n}"),
+                    "Use 0 or NULL for no per-parent cap.",
+                ))
+            }
+            Some(n) => Some(n as usize),
+        };
+        let window = self.candidates.map_or((4 * k).max(20), |c| c) as usize;
+        Ok(Checked { mode, k: k as usize, window, max_per_parent, rrf_k: self.rrf_k as f64 })
+    }
+}
+
+/// The query vector a search uses (of the default space), checked against the corpus.
+pub(super) fn check_vector(corpus: &Corpus, v: Vec<f32>) -> Result<Vec<f32>> {
+    check_space_vector(corpus, 0, v)
+}
+
+/// A query vector of space `space`, checked against the space's dimension and its sources'
+/// distances.
+pub(super) fn check_space_vector(corpus: &Corpus, space: usize, v: Vec<f32>) -> Result<Vec<f32>> {
+    let dims = corpus.spaces.get(space).and_then(|s| s.dimensions).unwrap_or(v.len() as i32);
+    if v.len() as i32 != dims {
+        let what = if space == 0 {
+            format!("corpus \"{}\" has {dims}", corpus.name)
+        } else {
+            format!("space \"{}\" of corpus \"{}\" has {dims}", corpus.spaces[space].name, corpus.name)
+        };
+        return Err(CoreError::new(
+            SqlState::DataException,
+            format!("query vector has {} dimensions, {what}", v.len()),
+            "Embed the query with the space's embedding model.",
+        ));
+    }
+    if v.iter().any(|x| !x.is_finite()) {
+        return Err(CoreError::new(
+            SqlState::DataException,
+            "query vector contains NaN or Infinity",
+            "Check the embedding model's output; every component must be a finite number.",
+        ));
+    }
+    // A zero vector has no direction: its cosine distance to every item is NaN.
+    if corpus.sources.iter().any(|s| s.space == space && s.distance == Distance::Cosine) && v.iter().all(|&x| x == 0.0)
+    {
+        return Err(CoreError::new(
+            SqlState::DataException,
+            "query vector is all zeros, which has no cosine distance",
+            "Check the embedding model's output, or search with mode => 'lexical'.",
+        ));
+    }
+    Ok(v)
+}
+
+/// `query_vectors` validated: the default space's vector (`query_vec`, or the object's
+/// "default" entry: not both), and the named spaces' vectors by space index (None at 0). A
+/// lexical search uses none of them.
+/// The default space's query vector, and each space's by index.
+pub(super) type SpaceVectors = (Option<Vec<f32>>, Vec<Option<Vec<f32>>>);
+
+pub(super) fn space_vectors(
+    corpus: &Corpus,
+    mode: Mode,
+    value: &Value,
+    query_vec: Option<Vec<f32>>,
+) -> Result<SpaceVectors> {
+    let mut out: Vec<Option<Vec<f32>>> = vec![None; corpus.spaces.len()];
+    let hint = "query_vectors is {\"space\": [0.1, …]}: one vector per embedding space the corpus declares \
+                (query_vec is the default space's).";
+    let obj = match value {
+        Value::Null => return Ok((query_vec, out)),
+        Value::Object(o) => o,
+        other => return Err(bad(format!("query_vectors must be a JSON object, got {}", json_type(other)), hint)),
+    };
+    let mut default = query_vec;
+    for (name, v) in obj {
+        let Some(idx) = corpus.space(name) else {
+            let names: Vec<String> = corpus.spaces.iter().map(|s| crate::sql::literal(&s.name)).collect();
+            return Err(bad(
+                format!("corpus \"{}\" has no embedding space {}", corpus.name, crate::json::brief_str(name)),
+                &format!("Its spaces: {}.", names.join(", ")),
+            ));
+        };
+        let Value::Array(xs) = v else {
+            return Err(bad(format!("query_vectors.{name} must be an array of numbers, got {}", json_type(v)), hint));
+        };
+        let mut vec = Vec::with_capacity(xs.len());
+        for x in xs {
+            match x.as_f64() {
+                Some(f) if f.abs() <= f64::from(f32::MAX) => vec.push(f as f32),
+                _ => {
+                    return Err(bad(
+                        format!(
+                            "query_vectors.{name} must hold finite numbers within ±3.4e38, got {}",
+                            crate::json::brief(x)
+                        ),
+                        hint,
+                    ))
+                }
+            }
+        }
+        if mode == Mode::Lexical {
+            continue;
+        }
+        let vec = check_space_vector(corpus, idx, vec)?;
+        if idx == 0 {
+            if default.is_some() {
+                return Err(bad(
+                    "query_vectors names the default space, and query_vec is given too".into(),
+                    "Pass the default space's vector once: as query_vec, or as query_vectors.default.",
+                ));
+            }
+            default = Some(vec);
+        } else {
+            out[idx] = Some(vec);
+        }
+    }
+    Ok((default, out))
+}
+
+/// A query text as the lexical branch uses it: trimmed, at most [`MAX_QUERY_CHARS`]
+/// characters; None when empty.
+pub(super) fn query_text(t: &str) -> Option<String> {
+    let t = t.trim();
+    (!t.is_empty()).then(|| t.chars().take(MAX_QUERY_CHARS).collect())
+}
+
+pub(super) fn extra_error(msg: String) -> CoreError {
+    bad(
+        msg,
+        "extra_queries is a JSON array of objects such as \
+         [{\"text\": \"a rewrite\"}, {\"vector\": [0.1, …], \"weight\": 0.5, \"label\": \"hyde\"}]: \
+         each with text, a vector or both, an optional weight in (0, 100] and an optional label.",
+    )
+}
+
+/// Validate `extra_queries` against the corpus and the mode: what each query's branches use.
+/// An extra query that gives the mode nothing to search (a text-only query in a semantic
+/// search) is an error, as is anything malformed: extra queries come from programs, and a
+/// silently ignored one would hide a bug.
+pub fn extra_queries(corpus: &Corpus, mode: Mode, value: &Value) -> Result<Vec<ExtraQuery>> {
+    let items = match value {
+        Value::Null => return Ok(Vec::new()),
+        Value::Array(items) => items,
+        other => return Err(extra_error(format!("extra_queries must be a JSON array, got {}", json_type(other)))),
+    };
+    if items.len() > MAX_EXTRA_QUERIES {
+        return Err(extra_error(format!(
+            "extra_queries holds {} queries, at most {MAX_EXTRA_QUERIES} are fused",
+            items.len()
+        )));
+    }
+    let mut out: Vec<ExtraQuery> = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let n = i + 1;
+        let Value::Object(fields) = item else {
+            return Err(extra_error(format!("extra query {n} must be a JSON object, got {}", json_type(item))));
+        };
+        if let Some(unknown) = fields.keys().find(|k| !["text", "vector", "weight", "label"].contains(&k.as_str())) {
+            return Err(extra_error(format!("extra query {n} has an unknown key {}", crate::json::brief_str(unknown))));
+        }
+        let text = match fields.get("text") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(t)) => query_text(t),
+            Some(other) => {
+                return Err(extra_error(format!(
+                    "extra query {n}: \"text\" must be a string, got {}",
+                    json_type(other)
+                )))
+            }
+        };
+        let vector = match fields.get("vector") {
+            None | Some(Value::Null) => None,
+            Some(Value::Array(xs)) => {
+                let mut v = Vec::with_capacity(xs.len());
+                for x in xs {
+                    match x.as_f64() {
+                        Some(f) if f.abs() > f64::from(f32::MAX) => {
+                            return Err(CoreError::new(
+                                SqlState::DataException,
+                                format!("extra query {n}: a vector component ({f:e}) is out of the real range"),
+                                "Every component must be a finite number within ±3.4e38 (PostgreSQL's real).",
+                            ))
+                        }
+                        Some(f) => v.push(f as f32),
+                        None => {
+                            return Err(extra_error(format!(
+                                "extra query {n}: \"vector\" must be an array of numbers, got an element of type {}",
+                                json_type(x)
+                            )))
+                        }
+                    }
+                }
+                // a lexical search ignores an extra query's vector (as it ignores query_vec)
+                if mode == Mode::Lexical {
+                    None
+                } else {
+                    Some(
+                        check_vector(corpus, v)
+                            .map_err(|e| CoreError { message: format!("extra query {n}: {}", e.message), ..e })?,
+                    )
+                }
+            }
+            Some(other) => {
+                return Err(extra_error(format!(
+                    "extra query {n}: \"vector\" must be an array of numbers, got {}",
+                    json_type(other)
+                )))
+            }
+        };
+        let weight = match fields.get("weight") {
+            None | Some(Value::Null) => 1.0,
+            Some(w) => match w.as_f64() {
+                Some(w) if w > 0.0 && w <= MAX_QUERY_WEIGHT => w,
+                _ => {
+                    return Err(extra_error(format!(
+                        "extra query {n}: \"weight\" must be a number in (0, {MAX_QUERY_WEIGHT}], got {}",
+                        crate::json::brief(w)
+                    )))
+                }
+            },
+        };
+        let label = match fields.get("label") {
+            None | Some(Value::Null) => format!("extra_{n}"),
+            Some(Value::String(l)) if !l.trim().is_empty() && l.chars().count() <= MAX_LABEL_CHARS => l.clone(),
+            Some(other) => {
+                return Err(extra_error(format!(
+                "extra query {n}: \"label\" must be a non-empty string of at most {MAX_LABEL_CHARS} characters, got {}",
+                crate::json::brief(other)
+            )))
+            }
+        };
+        if RESERVED_LABELS.contains(&label.as_str()) || out.iter().any(|q| q.label == label) {
+            return Err(extra_error(format!(
+                "extra query {n}: label {} is taken (\"original\" and \"feedback\" are reserved, and labels are unique)",
+                crate::json::brief_str(&label)
+            )));
+        }
+        let (vector, text) = match mode {
+            Mode::Semantic => (vector, None),
+            Mode::Lexical => (None, text),
+            Mode::Hybrid => (vector, text),
+        };
+        if vector.is_none() && text.is_none() {
+            let needs = match mode {
+                Mode::Semantic => "a vector (a semantic search)",
+                Mode::Lexical => "non-empty text (a lexical search)",
+                Mode::Hybrid => "non-empty text, a vector or both",
+            };
+            return Err(extra_error(format!("extra query {n} has nothing to search for: it needs {needs}")));
+        }
+        out.push(ExtraQuery { label, vector, text, weight, lexical: None });
+    }
+    Ok(out)
+}
+
+pub(super) fn json_type(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// A search checked against its corpus: what it searches for and how, before any I/O.
+#[derive(Debug, Clone)]
+pub struct Validated {
+    pub corpus: Arc<Corpus>,
+    pub conds: Vec<Condition>,
+    /// The filter conditions a lenient search dropped.
+    pub rejected_filters: Vec<filters::Rejected>,
+    pub mode: Mode,
+    pub k: usize,
+    pub window: usize,
+    pub max_per_parent: Option<usize>,
+    pub rrf_k: f64,
+    pub vector: Option<Vec<f32>>,
+    pub text: Option<String>,
+    pub extra: Vec<ExtraQuery>,
+    pub space_vectors: Vec<Option<Vec<f32>>>,
+    pub feedback: bool,
+    /// Whether the evidence filter applies.
+    pub evidence: bool,
+    pub expand: bool,
+    pub must_include: bool,
+    pub include_stale: bool,
+    pub config: Config,
+}
+
+/// Check `args` against `corpus` (`checked` is [`Args::check`]'s answer): filters, vectors,
+/// texts, extra queries and the options that depend on them. Reads nothing.
+pub fn validate(corpus: Arc<Corpus>, args: Args, checked: Checked, config: Config) -> Result<Validated> {
+    let filter_mode = filters::FilterMode::parse(&args.filter_mode)?;
+    let (conds, rejected_filters) = filters::parse_with_mode(&corpus, &args.filters, filter_mode)?;
+    let Checked { mode, k, window, max_per_parent, rrf_k } = checked;
+    let text = args.query_text.as_deref().and_then(query_text);
+    let extra = extra_queries(&corpus, mode, &args.extra_queries)?;
+    let (query_vec, space_vectors) = space_vectors(&corpus, mode, &args.query_vectors, args.query_vec)?;
+    let any_space = space_vectors.iter().any(Option::is_some);
+    let wants_vector = mode == Mode::Semantic || (mode == Mode::Hybrid && (query_vec.is_some() || any_space));
+    let vector = match (wants_vector, query_vec) {
+        (true, Some(v)) => Some(check_vector(&corpus, v)?),
+        (true, None) if any_space => None,
+        (true, None) => {
+            return Err(CoreError::new(
+                SqlState::NullValueNotAllowed,
+                "a semantic search needs a query vector, got NULL",
+                "Pass query_vec, or use mode => 'lexical'.",
+            ))
+        }
+        (false, _) => None,
+    };
+    let text = match mode {
+        Mode::Semantic => None,
+        Mode::Lexical if text.is_none() => {
+            return Err(bad(
+                "a lexical search needs non-empty query text".into(),
+                "Pass query_text, or use mode => 'semantic'.",
+            ))
+        }
+        _ => text,
+    };
+    if vector.is_none() && !(any_space && mode != Mode::Lexical) && text.is_none() {
+        return Err(bad(
+            "nothing to search for: no query vector and empty query text".into(),
+            "Pass query_vec, query_text or both; extra_queries are fused with them, they do not replace them.",
+        ));
+    }
+    // Feedback needs both branches and BM25. Asked for in the call, anything else is an
+    // error; by pg_corpus.hybrid_feedback, it applies where it can.
+    let can_feed_back = vector.is_some() && text.is_some() && config.scorer == Scorer::Bm25;
+    let feedback = match args.feedback {
+        Some(true) if !can_feed_back => return Err(bad(
+            "feedback needs a hybrid search with BM25: a query vector, query text and pg_corpus.lexical_scorer = bm25"
+                .into(),
+            "Pass both query_vec and query_text with mode => 'hybrid', or feedback => false.",
+        )),
+        Some(f) => f,
+        None => config.hybrid_feedback && can_feed_back,
+    };
+    let expand = args.expand.unwrap_or(false);
+    if let Some(e) = corpus.edge_errors.first().filter(|_| expand) {
+        return Err(e.clone());
+    }
+    if expand && corpus.edges.is_empty() {
+        return Err(bad(
+            format!("corpus \"{}\" has no edge sets to expand along", corpus.name),
+            &format!(
+                "Register one with corpus.corpus_add_edges({}, ...), or search with expand => false.",
+                crate::sql::literal(&corpus.name)
+            ),
+        ));
+    }
+    Ok(Validated {
+        evidence: args.evidence.unwrap_or(corpus.evidence.enabled),
+        corpus,
+        conds,
+        rejected_filters,
+        mode,
+        k,
+        window,
+        max_per_parent,
+        rrf_k,
+        vector,
+        text,
+        extra,
+        space_vectors,
+        feedback,
+        expand,
+        must_include: args.must_include,
+        include_stale: args.include_stale,
+        config,
+    })
+}

@@ -1,0 +1,77 @@
+//! The feedback round: pseudo-relevance feedback from the first fusion's best items.
+
+use std::collections::HashMap;
+
+use super::ItemsQuery;
+use super::{
+    rounds::{ids_per_source, run_round, RoundQuery},
+    Executor, FeedbackDoc, Request, SemanticPlan,
+};
+use crate::error::Result;
+use crate::feedback;
+use crate::fusion::{Fused, RankedList};
+use crate::model::QueryTag;
+use crate::plan::{self};
+
+/// The feedback round: the query vector moved towards the first fusion's best items (vector
+/// PRF) and the lexical query expanded with their relevance model (RM3), both searched with
+/// the same window ([`crate::feedback`]).
+pub(super) fn feedback_round(
+    req: &Request,
+    sem: &[SemanticPlan],
+    window: usize,
+    first: &[Fused],
+    exec: &mut dyn Executor,
+) -> Result<(Vec<RankedList>, bool)> {
+    let (Some(vector), Some(lex)) = (&req.vector, &req.lexical) else {
+        return Ok((Vec::new(), false));
+    };
+    let top: Vec<&Fused> = first.iter().take(feedback::RM3_DOCS.max(feedback::VECTOR_DOCS)).collect();
+    let mut learned: HashMap<(usize, String), FeedbackDoc> = HashMap::new();
+    for (idx, ids) in ids_per_source(top.iter().copied(), req.corpus.sources.len()) {
+        let (sql, params) = plan::feedback_fetch(&req.corpus, idx, &req.conds, ids.clone());
+        for (id, doc) in exec.feedback_docs(&ItemsQuery { source: idx, ids, sql, params })? {
+            learned.insert((idx, id), doc);
+        }
+    }
+    let docs: Vec<&FeedbackDoc> = top.iter().filter_map(|f| learned.get(&(f.source, f.item_id.clone()))).collect();
+    // the query vector moves towards the best items of its own (default) space only
+    let vectors: Vec<Vec<f32>> = top
+        .iter()
+        .filter(|f| req.corpus.sources[f.source].space == 0)
+        .filter_map(|f| learned.get(&(f.source, f.item_id.clone())))
+        .take(feedback::VECTOR_DOCS)
+        .filter_map(|d| d.embedding.clone())
+        .collect();
+    let moved = feedback::vector_prf(vector, &vectors, feedback::VECTOR_BETA).unwrap_or_else(|| vector.clone());
+    let tfs: Vec<_> = docs.iter().take(feedback::RM3_DOCS).map(|d| d.tf.clone()).collect();
+    let mut expanded = lex.clone();
+    expanded.keys_per_source = lex
+        .keys_per_source
+        .iter()
+        .map(|keys| feedback::rm3(keys, &tfs, feedback::RM3_TERMS, feedback::RM3_ALPHA))
+        .collect();
+    let mut new_keys: Vec<String> = expanded
+        .keys_per_source
+        .iter()
+        .flatten()
+        .filter(|k| !lex.stats.df.contains_key(&k.key))
+        .map(|k| k.key.clone())
+        .collect();
+    new_keys.sort();
+    new_keys.dedup();
+    if !new_keys.is_empty() {
+        let more = exec.term_stats(&req.corpus.name, &new_keys)?;
+        expanded.stats.df.extend(more.df);
+    }
+    let q = RoundQuery {
+        tag: QueryTag::Feedback,
+        weight: 1.0,
+        vector: Some(&moved),
+        space_vectors: &[],
+        text: req.text.as_deref(),
+        lexical: Some(&expanded),
+    };
+    let round = run_round(req, &[q], sem, window, exec)?;
+    Ok((round.lists, round.saturated))
+}

@@ -1,0 +1,91 @@
+//! Must-include classes: each class's best hits among the rows.
+
+use std::collections::HashMap;
+
+use super::{
+    evidence::{apply_evidence, Near},
+    fuse::source_infos,
+    rounds::run_round,
+    strategy::semantic_plans_of,
+    Executor, Request,
+};
+use crate::error::Result;
+use crate::fusion::{self, Fused};
+
+/// Must-include classes: each class's best hits — searched
+/// by the original query under the corpus predicate, the filters and the class's own condition —
+/// are among the rows, replacing the lowest-ranked others. A class hit the search ranked keeps
+/// its score; one it did not scores 0 and comes last. The evidence filter, when on, judges class
+/// hits as any other (a class is a candidate, not an answer).
+pub(super) fn must_include(
+    req: &Request,
+    rows: &mut Vec<Fused>,
+    pool: &[Fused],
+    mut near: Option<&mut Near>,
+    cache: &mut HashMap<(usize, String), Vec<String>>,
+    exec: &mut dyn Executor,
+) -> Result<()> {
+    let infos = source_infos(req);
+    let mut guaranteed: Vec<(usize, String)> = Vec::new();
+    for class in &req.corpus.must_include {
+        let mut creq = req.clone();
+        creq.conds.extend(crate::filters::check_class(&req.corpus, &class.filters)?);
+        creq.extra.clear();
+        creq.feedback = false;
+        let window = (4 * class.top).max(20);
+        let csem = semantic_plans_of(&creq, class.source, exec)?;
+        let round = run_round(&creq, &[creq.query()], &csem, window, exec)?;
+        let mut class_hits = fusion::rrf(&round.lists, &infos, req.rrf_k);
+        class_hits.retain(|f| !req.excludes(f));
+        if let (Some(ev), Some(near)) = (&req.evidence, near.as_deref_mut()) {
+            near.add(&round.lists, false);
+            apply_evidence(&creq, ev, near, &[], &mut class_hits, cache, exec)?;
+        }
+        for (i, hit) in fusion::cap(&class_hits, req.max_per_parent, class.top).into_iter().enumerate() {
+            let key = (hit.source, hit.item_id.clone());
+            if guaranteed.contains(&key) {
+                continue;
+            }
+            guaranteed.push(key.clone());
+            if rows.iter().any(|f| f.source == hit.source && f.item_id == hit.item_id) {
+                continue;
+            }
+            let origin = serde_json::json!({"kind": "must_include", "class": class.name, "class_rank": i + 1});
+            let row = match pool.iter().find(|f| f.source == hit.source && f.item_id == hit.item_id) {
+                Some(f) => {
+                    Fused { origin: Some(origin), evidence: hit.evidence.clone().or(f.evidence.clone()), ..f.clone() }
+                }
+                None => Fused {
+                    score: 0.0,
+                    semantic: None,
+                    lexical: None,
+                    queries: Vec::new(),
+                    origin: Some(origin),
+                    ..hit
+                },
+            };
+            rows.push(row);
+        }
+    }
+    rows.sort_by(fusion::fused_order);
+    // back to k rows: drop the lowest-ranked rows that no class guarantees, first those of a
+    // parent the class hits took over the per-parent cap
+    let over_cap = |rows: &[Fused], f: &Fused| {
+        req.max_per_parent.is_some_and(|max| {
+            rows.iter().filter(|o| o.parent_scope == f.parent_scope && o.parent_id == f.parent_id).count() > max
+        })
+    };
+    while rows.len() > req.k {
+        let free = |f: &Fused| !guaranteed.contains(&(f.source, f.item_id.clone()));
+        let pick = rows.iter().rposition(|f| free(f) && over_cap(rows, f)).or_else(|| rows.iter().rposition(free));
+        match pick {
+            Some(i) => {
+                rows.remove(i);
+            }
+            None => {
+                rows.truncate(req.k);
+            }
+        }
+    }
+    Ok(())
+}
