@@ -3,6 +3,7 @@ function returns (compared with the same call made with plain psycopg), over a c
 pool and their async forms; the extension's errors arrive as the family exceptions with
 SQLSTATE, message, detail and hint."""
 import asyncio
+import inspect
 import json
 
 import numpy as np
@@ -269,3 +270,27 @@ def test_a_database_that_cannot_be_reached_or_ends_the_session_is_database_unava
                 await client.list_corpora()
         return ended.value
     assert asyncio.run(ended_async()).message.startswith("database unavailable: ")
+
+
+def public_methods(cls):
+    return {name for name in dir(cls) if not name.startswith("_") and callable(getattr(cls, name))}
+
+
+def test_sync_and_async_clients_have_the_same_methods_and_signatures():
+    assert public_methods(Client) == public_methods(AsyncClient)
+    assert {"search", "find_similar", "explain", "health", "claim", "complete", "close"} <= public_methods(Client)
+    for name in sorted(public_methods(Client)):
+        sync, coroutine = getattr(Client, name), getattr(AsyncClient, name)
+        assert inspect.signature(sync) == inspect.signature(coroutine), name
+        assert inspect.iscoroutinefunction(coroutine) and not inspect.iscoroutinefunction(sync), name
+        assert sync.__doc__ == coroutine.__doc__, name
+
+
+@pytest.mark.parametrize("cls", [Client, AsyncClient])
+def test_arguments_past_the_first_three_are_keyword_only(cls):
+    for name in sorted(public_methods(cls)):
+        params = list(inspect.signature(getattr(cls, name)).parameters.values())[1:]   # after self
+        positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        assert len(positional) <= 3, f"{cls.__name__}.{name}: {positional}"
+    with pytest.raises(TypeError):
+        Client("postgresql://unused").search("c", None, "text", 5)

@@ -1,10 +1,11 @@
-"""The SQL of every call, shared by the sync and async clients: statement text with only the
-arguments the caller gave (the others take the function's SQL defaults), every value a bind
-parameter, and how to read the rows."""
+"""Every call of the clients, defined once: a function per call with the public signature and
+docstring of the method (``Client.search`` and ``AsyncClient.search`` are made from ``search``)
+that returns the statement text with only the arguments the caller gave (the others take the
+function's SQL defaults), every value a bind parameter, and how to read the rows."""
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import Any, Callable, Generic, Sequence, TypeVar, cast
+from typing import Any, Callable, Generic, Mapping, Sequence, TypeVar, cast
 
 import numpy as np
 from psycopg import sql
@@ -24,7 +25,7 @@ UNSET: Any = _Unset()
 VectorLike = Any  # numpy array, list/tuple of floats, or None
 
 
-def vector(value: VectorLike) -> Any:
+def _vector(value: VectorLike) -> Any:
     """A query or item vector as pgvector's adapter takes it (float32 numpy array)."""
     if value is None or value is UNSET:
         return value
@@ -81,7 +82,7 @@ def _cast(cast: str | None) -> sql.Composable:
     return sql.SQL("::pg_catalog.") + sql.Identifier(name) + sql.SQL(array)
 
 
-def rows_of(cls: type[T]) -> Callable[[Rows], list[T]]:
+def _rows_of(cls: type[T]) -> Callable[[Rows], list[T]]:
     names = [f.name for f in fields(cls)]  # type: ignore[arg-type]
     return lambda rows: [cls(**{n: r[n] for n in names}) for r in rows]
 
@@ -90,26 +91,26 @@ def _scalar(rows: Rows) -> Any:
     return next(iter(rows[0].values())) if rows else None
 
 
-def text(rows: Rows) -> str:
+def _text(rows: Rows) -> str:
     return cast(str, _scalar(rows))
 
 
-def count(rows: Rows) -> int:
+def _count(rows: Rows) -> int:
     return cast(int, _scalar(rows))
 
 
-def nothing(rows: Rows) -> None:
+def _nothing(rows: Rows) -> None:
     return None
 
 
-def query_vectors(vectors: Any) -> Any:
+def _query_vectors(vectors: Any) -> Any:
     """``query_vectors`` as jsonb: {space: numpy array or floats} → {space: [floats]}."""
     if vectors is None or vectors is UNSET:
         return vectors
     return Jsonb({space: [float(x) for x in v] for space, v in dict(vectors).items()})
 
 
-def extra_queries(queries: Any) -> Any:
+def _extra_queries(queries: Any) -> Any:
     """``extra_queries`` as jsonb: each query's vector (a numpy array or a sequence of floats)
     becomes a JSON array of numbers; None and UNSET pass through."""
     if queries is None or queries is UNSET:
@@ -123,85 +124,125 @@ def extra_queries(queries: Any) -> Any:
     return Jsonb(out)
 
 
-def search(corpus: str, vec: VectorLike, text: str | None, k: int, filters: Any, mode: Any, max_per_parent: Any,
-           candidates: Any, rrf_k: Any, include_stale: Any, feedback: Any,
-           extra: Any = UNSET, filter_mode: Any = UNSET, vectors: Any = UNSET, evidence: Any = UNSET,
-           expand: Any = UNSET) -> Call[list[t.Hit]]:
-    return _call("corpus_hybrid_search", [(corpus, "text"), (vector(vec), None), (text, "text")],
+def _list(value: Any) -> Any:
+    """A tuple or set of names as a list (a text[] parameter)."""
+    return list(value) if isinstance(value, (tuple, set, frozenset)) else value
+
+
+# -- search ----------------------------------------------------------------------------------
+
+def search(corpus: str, vector: VectorLike = None, text: str | None = None, *, k: int = 10,
+           filters: dict[str, Any] | None = UNSET, mode: str = UNSET, max_per_parent: int | None = UNSET,
+           candidates: int | None = UNSET, rrf_k: int = UNSET, include_stale: bool = UNSET,
+           feedback: bool | None = UNSET, extra_queries: Sequence[Mapping[str, Any]] | None = UNSET,
+           filter_mode: str = UNSET, query_vectors: Mapping[str, VectorLike] | None = UNSET,
+           evidence: bool | None = UNSET, expand: bool = UNSET) -> Call[list[t.Hit]]:
+    """``corpus_hybrid_search``: the fused hits (list of :class:`Hit`). ``evidence``: only hits
+    with evidence (an empty list means the corpus does not hold the answer); ``expand``: add
+    the best hits' cited items (the corpus' edge sets). ``query_vectors``: a
+    vector per named embedding space (``vector`` is the default space's). ``extra_queries``:
+    queries fused with this one, each a mapping with ``text``, ``vector`` (numpy array or
+    floats) or both, and optional ``weight`` and ``label``. ``filter_mode="lenient"``
+    drops invalid filter conditions (see :meth:`check_filters`)."""
+    return _call("corpus_hybrid_search", [(corpus, "text"), (_vector(vector), None), (text, "text")],
                  [("k", k, "int"), ("filters", _json(filters), "jsonb"), ("mode", mode, "text"),
                   ("max_per_parent", max_per_parent, "int"), ("candidates", candidates, "int"),
                   ("rrf_k", rrf_k, "int"), ("include_stale", include_stale, "boolean"),
-                  ("feedback", feedback, "boolean"), ("extra_queries", extra_queries(extra), "jsonb"),
-                  ("filter_mode", filter_mode, "text"), ("query_vectors", query_vectors(vectors), "jsonb"),
+                  ("feedback", feedback, "boolean"), ("extra_queries", _extra_queries(extra_queries), "jsonb"),
+                  ("filter_mode", filter_mode, "text"), ("query_vectors", _query_vectors(query_vectors), "jsonb"),
                   ("evidence", evidence, "boolean"), ("expand", expand, "boolean")],
-                 rows_of(t.Hit))
+                 _rows_of(t.Hit))
 
 
-def find_similar(corpus: str, source: str, item_id: str, k: Any, filters: Any, mode: Any, max_per_parent: Any,
-                 exclude_parent: Any, candidates: Any, rrf_k: Any, include_stale: Any,
-                 filter_mode: Any = UNSET) -> Call[list[t.Hit]]:
+def find_similar(corpus: str, source: str, item_id: str | int, *, k: int = 10,
+                 filters: dict[str, Any] | None = UNSET, mode: str = UNSET, max_per_parent: int | None = UNSET,
+                 exclude_parent: bool = UNSET, candidates: int | None = UNSET, rrf_k: int = UNSET,
+                 include_stale: bool = UNSET, filter_mode: str = UNSET) -> Call[list[t.Hit]]:
+    """``corpus_find_similar``: items like one of the corpus' own items, never the item itself
+    (nor, with ``exclude_parent``, its parent's other items)."""
     return _call("corpus_find_similar", [(corpus, "text"), (source, "text"), (str(item_id), "text")],
                  [("k", k, "int"), ("filters", _json(filters), "jsonb"), ("mode", mode, "text"),
                   ("max_per_parent", max_per_parent, "int"), ("exclude_parent", exclude_parent, "boolean"),
                   ("candidates", candidates, "int"), ("rrf_k", rrf_k, "int"),
                   ("include_stale", include_stale, "boolean"), ("filter_mode", filter_mode, "text")],
-                 rows_of(t.Hit))
+                 _rows_of(t.Hit))
 
 
-def check_filters(corpus: str, filters: Any, filter_mode: Any) -> Call[list[t.FilterCheck]]:
+def check_filters(corpus: str, filters: dict[str, Any], *, filter_mode: str = UNSET) -> Call[list[t.FilterCheck]]:
+    """``corpus_check_filters``: what a search (lenient by default) keeps and drops of ``filters``."""
     return _call("corpus_check_filters", [(corpus, "text"), (_json(filters), "jsonb")],
-                 [("filter_mode", filter_mode, "text")], rows_of(t.FilterCheck))
+                 [("filter_mode", filter_mode, "text")], _rows_of(t.FilterCheck))
 
 
-def explain(corpus: str, vec: VectorLike, text: str | None, k: Any, filters: Any, mode: Any, candidates: Any,
-            include_stale: Any, extra: Any = UNSET, filter_mode: Any = UNSET,
-            vectors: Any = UNSET) -> Call[list[t.Subplan]]:
-    return _call("corpus_explain", [(corpus, "text"), (vector(vec), None), (text, "text")],
+def explain(corpus: str, vector: VectorLike = None, text: str | None = None, *, k: int = UNSET,
+            filters: dict[str, Any] | None = UNSET, mode: str = UNSET, candidates: int | None = UNSET,
+            include_stale: bool = UNSET, extra_queries: Sequence[Mapping[str, Any]] | None = UNSET,
+            filter_mode: str = UNSET, query_vectors: Mapping[str, VectorLike] | None = UNSET) -> Call[list[t.Subplan]]:
+    """``corpus_explain``: the SQL and parameters of every subplan (list of :class:`Subplan`)."""
+    return _call("corpus_explain", [(corpus, "text"), (_vector(vector), None), (text, "text")],
                  [("k", k, "int"), ("filters", _json(filters), "jsonb"), ("mode", mode, "text"),
                   ("candidates", candidates, "int"), ("include_stale", include_stale, "boolean"),
-                  ("extra_queries", extra_queries(extra), "jsonb"), ("filter_mode", filter_mode, "text"),
-                  ("query_vectors", query_vectors(vectors), "jsonb")],
-                 rows_of(t.Subplan))
+                  ("extra_queries", _extra_queries(extra_queries), "jsonb"), ("filter_mode", filter_mode, "text"),
+                  ("query_vectors", _query_vectors(query_vectors), "jsonb")],
+                 _rows_of(t.Subplan))
 
 
-def health(corpus: str | None) -> Call[list[t.HealthRow]]:
-    return _call("corpus_health_check", [(corpus, "text")], [], rows_of(t.HealthRow))
+# -- health and evaluation ---------------------------------------------------------------------
+
+def health(corpus: str | None = None) -> Call[list[t.HealthRow]]:
+    """``corpus_health_check`` (list of :class:`HealthRow`)."""
+    return _call("corpus_health_check", [(corpus, "text")], [], _rows_of(t.HealthRow))
 
 
-def evaluate(gold_set: str, modes: Any, k: Any, max_per_parent: Any, rrf_k: Any, candidates: Any, store: Any) -> Call[list[t.EvalRun]]:
+def create_gold_set(name: str, corpus: str, *, level: str = UNSET, description: str | None = UNSET) -> Call[None]:
+    """``corpus_gold_set_create``: an empty gold set of ``corpus``."""
+    return _call("corpus_gold_set_create", [(name, "text"), (corpus, "text")],
+                 [("level", level, "text"), ("description", description, "text")], _nothing, returns_rows=False)
+
+
+def evaluate(gold_set: str, *, modes: Sequence[str] = UNSET, k: int = UNSET, max_per_parent: int | None = UNSET,
+             rrf_k: int = UNSET, candidates: int | None = UNSET, store: bool = UNSET) -> Call[list[t.EvalRun]]:
+    """``corpus_evaluate``: one :class:`EvalRun` per mode."""
     return _call("corpus_evaluate", [(gold_set, "text")],
                  [("modes", list(modes) if modes not in (None, UNSET) else modes, "text[]"), ("k", k, "int"),
                   ("max_per_parent", max_per_parent, "int"), ("rrf_k", rrf_k, "int"),
                   ("candidates", candidates, "int"), ("store", store, "boolean")],
-                 rows_of(t.EvalRun))
+                 _rows_of(t.EvalRun))
 
 
-def compare_runs(run_a: int, run_b: int, trials: Any) -> Call[list[t.RunComparison]]:
+def compare_runs(run_a: int, run_b: int, *, trials: int = UNSET) -> Call[list[t.RunComparison]]:
+    """``corpus_compare_runs``: per metric, the difference of two runs and its p-value."""
     return _call("corpus_compare_runs", [(run_a, "bigint"), (run_b, "bigint")], [("trials", trials, "int")],
-                 rows_of(t.RunComparison))
+                 _rows_of(t.RunComparison))
 
 
-def compare_queries(run_a: int, run_b: int, metric: Any) -> Call[list[t.QueryComparison]]:
+def compare_queries(run_a: int, run_b: int, *, metric: str = UNSET) -> Call[list[t.QueryComparison]]:
+    """``corpus_compare_queries``: per query, one metric of two runs."""
     return _call("corpus_compare_queries", [(run_a, "bigint"), (run_b, "bigint")], [("metric", metric, "text")],
-                 rows_of(t.QueryComparison))
+                 _rows_of(t.QueryComparison))
 
 
-def gold_set_create(name: str, corpus: str, level: Any, description: Any) -> Call[None]:
-    return _call("corpus_gold_set_create", [(name, "text"), (corpus, "text")],
-                 [("level", level, "text"), ("description", description, "text")], nothing, returns_rows=False)
-
+# -- catalog -----------------------------------------------------------------------------------
 
 def list_corpora() -> Call[list[t.CorpusInfo]]:
-    return _call("corpus_list", [], [], rows_of(t.CorpusInfo))
+    """``corpus_list`` (list of :class:`CorpusInfo`)."""
+    return _call("corpus_list", [], [], _rows_of(t.CorpusInfo))
 
 
-def create_corpus(name: str, isolation: Any, required_filters: Any, filter_fields: Any, description: Any,
-                  spaces: Any = UNSET) -> Call[None]:
-    return _call("corpus_create", [(name, "text")],
-                 [("isolation", _json(isolation), "jsonb"), ("required_filters", required_filters, "text[]"),
-                  ("filter_fields", _json(filter_fields), "jsonb"), ("description", description, "text"),
-                  ("spaces", _json(spaces), "jsonb")],
-                 nothing, returns_rows=False)
+def create_corpus(name: str, *, isolation: dict[str, Any] = UNSET, required_filters: Sequence[str] = UNSET,
+                  filter_fields: dict[str, Any] = UNSET, description: str | None = UNSET,
+                  spaces: dict[str, Any] = UNSET) -> Call[None]:
+    """``corpus_create``."""
+    return _call("corpus_create", [(name, "text")], _corpus_options(isolation, required_filters, filter_fields,
+                                                                    description, spaces),
+                 _nothing, returns_rows=False)
+
+
+def _corpus_options(isolation: Any, required_filters: Any, filter_fields: Any, description: Any,
+                    spaces: Any) -> list[tuple[str, Any, str | None]]:
+    return [("isolation", _json(isolation), "jsonb"), ("required_filters", _list(required_filters), "text[]"),
+            ("filter_fields", _json(filter_fields), "jsonb"), ("description", description, "text"),
+            ("spaces", _json(spaces), "jsonb")]
 
 
 SOURCE_OPTIONS: dict[str, str] = {
@@ -212,53 +253,67 @@ SOURCE_OPTIONS: dict[str, str] = {
 }
 
 
-def add_source(corpus: str, source: str, item_table: str, text_column: str, embedding_column: str, tsv_column: str,
-               options: dict[str, Any]) -> Call[None]:
+def add_source(corpus: str, source: str, item_table: str, *, text_column: str, embedding_column: str,
+               tsv_column: str, **options: Any) -> Call[None]:
+    """``corpus_add_source``; ``options`` are its other named arguments (``parent_table``,
+    ``parent_fk``, ``language``, ``locator``, ...)."""
     unknown = sorted(set(options) - set(SOURCE_OPTIONS))
     if unknown:
         raise TypeError(f"add_source() got unexpected keyword arguments {unknown}; known: {sorted(SOURCE_OPTIONS)}")
-    named = [(name, _json(value) if SOURCE_OPTIONS[name] == "jsonb" else value, SOURCE_OPTIONS[name])
+    named = [(name, _json(value) if SOURCE_OPTIONS[name] == "jsonb" else _list(value), SOURCE_OPTIONS[name])
              for name, value in options.items()]
     return _call("corpus_add_source", [(corpus, "text"), (source, "text"), (item_table, "regclass")],
                  [("text_column", text_column, "text"), ("embedding_column", embedding_column, "text"),
                   ("tsv_column", tsv_column, "text"), *named],
-                 nothing, returns_rows=False)
+                 _nothing, returns_rows=False)
 
 
-def alter_corpus(name: str, isolation: Any, required_filters: Any, filter_fields: Any, description: Any,
-                 spaces: Any = UNSET) -> Call[None]:
-    return _call("corpus_alter", [(name, "text")],
-                 [("isolation", _json(isolation), "jsonb"), ("required_filters", required_filters, "text[]"),
-                  ("filter_fields", _json(filter_fields), "jsonb"), ("description", description, "text"),
-                  ("spaces", _json(spaces), "jsonb")],
-                 nothing, returns_rows=False)
+def alter_corpus(name: str, *, isolation: dict[str, Any] = UNSET, required_filters: Sequence[str] = UNSET,
+                 filter_fields: dict[str, Any] = UNSET, description: str | None = UNSET,
+                 spaces: dict[str, Any] = UNSET) -> Call[None]:
+    """``corpus_alter``: the arguments given replace the corpus' definition of them."""
+    return _call("corpus_alter", [(name, "text")], _corpus_options(isolation, required_filters, filter_fields,
+                                                                   description, spaces),
+                 _nothing, returns_rows=False)
 
 
 def drop_source(corpus: str, source: str) -> Call[None]:
-    return _call("corpus_drop_source", [(corpus, "text"), (source, "text")], [], nothing, returns_rows=False)
+    """``corpus_drop_source``."""
+    return _call("corpus_drop_source", [(corpus, "text"), (source, "text")], [], _nothing, returns_rows=False)
 
 
-def drop_corpus(name: str, if_exists: Any) -> Call[None]:
-    return _call("corpus_drop", [(name, "text")], [("if_exists", if_exists, "boolean")], nothing, returns_rows=False)
+def drop_corpus(name: str, *, if_exists: bool = UNSET) -> Call[None]:
+    """``corpus_drop``."""
+    return _call("corpus_drop", [(name, "text")], [("if_exists", if_exists, "boolean")], _nothing,
+                 returns_rows=False)
 
+
+# -- lexical -----------------------------------------------------------------------------------
 
 def bm25_query(query: str, language: str) -> Call[list[t.QueryKey]]:
-    return _call("bm25_query", [(query, "text"), (language, "text")], [], rows_of(t.QueryKey))
+    """``bm25_query``: the keys the lexical branch looks up (list of :class:`QueryKey`)."""
+    return _call("bm25_query", [(query, "text"), (language, "text")], [], _rows_of(t.QueryKey))
 
 
-def refresh_lexical_stats(corpus: Any, only_stale: Any, stale_fraction: Any) -> Call[list[t.LexicalRefresh]]:
+def refresh_lexical_stats(corpus: str | None = UNSET, *, only_stale: bool = UNSET,
+                          stale_fraction: float = UNSET) -> Call[list[t.LexicalRefresh]]:
+    """``corpus_refresh_lexical_stats``: the BM25 statistics of one corpus or all."""
     return _call("corpus_refresh_lexical_stats", [],
                  [("corpus", corpus, "text"), ("only_stale", only_stale, "boolean"),
                   ("stale_fraction", stale_fraction, "float8")],
-                 rows_of(t.LexicalRefresh))
+                 _rows_of(t.LexicalRefresh))
 
 
-def claim(batch_size: Any, lease: Any, worker: Any, only_table: Any) -> Call[list[t.QueuedItem]]:
+# -- the re-embed queue --------------------------------------------------------------------------
+
+def claim(batch_size: int = UNSET, *, lease: str = UNSET, worker: str | None = UNSET,
+          only_table: str | None = UNSET) -> Call[list[t.QueuedItem]]:
+    """``corpus_embedding_claim`` (list of :class:`QueuedItem`)."""
     # item_table as text: a regclass prints qualified only when it is not on the search_path
     return _call("corpus_embedding_claim", [],
                  [("batch_size", batch_size, "int"), ("lease", lease, "interval"), ("worker", worker, "text"),
                   ("only_table", only_table, "regclass")],
-                 rows_of(t.QueuedItem),
+                 _rows_of(t.QueuedItem),
                  select="item_table::pg_catalog.oid::pg_catalog.int8 AS table_oid, "
                         "item_table::pg_catalog.text AS item_table, "
                         "embedding_column::pg_catalog.text AS embedding_column, item_id, version, content, model, "
@@ -270,25 +325,31 @@ def _item(item: t.QueuedItem) -> list[tuple[Any, str | None]]:
             (item.version, "bigint")]
 
 
-def complete(item: t.QueuedItem, embedding: VectorLike, model: Any) -> Call[str]:
-    return _call("corpus_embedding_complete", [*_item(item), (vector(embedding), None)],
-                 [("model", model, "text")], text, returns_rows=False)
+def complete(item: t.QueuedItem, embedding: VectorLike, *, model: str | None = UNSET) -> Call[str]:
+    """Store an embedding: ``'stored'``, ``'requeued'`` (the text changed since the claim) or
+    ``'not_queued'``."""
+    return _call("corpus_embedding_complete", [*_item(item), (_vector(embedding), None)],
+                 [("model", model, "text")], _text, returns_rows=False)
 
 
-def fail(item: t.QueuedItem, error: str, max_attempts: Any) -> Call[str]:
+def fail(item: t.QueuedItem, error: str, *, max_attempts: int = UNSET) -> Call[str]:
+    """``corpus_embedding_fail``: ``'pending'`` (tried again later) or ``'dead'``."""
     return _call("corpus_embedding_fail", [*_item(item), (error, "text")],
-                 [("max_attempts", max_attempts, "int")], text, returns_rows=False)
+                 [("max_attempts", max_attempts, "int")], _text, returns_rows=False)
 
 
-def release(item: t.QueuedItem, worker: Any) -> Call[str]:
-    return _call("corpus_embedding_release", _item(item), [("worker", worker, "text")], text, returns_rows=False)
+def release(item: t.QueuedItem, *, worker: str | None = UNSET) -> Call[str]:
+    """``corpus_embedding_release``: give a claimed item back without counting an attempt."""
+    return _call("corpus_embedding_release", _item(item), [("worker", worker, "text")], _text, returns_rows=False)
 
 
-def retry_dead(only_table: Any) -> Call[int]:
-    return _call("corpus_embedding_retry_dead", [], [("only_table", only_table, "regclass")], count,
+def retry_dead(only_table: str | None = UNSET) -> Call[int]:
+    """``corpus_embedding_retry_dead``: dead letters queued again (how many)."""
+    return _call("corpus_embedding_retry_dead", [], [("only_table", only_table, "regclass")], _count,
                  returns_rows=False)
 
 
-def enqueue(item_table: str, embedding_column: str, only_missing: Any) -> Call[int]:
+def enqueue(item_table: str, embedding_column: str, *, only_missing: bool = UNSET) -> Call[int]:
+    """``corpus_embedding_enqueue``: queue a slot's items (how many)."""
     return _call("corpus_embedding_enqueue", [(item_table, "regclass"), (embedding_column, "name")],
-                 [("only_missing", only_missing, "boolean")], count, returns_rows=False)
+                 [("only_missing", only_missing, "boolean")], _count, returns_rows=False)

@@ -4,23 +4,30 @@ errors as exceptions (pg_corpus.errors), a connection that cannot be made or is 
 
 A client runs over a connection you own (its transactions are yours), a psycopg_pool pool (a
 connection per call) or a conninfo string (a connection of its own, autocommit). Vectors are
-numpy arrays or sequences of floats; pgvector's adapter is registered once per connection."""
+numpy arrays or sequences of floats; pgvector's adapter is registered once per connection.
+
+Each call is defined once, in ``pg_corpus._calls`` (its signature, docstring, SQL and how its
+rows are read); both clients' methods are made from it, so they cannot drift apart."""
 from __future__ import annotations
 
+import inspect
+import types
+import typing
 import weakref
 from contextlib import asynccontextmanager, contextmanager
-from typing import Any, AsyncIterator, Iterator, Mapping, Sequence, TypeVar
+from typing import (Any, AsyncIterator, Callable, Concatenate, Coroutine, Generic, Iterator, ParamSpec, TypeVar,
+                    overload)
 
 import psycopg
 from pgvector.psycopg import register_vector, register_vector_async
 from psycopg.rows import dict_row
 
 from . import _calls as c
-from . import types as t
 from .errors import translate
 
 UNSET = c.UNSET
 T = TypeVar("T")
+P = ParamSpec("P")
 
 _registered: "weakref.WeakSet[Any]" = weakref.WeakSet()
 
@@ -29,11 +36,92 @@ def _is_pool(source: Any) -> bool:
     return hasattr(source, "connection") and hasattr(source, "getconn")
 
 
-def _list(value: Any) -> Any:
-    return list(value) if isinstance(value, (tuple, set, frozenset)) else value
+def _described(method: Callable[..., Any], spec: Callable[..., c.Call[Any]], owner: str) -> None:
+    """Give a method made from a call the call's name and docstring and its signature: the
+    call's parameters after ``self``, returning what the call's rows are read as."""
+    signature = inspect.signature(spec)
+    returns = typing.get_args(typing.get_type_hints(spec)["return"])[0]
+    this = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    method.__name__ = spec.__name__
+    method.__qualname__ = f"{owner}.{spec.__name__}"
+    method.__doc__ = spec.__doc__
+    method.__signature__ = signature.replace(  # type: ignore[attr-defined]
+        parameters=[this, *signature.parameters.values()], return_annotation=returns)
 
 
-class Client:
+class _Method(Generic[P, T]):
+    """A method of both clients made from one call of ``pg_corpus._calls``: :class:`Client`'s
+    runs the call and returns its rows as the call reads them, :class:`AsyncClient`'s is the
+    same coroutine function, awaited."""
+
+    def __init__(self, spec: Callable[P, c.Call[T]]):
+        def run(self: Client, /, *args: P.args, **kwargs: P.kwargs) -> T:
+            return self._run(spec(*args, **kwargs))
+
+        async def run_async(self: AsyncClient, /, *args: P.args, **kwargs: P.kwargs) -> T:
+            return await self._run(spec(*args, **kwargs))
+
+        _described(run, spec, "Client")
+        _described(run_async, spec, "AsyncClient")
+        self.spec, self.run, self.run_async = spec, run, run_async
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        if name != self.spec.__name__:
+            raise TypeError(f"the method {name} is made from the call {self.spec.__name__}: name them alike")
+
+    @overload
+    def __get__(self, obj: None, owner: type[AsyncClient]) -> Callable[Concatenate[AsyncClient, P],
+                                                                        Coroutine[Any, Any, T]]: ...
+
+    @overload
+    def __get__(self, obj: None, owner: type[Client]) -> Callable[Concatenate[Client, P], T]: ...
+
+    @overload
+    def __get__(self, obj: AsyncClient, owner: Any) -> Callable[P, Coroutine[Any, Any, T]]: ...
+
+    @overload
+    def __get__(self, obj: Client, owner: Any) -> Callable[P, T]: ...
+
+    def __get__(self, obj: Any, owner: Any) -> Any:
+        method: Callable[..., Any] = self.run_async if issubclass(owner, AsyncClient) else self.run
+        return method if obj is None else types.MethodType(method, obj)
+
+
+class _Calls:
+    """The calls, one method each, in the order of the extension's reference; :class:`Client`
+    and :class:`AsyncClient` inherit them."""
+
+    # -- search ------------------------------------------------------------------------------
+    search = _Method(c.search)
+    find_similar = _Method(c.find_similar)
+    check_filters = _Method(c.check_filters)
+    explain = _Method(c.explain)
+    # -- health and evaluation ---------------------------------------------------------------
+    health = _Method(c.health)
+    create_gold_set = _Method(c.create_gold_set)
+    evaluate = _Method(c.evaluate)
+    compare_runs = _Method(c.compare_runs)
+    compare_queries = _Method(c.compare_queries)
+    # -- catalog -----------------------------------------------------------------------------
+    list_corpora = _Method(c.list_corpora)
+    create_corpus = _Method(c.create_corpus)
+    add_source = _Method(c.add_source)
+    alter_corpus = _Method(c.alter_corpus)
+    drop_source = _Method(c.drop_source)
+    drop_corpus = _Method(c.drop_corpus)
+    # -- lexical -----------------------------------------------------------------------------
+    bm25_query = _Method(c.bm25_query)
+    refresh_lexical_stats = _Method(c.refresh_lexical_stats)
+    # -- the re-embed queue ------------------------------------------------------------------
+    claim = _Method(c.claim)
+    complete = _Method(c.complete)
+    fail = _Method(c.fail)
+    release = _Method(c.release)
+    retry_dead = _Method(c.retry_dead)
+    enqueue = _Method(c.enqueue)
+
+
+class Client(_Calls):
     """A synchronous client.
 
     >>> client = Client("postgresql://postgres@127.0.0.1:5432/app")      # doctest: +SKIP
@@ -76,126 +164,6 @@ class Client:
             raise translate(e) from e
         return call.read(rows)
 
-    # -- search --------------------------------------------------------------------------
-    def search(self, corpus: str, vector: c.VectorLike = None, text: str | None = None, *, k: int = 10,
-               filters: dict[str, Any] | None = UNSET, mode: str = UNSET, max_per_parent: int | None = UNSET,
-               candidates: int | None = UNSET, rrf_k: int = UNSET, include_stale: bool = UNSET,
-               feedback: bool | None = UNSET,
-               extra_queries: Sequence[Mapping[str, Any]] | None = UNSET,
-               filter_mode: str = UNSET, query_vectors: Mapping[str, c.VectorLike] | None = UNSET,
-               evidence: bool | None = UNSET, expand: bool = UNSET) -> list[t.Hit]:
-        """``corpus_hybrid_search``: the fused hits (list of :class:`Hit`). ``evidence``: only hits
-        with evidence (an empty list means the corpus does not hold the answer); ``expand``: add
-        the best hits' cited items (the corpus' edge sets). ``query_vectors``: a
-        vector per named embedding space (``vector`` is the default space's). ``extra_queries``:
-        queries fused with this one, each a mapping with ``text``, ``vector`` (numpy array or
-        floats) or both, and optional ``weight`` and ``label``. ``filter_mode="lenient"``
-        drops invalid filter conditions (see :meth:`check_filters`)."""
-        return self._run(c.search(corpus, vector, text, k, filters, mode, max_per_parent, candidates, rrf_k,
-                                  include_stale, feedback, extra_queries, filter_mode, query_vectors, evidence, expand))
-
-    def find_similar(self, corpus: str, source: str, item_id: str | int, *, k: int = 10,
-                     filters: dict[str, Any] | None = UNSET, mode: str = UNSET, max_per_parent: int | None = UNSET,
-                     exclude_parent: bool = UNSET, candidates: int | None = UNSET, rrf_k: int = UNSET,
-                     include_stale: bool = UNSET, filter_mode: str = UNSET) -> list[t.Hit]:
-        """``corpus_find_similar``: items like one of the corpus' own items, never the item itself
-        (nor, with ``exclude_parent``, its parent's other items)."""
-        return self._run(c.find_similar(corpus, source, str(item_id), k, filters, mode, max_per_parent,
-                                        exclude_parent, candidates, rrf_k, include_stale, filter_mode))
-
-    def check_filters(self, corpus: str, filters: dict[str, Any], *, filter_mode: str = UNSET) -> list[t.FilterCheck]:
-        """``corpus_check_filters``: what a search (lenient by default) keeps and drops of ``filters``."""
-        return self._run(c.check_filters(corpus, filters, filter_mode))
-
-    def explain(self, corpus: str, vector: c.VectorLike = None, text: str | None = None, *, k: int = UNSET,
-                filters: dict[str, Any] | None = UNSET, mode: str = UNSET, candidates: int | None = UNSET,
-                include_stale: bool = UNSET,
-                extra_queries: Sequence[Mapping[str, Any]] | None = UNSET,
-                filter_mode: str = UNSET, query_vectors: Mapping[str, c.VectorLike] | None = UNSET) -> list[t.Subplan]:
-        """``corpus_explain``: the SQL and parameters of every subplan (list of :class:`Subplan`)."""
-        return self._run(c.explain(corpus, vector, text, k, filters, mode, candidates, include_stale,
-                                   extra_queries, filter_mode, query_vectors))
-
-    # -- health and evaluation -----------------------------------------------------------
-    def health(self, corpus: str | None = None) -> list[t.HealthRow]:
-        """``corpus_health_check`` (list of :class:`HealthRow`)."""
-        return self._run(c.health(corpus))
-
-    def create_gold_set(self, name: str, corpus: str, *, level: str = UNSET, description: str | None = UNSET) -> None:
-        return self._run(c.gold_set_create(name, corpus, level, description))
-
-    def evaluate(self, gold_set: str, *, modes: Sequence[str] = UNSET, k: int = UNSET,
-                 max_per_parent: int | None = UNSET, rrf_k: int = UNSET, candidates: int | None = UNSET,
-                 store: bool = UNSET) -> list[t.EvalRun]:
-        """``corpus_evaluate``: one :class:`EvalRun` per mode."""
-        return self._run(c.evaluate(gold_set, modes, k, max_per_parent, rrf_k, candidates, store))
-
-    def compare_runs(self, run_a: int, run_b: int, *, trials: int = UNSET) -> list[t.RunComparison]:
-        return self._run(c.compare_runs(run_a, run_b, trials))
-
-    def compare_queries(self, run_a: int, run_b: int, *, metric: str = UNSET) -> list[t.QueryComparison]:
-        return self._run(c.compare_queries(run_a, run_b, metric))
-
-    # -- catalog -------------------------------------------------------------------------
-    def list_corpora(self) -> list[t.CorpusInfo]:
-        """``corpus_list`` (list of :class:`CorpusInfo`)."""
-        return self._run(c.list_corpora())
-
-    def create_corpus(self, name: str, *, isolation: dict[str, Any] = UNSET, required_filters: Sequence[str] = UNSET,
-                      filter_fields: dict[str, Any] = UNSET, description: str | None = UNSET,
-                      spaces: dict[str, Any] = UNSET) -> None:
-        return self._run(c.create_corpus(name, isolation, _list(required_filters), filter_fields, description, spaces))
-
-    def add_source(self, corpus: str, source: str, item_table: str, *, text_column: str, embedding_column: str,
-                   tsv_column: str, **options: Any) -> None:
-        """``corpus_add_source``; ``options`` are its other named arguments (``parent_table``,
-        ``parent_fk``, ``language``, ``locator``, ...)."""
-        return self._run(c.add_source(corpus, source, item_table, text_column, embedding_column, tsv_column,
-                                      {k: _list(v) for k, v in options.items()}))
-
-    def alter_corpus(self, name: str, *, isolation: dict[str, Any] = UNSET, required_filters: Sequence[str] = UNSET,
-                     filter_fields: dict[str, Any] = UNSET, description: str | None = UNSET,
-                     spaces: dict[str, Any] = UNSET) -> None:
-        return self._run(c.alter_corpus(name, isolation, _list(required_filters), filter_fields, description, spaces))
-
-    def drop_source(self, corpus: str, source: str) -> None:
-        return self._run(c.drop_source(corpus, source))
-
-    def drop_corpus(self, name: str, *, if_exists: bool = UNSET) -> None:
-        return self._run(c.drop_corpus(name, if_exists))
-
-    # -- lexical -------------------------------------------------------------------------
-    def bm25_query(self, query: str, language: str) -> list[t.QueryKey]:
-        """``bm25_query``: the keys the lexical branch looks up (list of :class:`QueryKey`)."""
-        return self._run(c.bm25_query(query, language))
-
-    def refresh_lexical_stats(self, corpus: str | None = UNSET, *, only_stale: bool = UNSET,
-                              stale_fraction: float = UNSET) -> list[t.LexicalRefresh]:
-        return self._run(c.refresh_lexical_stats(corpus, only_stale, stale_fraction))
-
-    # -- the re-embed queue --------------------------------------------------------------
-    def claim(self, batch_size: int = UNSET, *, lease: str = UNSET, worker: str | None = UNSET,
-              only_table: str | None = UNSET) -> list[t.QueuedItem]:
-        """``corpus_embedding_claim`` (list of :class:`QueuedItem`)."""
-        return self._run(c.claim(batch_size, lease, worker, only_table))
-
-    def complete(self, item: t.QueuedItem, embedding: c.VectorLike, *, model: str | None = UNSET) -> str:
-        """Store an embedding: ``'stored'``, ``'requeued'`` (the text changed since the claim) or
-        ``'not_queued'``."""
-        return self._run(c.complete(item, embedding, model))
-
-    def fail(self, item: t.QueuedItem, error: str, *, max_attempts: int = UNSET) -> str:
-        return self._run(c.fail(item, error, max_attempts))
-
-    def release(self, item: t.QueuedItem, *, worker: str | None = UNSET) -> str:
-        return self._run(c.release(item, worker))
-
-    def retry_dead(self, only_table: str | None = UNSET) -> int:
-        return self._run(c.retry_dead(only_table))
-
-    def enqueue(self, item_table: str, embedding_column: str, *, only_missing: bool = UNSET) -> int:
-        return self._run(c.enqueue(item_table, embedding_column, only_missing))
-
     def close(self) -> None:
         """Close the client's own connection (a connection or pool you passed stays yours)."""
         if self._own is not None:
@@ -208,7 +176,7 @@ class Client:
         self.close()
 
 
-class AsyncClient:
+class AsyncClient(_Calls):
     """The asyncio client: the same methods, awaited (``await client.search(...)``), over an
     ``AsyncConnection``, an ``AsyncConnectionPool`` or a conninfo string."""
 
@@ -247,123 +215,8 @@ class AsyncClient:
             raise translate(e) from e
         return call.read(rows)
 
-    # -- search --------------------------------------------------------------------------
-    async def search(self, corpus: str, vector: c.VectorLike = None, text: str | None = None, *, k: int = 10,
-               filters: dict[str, Any] | None = UNSET, mode: str = UNSET, max_per_parent: int | None = UNSET,
-               candidates: int | None = UNSET, rrf_k: int = UNSET, include_stale: bool = UNSET,
-               feedback: bool | None = UNSET,
-               extra_queries: Sequence[Mapping[str, Any]] | None = UNSET,
-               filter_mode: str = UNSET, query_vectors: Mapping[str, c.VectorLike] | None = UNSET,
-               evidence: bool | None = UNSET, expand: bool = UNSET) -> list[t.Hit]:
-        """``corpus_hybrid_search``: the fused hits (list of :class:`Hit`); see :meth:`Client.search`."""
-        return await self._run(c.search(corpus, vector, text, k, filters, mode, max_per_parent, candidates, rrf_k,
-                                        include_stale, feedback, extra_queries, filter_mode, query_vectors,
-                                        evidence, expand))
-
-    async def find_similar(self, corpus: str, source: str, item_id: str | int, *, k: int = 10,
-                     filters: dict[str, Any] | None = UNSET, mode: str = UNSET, max_per_parent: int | None = UNSET,
-                     exclude_parent: bool = UNSET, candidates: int | None = UNSET, rrf_k: int = UNSET,
-                     include_stale: bool = UNSET, filter_mode: str = UNSET) -> list[t.Hit]:
-        """``corpus_find_similar``; see :meth:`Client.find_similar`."""
-        return await self._run(c.find_similar(corpus, source, str(item_id), k, filters, mode, max_per_parent,
-                                        exclude_parent, candidates, rrf_k, include_stale, filter_mode))
-
-    async def check_filters(self, corpus: str, filters: dict[str, Any], *, filter_mode: str = UNSET) -> list[t.FilterCheck]:
-        """``corpus_check_filters``: what a search (lenient by default) keeps and drops of ``filters``."""
-        return await self._run(c.check_filters(corpus, filters, filter_mode))
-
-    async def explain(self, corpus: str, vector: c.VectorLike = None, text: str | None = None, *, k: int = UNSET,
-                filters: dict[str, Any] | None = UNSET, mode: str = UNSET, candidates: int | None = UNSET,
-                include_stale: bool = UNSET,
-                extra_queries: Sequence[Mapping[str, Any]] | None = UNSET,
-                filter_mode: str = UNSET, query_vectors: Mapping[str, c.VectorLike] | None = UNSET) -> list[t.Subplan]:
-        """``corpus_explain``: the SQL and parameters of every subplan (list of :class:`Subplan`)."""
-        return await self._run(c.explain(corpus, vector, text, k, filters, mode, candidates, include_stale,
-                                         extra_queries, filter_mode, query_vectors))
-
-    # -- health and evaluation -----------------------------------------------------------
-    async def health(self, corpus: str | None = None) -> list[t.HealthRow]:
-        """``corpus_health_check`` (list of :class:`HealthRow`)."""
-        return await self._run(c.health(corpus))
-
-    async def create_gold_set(self, name: str, corpus: str, *, level: str = UNSET, description: str | None = UNSET) -> None:
-        return await self._run(c.gold_set_create(name, corpus, level, description))
-
-    async def evaluate(self, gold_set: str, *, modes: Sequence[str] = UNSET, k: int = UNSET,
-                 max_per_parent: int | None = UNSET, rrf_k: int = UNSET, candidates: int | None = UNSET,
-                 store: bool = UNSET) -> list[t.EvalRun]:
-        """``corpus_evaluate``: one :class:`EvalRun` per mode."""
-        return await self._run(c.evaluate(gold_set, modes, k, max_per_parent, rrf_k, candidates, store))
-
-    async def compare_runs(self, run_a: int, run_b: int, *, trials: int = UNSET) -> list[t.RunComparison]:
-        return await self._run(c.compare_runs(run_a, run_b, trials))
-
-    async def compare_queries(self, run_a: int, run_b: int, *, metric: str = UNSET) -> list[t.QueryComparison]:
-        return await self._run(c.compare_queries(run_a, run_b, metric))
-
-    # -- catalog -------------------------------------------------------------------------
-    async def list_corpora(self) -> list[t.CorpusInfo]:
-        """``corpus_list`` (list of :class:`CorpusInfo`)."""
-        return await self._run(c.list_corpora())
-
-    async def create_corpus(self, name: str, *, isolation: dict[str, Any] = UNSET, required_filters: Sequence[str] = UNSET,
-                      filter_fields: dict[str, Any] = UNSET, description: str | None = UNSET,
-                      spaces: dict[str, Any] = UNSET) -> None:
-        return await self._run(c.create_corpus(name, isolation, _list(required_filters), filter_fields, description,
-                                               spaces))
-
-    async def add_source(self, corpus: str, source: str, item_table: str, *, text_column: str, embedding_column: str,
-                   tsv_column: str, **options: Any) -> None:
-        """``corpus_add_source``; ``options`` are its other named arguments (``parent_table``,
-        ``parent_fk``, ``language``, ``locator``, ...)."""
-        return await self._run(c.add_source(corpus, source, item_table, text_column, embedding_column, tsv_column,
-                                      {k: _list(v) for k, v in options.items()}))
-
-    async def alter_corpus(self, name: str, *, isolation: dict[str, Any] = UNSET, required_filters: Sequence[str] = UNSET,
-                     filter_fields: dict[str, Any] = UNSET, description: str | None = UNSET,
-                     spaces: dict[str, Any] = UNSET) -> None:
-        return await self._run(c.alter_corpus(name, isolation, _list(required_filters), filter_fields, description,
-                                              spaces))
-
-    async def drop_source(self, corpus: str, source: str) -> None:
-        return await self._run(c.drop_source(corpus, source))
-
-    async def drop_corpus(self, name: str, *, if_exists: bool = UNSET) -> None:
-        return await self._run(c.drop_corpus(name, if_exists))
-
-    # -- lexical -------------------------------------------------------------------------
-    async def bm25_query(self, query: str, language: str) -> list[t.QueryKey]:
-        """``bm25_query``: the keys the lexical branch looks up (list of :class:`QueryKey`)."""
-        return await self._run(c.bm25_query(query, language))
-
-    async def refresh_lexical_stats(self, corpus: str | None = UNSET, *, only_stale: bool = UNSET,
-                              stale_fraction: float = UNSET) -> list[t.LexicalRefresh]:
-        return await self._run(c.refresh_lexical_stats(corpus, only_stale, stale_fraction))
-
-    # -- the re-embed queue --------------------------------------------------------------
-    async def claim(self, batch_size: int = UNSET, *, lease: str = UNSET, worker: str | None = UNSET,
-              only_table: str | None = UNSET) -> list[t.QueuedItem]:
-        """``corpus_embedding_claim`` (list of :class:`QueuedItem`)."""
-        return await self._run(c.claim(batch_size, lease, worker, only_table))
-
-    async def complete(self, item: t.QueuedItem, embedding: c.VectorLike, *, model: str | None = UNSET) -> str:
-        """Store an embedding: ``'stored'``, ``'requeued'`` (the text changed since the claim) or
-        ``'not_queued'``."""
-        return await self._run(c.complete(item, embedding, model))
-
-    async def fail(self, item: t.QueuedItem, error: str, *, max_attempts: int = UNSET) -> str:
-        return await self._run(c.fail(item, error, max_attempts))
-
-    async def release(self, item: t.QueuedItem, *, worker: str | None = UNSET) -> str:
-        return await self._run(c.release(item, worker))
-
-    async def retry_dead(self, only_table: str | None = UNSET) -> int:
-        return await self._run(c.retry_dead(only_table))
-
-    async def enqueue(self, item_table: str, embedding_column: str, *, only_missing: bool = UNSET) -> int:
-        return await self._run(c.enqueue(item_table, embedding_column, only_missing))
-
     async def close(self) -> None:
+        """Close the client's own connection (a connection or pool you passed stays yours)."""
         if self._own is not None:
             await self._own.close()
 

@@ -37,7 +37,7 @@ class HashEmbedder:
     shutdown and failures, ``delay`` is slept before every call and a text containing
     ``fail_on`` makes the call raise."""
 
-    def __init__(self, dimensions: int = 384, name: str | None = None, delay: float = 0.0,
+    def __init__(self, dimensions: int = 384, name: str | None = None, *, delay: float = 0.0,
                  fail_on: str | None = None):
         if int(dimensions) < 1:
             raise ValueError("dimensions must be positive")
