@@ -86,6 +86,11 @@ def _settings_hold(uri: str, settings: Mapping[str, str]) -> bool:
     return True
 
 
+def running(directory: str | Path) -> bool:
+    """Whether a cluster runs in `directory`."""
+    return subprocess.run(["bash", str(PGCLUSTER), "status", str(directory)], capture_output=True).returncode == 0
+
+
 class Cluster:
     """A private cluster in `directory`: `with Cluster(dir, settings) as uri:` starts it (or
     restarts a running one whose settings differ) and stops it on leaving unless `keep`."""
