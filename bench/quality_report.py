@@ -415,7 +415,7 @@ def write_report(path, results, info, command, started, seconds):
               "query vector moved towards the first fusion's top 3 (β 0.5) and the BM25 query",
               "expanded by RM3 from its top 10 (20 terms, α 0.5), fused by RRF with the first",
               "round's BM25 list (pg_corpus_core/src/feedback.rs). The method and its parameters were",
-              "chosen on these same sets (bench/study/results.md), so its figures are not held out.",
+              "chosen on these same sets (docs/studies/prf-feedback.md), so its figures are not held out.",
               "The rows with `lexical_weight 2` in the first table set every source's lexical weight",
               "of the corpus to 2 (a per-source catalog setting; RRF then counts a lexical rank",
               "twice): a fusion leaning on BM25, which suits HeQ (one relevant paragraph per",
@@ -423,7 +423,7 @@ def write_report(path, results, info, command, started, seconds):
               "The rows with `candidates => 100` widen every branch's list from the default 40 items",
               "(max(20, 4k)) to 100 before fusion, so an item ranked 41st–100th by one branch still",
               "gets its RRF share (1/(60 + rank) there is 0.6 to 0.4 of the first rank's). The offline",
-              "sweep bench/study/windows.md shows the joint method flat from 80 to 150 on both sets.", "",
+              "sweep in docs/studies/prf-feedback.md shows the joint method flat from 80 to 150 on both sets.", "",
               "| set | hybrid | hybrid, feedback | delta | wins | losses | ties | p (paired randomisation) |",
               "|---|---|---|---|---|---|---|---|"]
     for key, res in results.items():
