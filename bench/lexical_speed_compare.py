@@ -5,8 +5,11 @@ its run's semantic p50 (the machine is shared, so only ratios within a run compa
 figures quoted in docs/lexical-speed.md's verdict for single queries come from here:
 
     git show 46891ff:bench/results/lexical_speed.json > /tmp/lexical_speed_before.json
+    git show ae22888:bench/results/lexical_speed.json > /tmp/lexical_speed_after.json
     .venv/bin/python bench/lexical_speed_compare.py /tmp/lexical_speed_before.json \\
-        bench/results/lexical_speed.json --corpus internal --queries 3 42 44 10 14 16 20 21 25 49
+        /tmp/lexical_speed_after.json --corpus internal --queries 3 42 44 10 14 16 20 21 25 49
+
+Runs made since write their raw JSON to bench/out/raw/lexical_speed.json (not committed).
 """
 import argparse
 import json
