@@ -9,7 +9,7 @@
 #   integration  out-of-process integration tests (pytest) in tests/integration/, the demo included
 #   fast         the integration modules that pin the invariants (isolation, errors, owner-code
 #                parity, content, side tables, public functions, filters, cache, re-embed, locks)
-#   client       the Python client and MCP server (clients/python): its tests
+#   client       the Python package (clients/python: client, MCP server, re-embed worker): its tests
 #   pg18         PostgreSQL 18 (scripts/pg18.sh): the extension built for 18, pg_regress and the
 #                integration tests of the search path, standby, upgrade and docs against an 18 cluster
 #   citus        Citus 13.2.2 (scripts/citus.sh builds it from ../shared/citus, cached): a
@@ -78,7 +78,7 @@ layer() {
       for m in "${FAST[@]}"; do files+=("tests/integration/$m.py"); done
       "${PYTEST[@]}" "${files[@]}" ;;
     client)
-      step "client: the Python client and MCP server (clients/python/)"
+      step "client: the Python package: client, MCP server, re-embed worker (clients/python/)"
       "${PYTEST[@]}" clients/python/tests ;;
     pg18)
       step "pg18: PostgreSQL 18 (scripts/pg18.sh)"
