@@ -8,7 +8,7 @@ use pg_corpus_core::metrics::{self, QueryMetrics};
 use pg_corpus_core::{CoreError, SqlState};
 use pgrx::prelude::*;
 
-use pg_corpus_core::engine::Args;
+use pg_corpus_core::engine::{Args, Call};
 
 use pg_corpus_core::model::SearchRow;
 
@@ -101,7 +101,7 @@ fn evaluate_mode(
                 expand: Some(expand),
                 must_include: true,
             };
-            let rows = search::run(&gold.corpus, args).map_err(|e| {
+            let rows = search::run(&gold.corpus, Call::Search(args)).map(|o| o.rows).map_err(|e| {
                 let msg = format!("gold query \"{}\": {}", q.id, e.message);
                 CoreError { message: msg, ..e }
             })?;
@@ -113,50 +113,10 @@ fn evaluate_mode(
         .collect()
 }
 
-/// `corpus_evaluate` as releases 0.1.0 and 0.2.0 declare it (7 arguments), for a database whose
-/// library is newer than its extension until `ALTER EXTENSION pg_corpus UPDATE`: no SQL of
-/// its own (see `search::corpus_hybrid_search`).
-#[allow(clippy::too_many_arguments)]
-#[pg_extern(volatile, parallel_unsafe, sql = false)]
-fn corpus_evaluate(
-    gold_set: Option<&str>,
-    modes: Option<Vec<Option<String>>>,
-    k: Option<i32>,
-    max_per_parent: Option<i32>,
-    rrf_k: Option<i32>,
-    candidates: Option<i32>,
-    store: Option<bool>,
-) -> TableIterator<
-    'static,
-    (
-        name!(run_id, Option<i64>),
-        name!(mode, String),
-        name!(queries, i32),
-        name!(precision_at_k, f64),
-        name!(recall_at_k, f64),
-        name!(mrr, f64),
-        name!(ndcg_at_k, f64),
-    ),
-> {
-    corpus_evaluate_v3(
-        gold_set,
-        modes,
-        k,
-        max_per_parent,
-        rrf_k,
-        candidates,
-        store,
-        Some(false),
-        Some(false),
-        Some(false),
-    )
-}
-
-/// Run every query of a gold set in each mode, store the runs, return their aggregates. A new C
-/// symbol in 0.3.0 (its arguments changed).
+/// Run every query of a gold set in each mode, store the runs, return their aggregates.
 #[allow(clippy::too_many_arguments)]
 #[pg_extern(volatile, parallel_unsafe, name = "corpus_evaluate")]
-fn corpus_evaluate_v3(
+pub(crate) fn evaluate(
     gold_set: Option<&str>,
     modes: default!(Option<Vec<Option<String>>>, "ARRAY['semantic', 'lexical', 'hybrid']"),
     k: default!(Option<i32>, 10),
@@ -191,12 +151,12 @@ fn corpus_evaluate_v3(
         let extra_queries = required(extra_queries, F, "extra_queries").or_raise();
         let evidence = required(evidence, F, "evidence").or_raise();
         let expand = required(expand, F, "expand").or_raise();
-        evaluate(gold_set, modes, k, max_per_parent, rrf_k, candidates, store, [extra_queries, evidence, expand])
+        run_evaluation(gold_set, modes, k, max_per_parent, rrf_k, candidates, store, [extra_queries, evidence, expand])
     })
 }
 
 #[allow(clippy::too_many_arguments)]
-fn evaluate(
+fn run_evaluation(
     gold_set: &str,
     modes: Vec<String>,
     k: i32,
@@ -385,7 +345,7 @@ fn corpus_calibrate_evidence(
                 must_include: false,
                 ..Args::default()
             };
-            let rows = search::run(&gold.corpus, args).map_err(|e| {
+            let rows = search::run(&gold.corpus, Call::Search(args)).map(|o| o.rows).map_err(|e| {
                 let msg = format!("gold query \"{}\": {}", query.id, e.message);
                 CoreError { message: msg, ..e }
             })?;

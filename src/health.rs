@@ -16,7 +16,7 @@ use serde_json::{json, Value};
 use crate::error::OrRaise;
 use crate::search;
 use crate::spi;
-use pg_corpus_core::engine::Args;
+use pg_corpus_core::engine::{Args, Call};
 
 fn int(v: &Value, key: &str) -> i64 {
     v.get(key).and_then(Value::as_i64).unwrap_or(0)
@@ -202,7 +202,7 @@ fn isolation_audit(corpus: &std::sync::Arc<Corpus>, depth: &AuditDepth) -> Resul
                     searches += 1;
                     // (the definition loaded once for all probes: a table's invalidation during the
                     // check, e.g. by autovacuum, must not make every probe resolve it again)
-                    let rows = search::run_of(&corpus.name, corpus.clone(), args)?;
+                    let rows = search::run_of(&corpus.name, corpus.clone(), Call::Search(args))?.rows;
                     for r in rows {
                         hits.entry(r.source).or_default().push((r.item_id, mode));
                     }

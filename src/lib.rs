@@ -10,6 +10,7 @@
 
 use pgrx::prelude::*;
 
+mod compat;
 mod content;
 mod error;
 mod eval;

@@ -2,7 +2,7 @@
 //! validation hook. Argument conversion only: the search itself is `pg_corpus_core::engine`,
 //! run through `crate::spi::search::SpiExecutor`.
 
-use pg_corpus_core::engine::{self, validate, Args, Config, Request, Scorer};
+use pg_corpus_core::engine::{self, validate, Args, Call, Config, Outcome, Request, Scorer};
 
 use pg_corpus_core::model::SearchRow;
 use pg_corpus_core::{CoreError, SqlState};
@@ -96,12 +96,12 @@ fn request_of(
     Request::prepare(validate(corpus, args, checked, config)?, exec)
 }
 
-/// Run a search of `corpus` (evaluation and the health check's probes call it too). JIT is off
+/// Run a call of `corpus` (evaluation and the health check's probes call it too). JIT is off
 /// for its statements: each reads a bounded number of rows, yet a plan with a node disabled by
 /// a planner setting (enable_sort = off adds 10^10 to its cost) crosses jit_above_cost and
 /// spends hundreds of milliseconds compiling (352 ms for an exact subplan of 1,566 rows).
-pub(crate) fn run(corpus: &str, args: Args) -> Result<Vec<SearchRow>, CoreError> {
-    run_of(corpus, spi::catalog::load_corpus(corpus)?, args)
+pub(crate) fn run(corpus: &str, call: Call) -> Result<Outcome, CoreError> {
+    run_of(corpus, spi::catalog::load_corpus(corpus)?, call)
 }
 
 /// [`run`] for a definition the caller has loaded (one load per call: a definition rebuilt
@@ -109,64 +109,20 @@ pub(crate) fn run(corpus: &str, args: Args) -> Result<Vec<SearchRow>, CoreError>
 pub(crate) fn run_of(
     corpus: &str,
     definition: std::sync::Arc<pg_corpus_core::model::Corpus>,
-    args: Args,
-) -> Result<Vec<SearchRow>, CoreError> {
+    call: Call,
+) -> Result<Outcome, CoreError> {
     spi::with_settings(&[("jit", "off".to_string())], || {
         let mut exec = SpiExecutor::new(corpus);
-        let req = request_of(definition, args, &mut exec)?;
-        report_dropped_filters(corpus, &req.rejected_filters);
-        engine::search(&req, &mut exec)
+        exec.with_definition(definition.clone());
+        let out = engine::run(definition, call, config(), &mut exec)?;
+        report_dropped_filters(corpus, &out.rejected_filters);
+        Ok(out)
     })
 }
 
-/// The audit row of a search of `corpus` when the corpus logs its searches (its results and
-/// latency are filled in when the search is done).
-fn audit_row(
-    definition: &pg_corpus_core::model::Corpus,
-    function: &'static str,
-    args: &Args,
-    item: Option<(&str, &str)>,
-) -> Option<pg_corpus_core::audit::AuditRow> {
-    let corpus = definition.name.as_str();
-    if !definition.audit.enabled {
-        return None;
-    }
-    let extra = args.extra_queries.as_array().map_or(0, Vec::len);
-    let spaces: Vec<&String> = args.query_vectors.as_object().map(|o| o.keys().collect()).unwrap_or_default();
-    Some(pg_corpus_core::audit::AuditRow {
-        corpus: corpus.to_string(),
-        function,
-        mode: args.mode.clone(),
-        k: args.k,
-        filters: args.filters.clone(),
-        hash_input: pg_corpus_core::audit::hash_input(
-            args.query_text.as_deref(),
-            args.query_vec.as_deref(),
-            &args.query_vectors,
-            &args.extra_queries,
-            item,
-        ),
-        query_text: if definition.audit.query_text { args.query_text.clone() } else { None },
-        results: serde_json::Value::Null,
-        options: serde_json::json!({
-            "max_per_parent": args.max_per_parent, "candidates": args.candidates, "rrf_k": args.rrf_k,
-            "include_stale": args.include_stale, "feedback": args.feedback, "extra_queries": extra,
-            "filter_mode": args.filter_mode, "query_vectors": spaces,
-            "evidence": args.evidence.unwrap_or(definition.evidence.enabled),
-            "expand": args.expand, "item": item.map(|(s, i)| serde_json::json!({"source": s, "item_id": i})),
-        }),
-        latency_ms: 0.0,
-    })
-}
-
-/// Log a finished search (when its corpus logs searches).
-fn audit(
-    row: Option<pg_corpus_core::audit::AuditRow>,
-    rows: &[SearchRow],
-    started: std::time::Instant,
-) -> Result<(), CoreError> {
+/// Log a finished search (when its corpus logs searches) with its latency.
+fn record_audit(row: Option<pg_corpus_core::audit::AuditRow>, started: std::time::Instant) -> Result<(), CoreError> {
     if let Some(mut row) = row {
-        row.results = pg_corpus_core::audit::results(rows);
         row.latency_ms = started.elapsed().as_secs_f64() * 1000.0;
         spi::audit::record(&row)?;
     }
@@ -228,14 +184,13 @@ fn hit_row(corpus: &str, r: SearchRow) -> HitRow {
     )
 }
 
-/// Hybrid (semantic + lexical) search of one corpus, fused by RRF, capped per parent. Its C
-/// symbol is new in 0.3.0 (`corpus_hybrid_search_v3_wrapper`): the one the SQL definitions of
-/// earlier releases call keeps their arguments and columns ([`corpus_hybrid_search`]).
+/// Hybrid (semantic + lexical) search of one corpus, fused by RRF, capped per parent. The C
+/// symbol the SQL definitions of earlier releases call is a shim (`crate::compat`).
 #[allow(clippy::too_many_arguments)]
 ///
 /// Volatile and parallel unsafe: a search of a corpus that keeps an audit log writes its row.
 #[pg_extern(volatile, parallel_unsafe, name = "corpus_hybrid_search")]
-fn corpus_hybrid_search_v3(
+pub(crate) fn hybrid_search(
     corpus: Option<&str>,
     query_vec: Option<Vector>,
     query_text: Option<&str>,
@@ -298,11 +253,9 @@ fn corpus_hybrid_search_v3(
                 query_vectors,
             )?
         };
-        let definition = spi::catalog::load_corpus(corpus)?;
-        let logged = audit_row(&definition, F, &args, None);
-        let rows = run_of(corpus, definition, args)?;
-        audit(logged, &rows, started)?;
-        Ok::<_, CoreError>((corpus.to_string(), rows))
+        let out = run(corpus, Call::Search(args))?;
+        record_audit(out.audit, started)?;
+        Ok::<_, CoreError>((corpus.to_string(), out.rows))
     })
     .or_raise();
     let (name, rows) = rows;
@@ -310,11 +263,10 @@ fn corpus_hybrid_search_v3(
 }
 
 /// The exact SQL and parameters of every subplan a search with these arguments would run first
-/// (the search may repeat them with a wider window to fill k rows after capping). A new C
-/// symbol in 0.3.0, as [`corpus_hybrid_search_v3`]'s.
+/// (the search may repeat them with a wider window to fill k rows after capping).
 #[allow(clippy::too_many_arguments)]
 #[pg_extern(stable, parallel_restricted, name = "corpus_explain")]
-fn corpus_explain_v3(
+pub(crate) fn explain(
     corpus: Option<&str>,
     query_vec: default!(Option<Vector>, "NULL"),
     query_text: default!(Option<&str>, "NULL"),
@@ -371,97 +323,6 @@ fn corpus_explain_v3(
     )
 }
 
-/// `corpus_hybrid_search` as the SQL definitions of releases 0.1.0 and 0.2.0 declare it (11
-/// arguments, 14 columns), for a database whose library is newer than its extension until
-/// `ALTER EXTENSION pg_corpus UPDATE`: no SQL of its own.
-#[allow(clippy::too_many_arguments)]
-#[pg_extern(stable, parallel_restricted, sql = false)]
-fn corpus_hybrid_search(
-    corpus: Option<&str>,
-    query_vec: Option<Vector>,
-    query_text: Option<&str>,
-    k: Option<i32>,
-    filters: Option<JsonbText>,
-    mode: Option<&str>,
-    max_per_parent: Option<i32>,
-    candidates: Option<i32>,
-    rrf_k: Option<i32>,
-    include_stale: Option<bool>,
-    feedback: Option<bool>,
-) -> TableIterator<
-    'static,
-    (
-        name!(rank, i32),
-        name!(corpus, String),
-        name!(source, String),
-        name!(item_id, String),
-        name!(parent_id, String),
-        name!(score, f64),
-        name!(semantic_rank, Option<i32>),
-        name!(semantic_distance, Option<f64>),
-        name!(lexical_rank, Option<i32>),
-        name!(lexical_score, Option<f64>),
-        name!(content, Option<String>),
-        name!(locator, JsonB),
-        name!(metadata, JsonB),
-        name!(embedding_stale, bool),
-    ),
-> {
-    let rows = corpus_hybrid_search_v3(
-        corpus,
-        query_vec,
-        query_text,
-        k,
-        filters,
-        mode,
-        max_per_parent,
-        candidates,
-        rrf_k,
-        include_stale,
-        feedback,
-        None,
-        Some("strict"),
-        None,
-        Some(false),
-        Some(false),
-    );
-    TableIterator::new(rows.map(|r| (r.0, r.1, r.2, r.3, r.4, r.5, r.6, r.7, r.8, r.9, r.10, r.11, r.12, r.13)))
-}
-
-/// `corpus_explain` as releases 0.1.0 and 0.2.0 declare it (8 arguments, 5 columns); see
-/// [`corpus_hybrid_search`].
-#[allow(clippy::too_many_arguments)]
-#[pg_extern(stable, parallel_restricted, sql = false)]
-fn corpus_explain(
-    corpus: Option<&str>,
-    query_vec: Option<Vector>,
-    query_text: Option<&str>,
-    k: Option<i32>,
-    filters: Option<JsonbText>,
-    mode: Option<&str>,
-    candidates: Option<i32>,
-    include_stale: Option<bool>,
-) -> TableIterator<
-    'static,
-    (name!(source, String), name!(branch, String), name!(strategy, String), name!(sql, String), name!(params, JsonB)),
-> {
-    let rows = corpus_explain_v3(
-        corpus,
-        query_vec,
-        query_text,
-        k,
-        filters,
-        mode,
-        candidates,
-        include_stale,
-        None,
-        Some("strict"),
-        None,
-        Some(false),
-    );
-    TableIterator::new(rows.map(|r| (r.0, r.1, r.2, r.3, r.4)))
-}
-
 /// Items of a corpus similar to one of its own items: a search by
 /// the item's stored vector and its text, under the corpus predicate, that never returns the
 /// item itself (nor, with `exclude_parent`, its parent's other items).
@@ -516,17 +377,9 @@ fn corpus_find_similar(
                 ..common_args(F, None, None, k, filters, mode, candidates, include_stale, None, filter_mode, None)?
             },
         };
-        let definition = spi::catalog::load_corpus(corpus)?;
-        let logged = audit_row(&definition, F, &sim.args, Some((sim.source.as_str(), sim.item_id.as_str())));
-        let rows = spi::with_settings(&[("jit", "off".to_string())], || {
-            let config = config();
-            let mut exec = SpiExecutor::new(corpus);
-            exec.with_definition(definition.clone());
-            let (rows, rejected) = engine::find_similar(definition, sim, config, &mut exec)?;
-            report_dropped_filters(corpus, &rejected);
-            Ok::<_, CoreError>(rows)
-        })?;
-        audit(logged, &rows, started)?;
+        let out = run(corpus, Call::Similar(sim))?;
+        record_audit(out.audit, started)?;
+        let rows = out.rows;
         Ok::<_, CoreError>((corpus.to_string(), rows))
     })
     .or_raise();

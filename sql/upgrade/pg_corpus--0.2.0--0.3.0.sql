@@ -4,9 +4,9 @@
 --   array of {text, vector, weight, label}); every hit says which queries ranked it
 --   (query_ranks), every explained subplan which query it searches for (query). Their result
 --   types change, so both are dropped and created again (CREATE OR REPLACE cannot add a column).
--- * Their C functions, and corpus_evaluate's, have new symbols (*_v3_wrapper): the old symbols
---   keep the old arguments and columns, so a database still at 0.2.0 keeps working with this
---   library until it is updated.
+-- * Their C functions, and corpus_evaluate's, have new symbols (hybrid_search_wrapper,
+--   explain_wrapper, evaluate_wrapper): the old symbols keep the old arguments and columns,
+--   so a database still at 0.2.0 keeps working with this library until it is updated.
 -- * corpus_find_similar: a search by one of the corpus' own items, never returning it.
 -- * Lenient filters: searches take filter_mode ('strict' or 'lenient': invalid conditions
 --   dropped and reported), filter fields may declare allowed values or a range, and
@@ -386,7 +386,7 @@ CREATE FUNCTION corpus."corpus_explain"(
 )
 STABLE PARALLEL RESTRICTED 
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'corpus_explain_v3_wrapper';
+AS 'MODULE_PATHNAME', 'explain_wrapper';
 
 CREATE FUNCTION corpus."corpus_hybrid_search"(
 	"corpus" TEXT, /* Option < & str > */
@@ -426,7 +426,7 @@ CREATE FUNCTION corpus."corpus_hybrid_search"(
 )
 VOLATILE PARALLEL UNSAFE 
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'corpus_hybrid_search_v3_wrapper';
+AS 'MODULE_PATHNAME', 'hybrid_search_wrapper';
 
 CREATE FUNCTION corpus."corpus_evaluate"(
 	"gold_set" TEXT, /* Option < & str > */
@@ -450,7 +450,7 @@ CREATE FUNCTION corpus."corpus_evaluate"(
 )
 VOLATILE PARALLEL UNSAFE 
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'corpus_evaluate_v3_wrapper';
+AS 'MODULE_PATHNAME', 'evaluate_wrapper';
 
 -- The searchable contract measures text with the content rule: Unicode white space,
 -- invisible and control characters are not content (searches of this catalog use it).

@@ -1,6 +1,7 @@
 //! The search engine: everything a search decides, behind a small [`Executor`] trait.
 //!
-//! A search runs in stages, each a module:
+//! [`run`] is the one entry: a call checked, run and answered with its rows, the dropped filter
+//! conditions and its audit row. A search runs in stages, each a module:
 //! - `args`: its arguments checked, alone and against the corpus (pure);
 //! - `request`: made ready to run, with `lexical_plan` (each text's keys and their
 //!   statistics) and the evidence filter's statistics looked up once;
@@ -19,6 +20,7 @@
 
 mod args;
 pub mod cache;
+mod entry;
 mod evidence;
 mod expand;
 mod explain;
@@ -37,6 +39,7 @@ mod strategy;
 mod tests;
 
 pub use args::{extra_queries, validate, Args, Checked, Config, ExtraQuery, Mode, Scorer, Validated, MAX_QUERY_CHARS};
+pub use entry::{audit_row, run, Call, Outcome};
 pub use evidence::EvidencePlan;
 pub use explain::{explain, ExplainRow};
 pub use fetch::search;

@@ -1,0 +1,140 @@
+//! Shims for the SQL definitions of earlier releases: a database whose library is newer than
+//! its extension (until `ALTER EXTENSION pg_corpus UPDATE`) calls these C symbols with the
+//! arguments those releases declared. They declare no SQL of their own and forward to the
+//! current functions with the defaults of the arguments added since.
+
+use pgrx::prelude::*;
+use pgrx::JsonB;
+
+use crate::jsonb::JsonbText;
+use crate::vector::Vector;
+
+/// `corpus_hybrid_search` as the SQL definitions of releases 0.1.0 and 0.2.0 declare it (11
+/// arguments, 14 columns), for a database whose library is newer than its extension until
+/// `ALTER EXTENSION pg_corpus UPDATE`: no SQL of its own.
+#[allow(clippy::too_many_arguments)]
+#[pg_extern(stable, parallel_restricted, sql = false)]
+fn corpus_hybrid_search(
+    corpus: Option<&str>,
+    query_vec: Option<Vector>,
+    query_text: Option<&str>,
+    k: Option<i32>,
+    filters: Option<JsonbText>,
+    mode: Option<&str>,
+    max_per_parent: Option<i32>,
+    candidates: Option<i32>,
+    rrf_k: Option<i32>,
+    include_stale: Option<bool>,
+    feedback: Option<bool>,
+) -> TableIterator<
+    'static,
+    (
+        name!(rank, i32),
+        name!(corpus, String),
+        name!(source, String),
+        name!(item_id, String),
+        name!(parent_id, String),
+        name!(score, f64),
+        name!(semantic_rank, Option<i32>),
+        name!(semantic_distance, Option<f64>),
+        name!(lexical_rank, Option<i32>),
+        name!(lexical_score, Option<f64>),
+        name!(content, Option<String>),
+        name!(locator, JsonB),
+        name!(metadata, JsonB),
+        name!(embedding_stale, bool),
+    ),
+> {
+    let rows = crate::search::hybrid_search(
+        corpus,
+        query_vec,
+        query_text,
+        k,
+        filters,
+        mode,
+        max_per_parent,
+        candidates,
+        rrf_k,
+        include_stale,
+        feedback,
+        None,
+        Some("strict"),
+        None,
+        Some(false),
+        Some(false),
+    );
+    TableIterator::new(rows.map(|r| (r.0, r.1, r.2, r.3, r.4, r.5, r.6, r.7, r.8, r.9, r.10, r.11, r.12, r.13)))
+}
+
+/// `corpus_explain` as releases 0.1.0 and 0.2.0 declare it (8 arguments, 5 columns); see
+/// [`corpus_hybrid_search`].
+#[allow(clippy::too_many_arguments)]
+#[pg_extern(stable, parallel_restricted, sql = false)]
+fn corpus_explain(
+    corpus: Option<&str>,
+    query_vec: Option<Vector>,
+    query_text: Option<&str>,
+    k: Option<i32>,
+    filters: Option<JsonbText>,
+    mode: Option<&str>,
+    candidates: Option<i32>,
+    include_stale: Option<bool>,
+) -> TableIterator<
+    'static,
+    (name!(source, String), name!(branch, String), name!(strategy, String), name!(sql, String), name!(params, JsonB)),
+> {
+    let rows = crate::search::explain(
+        corpus,
+        query_vec,
+        query_text,
+        k,
+        filters,
+        mode,
+        candidates,
+        include_stale,
+        None,
+        Some("strict"),
+        None,
+        Some(false),
+    );
+    TableIterator::new(rows.map(|r| (r.0, r.1, r.2, r.3, r.4)))
+}
+
+/// `corpus_evaluate` as releases 0.1.0 and 0.2.0 declare it (7 arguments), for a database whose
+/// library is newer than its extension until `ALTER EXTENSION pg_corpus UPDATE`: no SQL of
+/// its own.
+#[allow(clippy::too_many_arguments)]
+#[pg_extern(volatile, parallel_unsafe, sql = false)]
+fn corpus_evaluate(
+    gold_set: Option<&str>,
+    modes: Option<Vec<Option<String>>>,
+    k: Option<i32>,
+    max_per_parent: Option<i32>,
+    rrf_k: Option<i32>,
+    candidates: Option<i32>,
+    store: Option<bool>,
+) -> TableIterator<
+    'static,
+    (
+        name!(run_id, Option<i64>),
+        name!(mode, String),
+        name!(queries, i32),
+        name!(precision_at_k, f64),
+        name!(recall_at_k, f64),
+        name!(mrr, f64),
+        name!(ndcg_at_k, f64),
+    ),
+> {
+    crate::eval::evaluate(
+        gold_set,
+        modes,
+        k,
+        max_per_parent,
+        rrf_k,
+        candidates,
+        store,
+        Some(false),
+        Some(false),
+        Some(false),
+    )
+}
