@@ -81,7 +81,8 @@ fn evaluate_mode(
                     SqlState::NullValueNotAllowed,
                     format!("gold query \"{}\" of gold set \"{}\" has no query vector", q.id, gold.name),
                     "Store a query_vec for every query, or evaluate only the lexical mode.",
-                ));
+                )
+                .with_kind("bad_vector", None));
             }
             let args = Args {
                 query_vec: q.vector.clone(),

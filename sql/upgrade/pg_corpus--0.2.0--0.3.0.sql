@@ -1589,6 +1589,7 @@ BEGIN
     slot := corpus._embedding_slot(item_table, embedding_column);
     IF embedding IS NULL THEN
         RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'embedding is NULL',
+            DETAIL = '{"kind": "bad_vector"}',
             HINT = 'Report a failed item with corpus.corpus_embedding_fail instead.';
     END IF;
     -- (array_length of the real[] cast: pgvector's functions are not on the pinned search_path)

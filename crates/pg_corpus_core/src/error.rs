@@ -67,6 +67,17 @@ impl CoreError {
         CoreError { state, message: message.into(), detail: None, hint: hint.into() }
     }
 
+    /// With a DETAIL that is a JSON object naming the error's kind (and the field it is about),
+    /// where one SQLSTATE covers several families a client tells apart.
+    pub fn with_kind(self, kind: &str, field: Option<&str>) -> Self {
+        let mut o = serde_json::Map::new();
+        o.insert("kind".into(), serde_json::Value::from(kind));
+        if let Some(f) = field {
+            o.insert("field".into(), serde_json::Value::from(f));
+        }
+        self.with_detail(serde_json::Value::Object(o).to_string())
+    }
+
     pub fn with_detail(mut self, detail: impl Into<String>) -> Self {
         self.detail = Some(detail.into());
         self

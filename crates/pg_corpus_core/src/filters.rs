@@ -188,8 +188,19 @@ pub(crate) fn typed_value(field: &str, ty: FieldType, v: &Value, limits: Option<
     Ok(text)
 }
 
+/// A filter error with its DETAIL: kind `bad_filter` and the field (its first
+/// [`crate::json::BRIEF_CHARS`] characters).
+fn bad_filter(e: CoreError, field: Option<&str>) -> CoreError {
+    let brief = field.map(|f| f.chars().take(crate::json::BRIEF_CHARS).collect::<String>());
+    e.with_kind("bad_filter", brief.as_deref())
+}
+
 /// The conditions of one field's part of a filter object (an error for any invalid piece).
 fn field_conditions(corpus: &Corpus, field: &str, v: &Value, out: &mut Vec<(Condition, Value)>) -> Result<()> {
+    conditions_of_field(corpus, field, v, out).map_err(|e| bad_filter(e, Some(field)))
+}
+
+fn conditions_of_field(corpus: &Corpus, field: &str, v: &Value, out: &mut Vec<(Condition, Value)>) -> Result<()> {
     let ty = *corpus.filter_fields.get(field).ok_or_else(|| {
         let declared: Vec<&str> = corpus.filter_fields.keys().map(String::as_str).collect();
         CoreError::new(
@@ -273,11 +284,18 @@ fn op_condition(
 }
 
 fn isolation_error(corpus: &Corpus, field: &str) -> CoreError {
-    CoreError::new(
-        SqlState::InsufficientPrivilege,
-        format!("\"{field}\" is the isolation column of corpus \"{}\" and cannot be filtered on", corpus.name),
-        "The corpus predicate is fixed by the corpus definition; search another corpus instead of overriding it.",
+    bad_filter(
+        CoreError::new(
+            SqlState::InsufficientPrivilege,
+            format!("\"{field}\" is the isolation column of corpus \"{}\" and cannot be filtered on", corpus.name),
+            "The corpus predicate is fixed by the corpus definition; search another corpus instead of overriding it.",
+        ),
+        Some(field),
     )
+}
+
+fn not_an_object() -> CoreError {
+    bad_filter(CoreError::new(SqlState::InvalidParameterValue, "filters must be a JSON object", FILTER_HINT), None)
 }
 
 /// Validate `filters` against the corpus and return the conditions, in field order.
@@ -296,7 +314,7 @@ pub fn parse_with_mode(corpus: &Corpus, filters: &Value, mode: FilterMode) -> Re
         Value::Null => return required_present(corpus, &[]).map(|_| (Vec::new(), rejected)),
         Value::Object(o) => o.clone(),
         other => {
-            let e = CoreError::new(SqlState::InvalidParameterValue, "filters must be a JSON object", FILTER_HINT);
+            let e = not_an_object();
             if mode == FilterMode::Strict {
                 return Err(e);
             }
@@ -361,7 +379,7 @@ pub fn parse_with_mode(corpus: &Corpus, filters: &Value, mode: FilterMode) -> Re
 /// column (42501) — but without the search's required scope filters, which each search adds.
 pub fn check_class(corpus: &Corpus, filters: &Value) -> Result<Vec<Condition>> {
     let Value::Object(obj) = filters else {
-        return Err(CoreError::new(SqlState::InvalidParameterValue, "filters must be a JSON object", FILTER_HINT));
+        return Err(not_an_object());
     };
     if let Some(field) = obj.keys().find(|f| corpus.isolation_columns.contains(f)) {
         return Err(isolation_error(corpus, field));
@@ -450,7 +468,8 @@ fn required_present(corpus: &Corpus, conds: &[Condition]) -> Result<()> {
                 format!(
                     "Pass filters => '{{\"{req}\": ...}}' (an equality or a value list); searches of this corpus without it are refused."
                 ),
-            ));
+            )
+            .with_kind("missing_scope_filter", Some(req)));
         }
     }
     Ok(())
@@ -459,6 +478,39 @@ fn required_present(corpus: &Corpus, conds: &[Condition]) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn errors_name_their_kind_and_field_in_the_detail() {
+        let c = legal();
+        let detail = |f: Value, mode: FilterMode| -> Value {
+            let e = parse_with_mode(&c, &f, mode).unwrap_err();
+            serde_json::from_str(e.detail.as_deref().expect("a detail")).unwrap()
+        };
+        let strict = FilterMode::Strict;
+        assert_eq!(detail(json!({"nope": 1}), strict), json!({"kind": "bad_filter", "field": "nope"}));
+        assert_eq!(detail(json!({"court": 5}), strict), json!({"kind": "bad_filter", "field": "court"}));
+        assert_eq!(
+            detail(json!({"page_number": {"near": 1}}), strict),
+            json!({"kind": "bad_filter", "field": "page_number"})
+        );
+        assert_eq!(detail(json!([1]), strict), json!({"kind": "bad_filter"}));
+        // the isolation column, in both modes
+        for mode in [strict, FilterMode::Lenient] {
+            assert_eq!(
+                detail(json!({"source_kind": "x"}), mode),
+                json!({"kind": "bad_filter", "field": "source_kind"})
+            );
+        }
+        let long = "f".repeat(1000);
+        let field = detail(json!({ long.as_str(): 1 }), strict)["field"].as_str().unwrap().chars().count();
+        assert_eq!(field, crate::json::BRIEF_CHARS);
+        let mut d = crate::testing::legal_def();
+        d["required_filters"] = json!(["court"]);
+        let scoped = crate::definition::resolve(&serde_json::from_value(d).unwrap()).unwrap();
+        let e = parse(&scoped, &json!({})).unwrap_err();
+        let detail: Value = serde_json::from_str(e.detail.as_deref().unwrap()).unwrap();
+        assert_eq!(detail, json!({"kind": "missing_scope_filter", "field": "court"}));
+    }
 
     #[test]
     fn the_brief_report_of_a_rejected_condition_is_bounded() {

@@ -518,7 +518,8 @@ pub fn validate(corpus: Arc<Corpus>, args: Args, checked: Checked, config: Confi
                 SqlState::NullValueNotAllowed,
                 "a semantic search needs a query vector, got NULL",
                 "Pass query_vec, or use mode => 'lexical'.",
-            ))
+            )
+            .with_kind("bad_vector", None))
         }
         (false, _) => None,
     };
