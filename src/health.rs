@@ -335,7 +335,7 @@ fn source_checks(corpus: &Corpus, idx: usize, out: &mut Vec<CheckRow>) -> Result
         );
     }
     if missing > 0 {
-        e.flag(Status::Warn, "Searchable items without an embedding are invisible to the semantic branch: run the re-embed worker (worker/pg_corpus_worker.py).");
+        e.flag(Status::Warn, "Searchable items without an embedding are invisible to the semantic branch: run the re-embed worker (pg-corpus-worker).");
     }
     if stale > 0 {
         e.flag(Status::Warn, "Embeddings describe old text: run the re-embed worker; see corpus.embedding_queue.");
@@ -452,7 +452,7 @@ fn source_checks(corpus: &Corpus, idx: usize, out: &mut Vec<CheckRow>) -> Result
     if queued > 0 && int(&v, "table_oldest_seconds") > 3600 {
         q.flag(
             Status::Warn,
-            "Queued items have waited over an hour: is a re-embed worker running (worker/pg_corpus_worker.py)?",
+            "Queued items have waited over an hour: is a re-embed worker running (pg-corpus-worker)?",
         );
     }
     let mut v = v;

@@ -25,11 +25,6 @@ def test_the_worker_command_is_installed_with_the_package():
         assert option in res.stdout
 
 
-def test_the_old_path_runs_the_same_command():
-    res = run(sys.executable, ROOT / "worker" / "pg_corpus_worker.py", "--help")
-    assert res.returncode == 0 and res.stdout.startswith("usage: pg-corpus-worker"), res.stderr
-
-
 @pytest.mark.parametrize("argv,says", [
     (["--embedder", "nosuch"], "unknown embedder"),
     (["--embedder", "hash", "--embedder-arg", "colour"], "expects key=value"),
