@@ -7,23 +7,23 @@ session (target: at most 5% of a search's p50).
 
 Each labelled set is loaded by scripts/load_beir.py as corpus A; corpus B is the same definition
 (the same source over the same rows, registered from A's catalog row) with
-`audit => '{"enabled": true}'`. Every gold query is searched on A and on B, alternately, in
-hybrid, semantic and lexical mode; the log rows B wrote are counted, so the measurement cannot
+`audit => '{"enabled": true}'`. Every gold query is searched on A and on B, in a new shuffled
+order per query and round (bench/harness.py interleave_queries), in hybrid, semantic and lexical
+mode; the log rows B wrote are counted, so the measurement cannot
 pass without logging.
 """
-import argparse
 import statistics
 import sys
-import time
-from datetime import datetime, timezone
 from pathlib import Path
 
+import numpy as np
 from psycopg.types.json import Jsonb
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 sys.path.insert(0, str(ROOT / "bench"))
 import load_beir  # noqa: E402
+import harness as h  # noqa: E402
 import quality_report as qr  # noqa: E402
 
 DBNAME = "audit_bench"
@@ -59,16 +59,12 @@ def measure(conn, folder, corpus, gold, language, queries_n, rounds):
     out = {}
     # the last run: hybrid with synchronous_commit = off in the session, which shows how much of
     # the cost is the WAL flush that committing a write (the row) needs
+    rng = np.random.default_rng(0)
     for mode, sync in (("hybrid", True), ("semantic", True), ("lexical", True), ("hybrid", False)):
         conn.execute(f"SET synchronous_commit = {'on' if sync else 'off'}")
-        times = {corpus: [], logged: []}
-        for r in range(rounds + 1):
-            for text, vec in queries:
-                for c in (corpus, logged) if r % 2 == 0 else (logged, corpus):
-                    t = time.perf_counter()
-                    conn.execute(SEARCH, (c, vec, text, K, mode)).fetchone()
-                    if r:
-                        times[c].append((time.perf_counter() - t) * 1000)
+        times = h.interleave_queries(
+            lambda q: {c: (lambda c=c: conn.execute(SEARCH, (c, q[1], q[0], K, mode)).fetchone())
+                       for c in (corpus, logged)}, queries, rounds, rng)
         label = mode if sync else f"{mode}, synchronous_commit = off"
         out[label] = (statistics.median(times[corpus]), statistics.median(times[logged]))
         qr.log(f"{gold} {label}: plain {out[label][0]:.2f} ms, logged {out[label][1]:.2f} ms")
@@ -100,20 +96,16 @@ def write(path, results, command, started, seconds, info):
     path.write_text("\n".join(lines))
 
 
-def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
-    ap.add_argument("--dir", type=Path, default=ROOT / ".pgdata" / "quality")
-    ap.add_argument("--out", type=Path, default=ROOT / "docs" / "audit.md")
-    ap.add_argument("--queries", type=int, default=100)
-    ap.add_argument("--rounds", type=int, default=3)
-    a = ap.parse_args(argv)
-    started, t0 = datetime.now(timezone.utc), time.monotonic()
-    results, version, pg = qr.on_every_set(a.dir, DBNAME, lambda conn, folder, corpus, gold, lang: measure(conn, folder, corpus, gold, lang, a.queries, a.rounds), a.data, keep=False)
-    info = f"PostgreSQL {pg}, pg_corpus {version}, k = {K}, {a.queries} queries per set, {a.rounds} rounds"
-    write(a.out, results, ".venv/bin/python bench/audit_cost.py", started, time.monotonic() - t0, info)
-    qr.log(f"wrote {a.out}")
+def params(p):
+    p.add_argument("--queries", type=int, default=100)
+    p.add_argument("--rounds", type=int, default=3)
 
+
+SPEC = qr.labelled_spec("audit_cost", DBNAME, __doc__, "audit.md",
+                        lambda conn, folder, corpus, gold, lang, a: measure(conn, folder, corpus, gold, lang, a.queries, a.rounds),
+                        write, lambda a, version, pg: (f"PostgreSQL {pg}, pg_corpus {version}, k = {K}, {a.queries} queries per set, "
+                                   f"{a.rounds} rounds"),
+                        params=params, smoke=["--queries", "5", "--rounds", "1"])
 
 if __name__ == "__main__":
-    main()
+    h.main(SPEC, doc=__doc__)

@@ -24,21 +24,20 @@ Per set (HeQ val, Cranfield), with the shipped e5 vectors and the analyser's BM2
 Everything runs through the extension (its loader scripts/load_beir.py, corpus_calibrate_evidence,
 corpus_evaluate, corpus_compare_runs); nothing of the filter is re-implemented here.
 """
-import argparse
 import hashlib
 import random
 import statistics
 import sys
-import time
-from datetime import datetime, timezone
 from pathlib import Path
 
+import numpy as np
 from psycopg.types.json import Jsonb
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 sys.path.insert(0, str(ROOT / "bench"))
 import load_beir  # noqa: E402
+import harness as h  # noqa: E402
 import quality_report as qr  # noqa: E402
 
 DBNAME = "evidence_bench"
@@ -77,14 +76,9 @@ def evaluate(conn, gold, evidence):
 
 
 def latency(conn, corpus, queries, rounds=2):
-    times = {False: [], True: []}
-    for r in range(rounds + 1):
-        for text, vec in queries:
-            for ev in (False, True):
-                t = time.perf_counter()
-                conn.execute(SEARCH, (corpus, vec, text, K, ev)).fetchone()
-                if r:
-                    times[ev].append((time.perf_counter() - t) * 1000)
+    times = h.interleave_queries(
+        lambda q: {ev: (lambda ev=ev: conn.execute(SEARCH, (corpus, q[1], q[0], K, ev)).fetchone())
+                   for ev in (False, True)}, queries, rounds, np.random.default_rng(0))
     return {ev: statistics.median(t) for ev, t in times.items()}
 
 
@@ -177,21 +171,15 @@ def write(path, results, command, started, seconds, info):
     path.write_text("\n".join(lines))
 
 
-def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
-    ap.add_argument("--dir", type=Path, default=ROOT / ".pgdata" / "quality")
-    ap.add_argument("--out", type=Path, default=ROOT / "docs" / "evidence.md")
-    ap.add_argument("--latency-queries", type=int, default=100)
-    ap.add_argument("--keep", action="store_true")
-    a = ap.parse_args(argv)
-    started, t0 = datetime.now(timezone.utc), time.monotonic()
-    results, version, pg = qr.on_every_set(a.dir, DBNAME, lambda conn, folder, corpus, gold, lang: measure(conn, folder, corpus, gold, lang, a.latency_queries), a.data, keep=a.keep)
-    info = f"PostgreSQL {pg}, pg_corpus {version}, k = {K}, hybrid mode, latency over the first " \
-           f"{a.latency_queries} test queries per set"
-    write(a.out, results, ".venv/bin/python bench/evidence.py", started, time.monotonic() - t0, info)
-    qr.log(f"wrote {a.out}")
+def params(p):
+    p.add_argument("--latency-queries", type=int, default=100)
 
+
+SPEC = qr.labelled_spec("evidence", DBNAME, __doc__, "evidence.md",
+                        lambda conn, folder, corpus, gold, lang, a: measure(conn, folder, corpus, gold, lang, a.latency_queries),
+                        write, lambda a, version, pg: (f"PostgreSQL {pg}, pg_corpus {version}, k = {K}, hybrid mode, latency over the first "
+                                   f"{a.latency_queries} test queries per set"),
+                        params=params, smoke=["--latency-queries", "5"])
 
 if __name__ == "__main__":
-    main()
+    h.main(SPEC, doc=__doc__)

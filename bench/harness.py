@@ -269,6 +269,20 @@ def interleave(calls: Mapping[Any, Callable[[], Any]], repeats: int, rng: np.ran
     return times, first
 
 
+def interleave_queries(calls_of: Callable[[Any], Mapping[Any, Callable[[], Any]]], queries: Sequence[Any],
+                       rounds: int, rng: np.random.Generator, warmup: int = 1) -> dict[Any, list[float]]:
+    """`warmup` untimed passes over the queries, then `rounds` timed ones; in each pass, per query,
+    every call of `calls_of(query)` once in a new shuffled order. Returns {name: every timed ms}."""
+    times: dict[Any, list[float]] = {}
+    for r in range(warmup + rounds):
+        for q in queries:
+            ms, _ = interleave(calls_of(q), 1, rng)
+            if r >= warmup:
+                for name, xs in ms.items():
+                    times.setdefault(name, []).extend(xs)
+    return times
+
+
 def pct(xs: Sequence[float], p: float) -> float:
     return float(np.percentile(np.asarray(xs, dtype=float), p)) if len(xs) else float("nan")
 

@@ -20,20 +20,19 @@ randomisation test). The latency of one search with and without each variant's e
 measured by calling `corpus_hybrid_search` for the same queries, interleaved, in one session.
 Loading reuses scripts/load_beir.py and bench/quality_report.py's sets and cluster.
 """
-import argparse
 import json
 import statistics
 import sys
-import time
-from datetime import datetime, timezone
 from pathlib import Path
 
+import numpy as np
 from psycopg.types.json import Jsonb
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 sys.path.insert(0, str(ROOT / "bench"))
 import load_beir  # noqa: E402
+import harness as h  # noqa: E402
 import quality_report as qr  # noqa: E402
 
 DBNAME = "multi_query"
@@ -78,15 +77,12 @@ def evaluate(conn, gold, extra):
 
 def latency(conn, corpus, queries, extras, rounds=2):
     """p50 ms of one search per variant (plain and each variant), interleaved per query."""
-    times = {v: [] for v in ("plain",) + VARIANTS}
-    for r in range(rounds + 1):
-        for qid, text, vec in queries:
-            for v in times:
-                extra = None if v == "plain" else json.dumps(extras[qid][v])
-                t = time.perf_counter()
-                conn.execute(SEARCH, (corpus, vec, text, K, extra)).fetchall()
-                if r:
-                    times[v].append((time.perf_counter() - t) * 1000)
+    def calls(q):
+        qid, text, vec = q
+        return {v: (lambda extra=(None if v == "plain" else json.dumps(extras[qid][v])):
+                    conn.execute(SEARCH, (corpus, vec, text, K, extra)).fetchall())
+                for v in ("plain",) + VARIANTS}
+    times = h.interleave_queries(calls, queries, rounds, np.random.default_rng(0))
     return {v: statistics.median(t) for v, t in times.items()}
 
 
@@ -145,20 +141,15 @@ def write(path, results, command, started, seconds, info):
     path.write_text("\n".join(lines))
 
 
-def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
-    ap.add_argument("--dir", type=Path, default=ROOT / ".pgdata" / "quality")
-    ap.add_argument("--out", type=Path, default=ROOT / "docs" / "multi-query.md")
-    ap.add_argument("--latency-queries", type=int, default=100)
-    ap.add_argument("--keep", action="store_true")
-    a = ap.parse_args(argv)
-    started, t0 = datetime.now(timezone.utc), time.monotonic()
-    results, version, pg = qr.on_every_set(a.dir, DBNAME, lambda conn, folder, corpus, gold, lang: measure(conn, folder, corpus, gold, lang, a.latency_queries), a.data, keep=a.keep)
-    info = f"PostgreSQL {pg}, pg_corpus {version}, k = {K}, latency over the first {a.latency_queries} queries per set"
-    write(a.out, results, ".venv/bin/python bench/multi_query.py", started, time.monotonic() - t0, info)
-    qr.log(f"wrote {a.out}")
+def params(p):
+    p.add_argument("--latency-queries", type=int, default=100)
 
+
+SPEC = qr.labelled_spec("multi_query", DBNAME, __doc__, "multi-query.md",
+                        lambda conn, folder, corpus, gold, lang, a: measure(conn, folder, corpus, gold, lang, a.latency_queries),
+                        write, lambda a, version, pg: (f"PostgreSQL {pg}, pg_corpus {version}, k = {K}, latency over the first "
+                                   f"{a.latency_queries} queries per set"),
+                        params=params, smoke=["--latency-queries", "5"])
 
 if __name__ == "__main__":
-    main()
+    h.main(SPEC, doc=__doc__)

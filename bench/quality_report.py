@@ -85,6 +85,27 @@ def on_every_set(directory, dbname, measure, data, keep=False):
     return results, version, pg
 
 
+def labelled_spec(name, dbname, doc, out, measure, write, info, params=lambda p: None, smoke=()):
+    """The spec of a benchmark over every labelled set (bench/harness.py): `measure(conn, folder,
+    corpus, gold, language, args)` per set on one fresh database, then `write(path, results,
+    command, started, seconds, info(args, pg_corpus version, server version))`."""
+    def all_params(p):
+        p.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data",
+                       help="folder holding the BEIR folders heq-val/ and cranfield/")
+        params(p)
+
+    def run(a):
+        started, t0 = datetime.now(timezone.utc), time.monotonic()
+        results, version, pg = on_every_set(
+            a.dir, dbname, lambda conn, folder, corpus, gold, lang: measure(conn, folder, corpus, gold, lang, a),
+            a.data, keep=a.keep)
+        write(Path(a.out), results, a.command, started, time.monotonic() - t0, info(a, version, pg))
+        log(f"wrote {a.out}")
+
+    return harness.Spec(name=name, about=doc.split("\n")[0], run=run, params=all_params,
+                        outputs={"--out": ROOT / "docs" / out}, smoke=smoke)
+
+
 def lexical_baselines(conn, corpus, gold, english):
     """The lexical branch on the same rows with PostgreSQL's own analysis: BM25 over
     to_tsvector('simple') lexemes, and ts_rank_cd (the pre-BM25 scorer) with the 'simple' and,
