@@ -96,16 +96,14 @@ def write(path, results, command, started, seconds, info):
     path.write_text("\n".join(lines))
 
 
-def params(p):
-    p.add_argument("--queries", type=int, default=100)
-    p.add_argument("--rounds", type=int, default=3)
+def info(a, version, pg):
+    return f"PostgreSQL {pg}, pg_corpus {version}, k = {K}, {a.queries} queries per set, {a.rounds} rounds"
 
 
-SPEC = qr.labelled_spec("audit_cost", DBNAME, __doc__, "audit.md",
-                        lambda conn, folder, corpus, gold, lang, a: measure(conn, folder, corpus, gold, lang, a.queries, a.rounds),
-                        write, lambda a, version, pg: (f"PostgreSQL {pg}, pg_corpus {version}, k = {K}, {a.queries} queries per set, "
-                                   f"{a.rounds} rounds"),
-                        params=params, smoke=["--queries", "5", "--rounds", "1"])
+SPEC = qr.labelled_spec("audit_cost", DBNAME, __doc__, "audit.md", write=write, info=info,
+                        measure=lambda conn, folder, corpus, gold, lang, a: measure(
+                            conn, folder, corpus, gold, lang, a.queries, a.rounds),
+                        options={"--queries": (100, 5), "--rounds": (3, 1)})
 
 if __name__ == "__main__":
     h.main(SPEC, doc=__doc__)

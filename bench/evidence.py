@@ -171,15 +171,15 @@ def write(path, results, command, started, seconds, info):
     path.write_text("\n".join(lines))
 
 
-def params(p):
-    p.add_argument("--latency-queries", type=int, default=100)
+def info(a, version, pg):
+    return (f"PostgreSQL {pg}, pg_corpus {version}, k = {K}, hybrid mode, latency over the first "
+            f"{a.latency_queries} test queries per set")
 
 
-SPEC = qr.labelled_spec("evidence", DBNAME, __doc__, "evidence.md",
-                        lambda conn, folder, corpus, gold, lang, a: measure(conn, folder, corpus, gold, lang, a.latency_queries),
-                        write, lambda a, version, pg: (f"PostgreSQL {pg}, pg_corpus {version}, k = {K}, hybrid mode, latency over the first "
-                                   f"{a.latency_queries} test queries per set"),
-                        params=params, smoke=["--latency-queries", "5"])
+SPEC = qr.labelled_spec("evidence", DBNAME, __doc__, "evidence.md", write=write, info=info,
+                        measure=lambda conn, folder, corpus, gold, lang, a: measure(
+                            conn, folder, corpus, gold, lang, a.latency_queries),
+                        options={"--latency-queries": (100, 5)})
 
 if __name__ == "__main__":
     h.main(SPEC, doc=__doc__)

@@ -141,15 +141,14 @@ def write(path, results, command, started, seconds, info):
     path.write_text("\n".join(lines))
 
 
-def params(p):
-    p.add_argument("--latency-queries", type=int, default=100)
+def info(a, version, pg):
+    return f"PostgreSQL {pg}, pg_corpus {version}, k = {K}, latency over the first {a.latency_queries} queries per set"
 
 
-SPEC = qr.labelled_spec("multi_query", DBNAME, __doc__, "multi-query.md",
-                        lambda conn, folder, corpus, gold, lang, a: measure(conn, folder, corpus, gold, lang, a.latency_queries),
-                        write, lambda a, version, pg: (f"PostgreSQL {pg}, pg_corpus {version}, k = {K}, latency over the first "
-                                   f"{a.latency_queries} queries per set"),
-                        params=params, smoke=["--latency-queries", "5"])
+SPEC = qr.labelled_spec("multi_query", DBNAME, __doc__, "multi-query.md", write=write, info=info,
+                        measure=lambda conn, folder, corpus, gold, lang, a: measure(
+                            conn, folder, corpus, gold, lang, a.latency_queries),
+                        options={"--latency-queries": (100, 5)})
 
 if __name__ == "__main__":
     h.main(SPEC, doc=__doc__)

@@ -85,14 +85,16 @@ def on_every_set(directory, dbname, measure, data, keep=False):
     return results, version, pg
 
 
-def labelled_spec(name, dbname, doc, out, measure, write, info, params=lambda p: None, smoke=()):
+def labelled_spec(name, dbname, doc, out, measure, write, info, options):
     """The spec of a benchmark over every labelled set (bench/harness.py): `measure(conn, folder,
     corpus, gold, language, args)` per set on one fresh database, then `write(path, results,
-    command, started, seconds, info(args, pg_corpus version, server version))`."""
-    def all_params(p):
+    command, started, seconds, info(args, pg_corpus version, server version))`. `options`: its
+    integer options, option → (default, --smoke value)."""
+    def params(p):
         p.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data",
                        help="folder holding the BEIR folders heq-val/ and cranfield/")
-        params(p)
+        for opt, (default, _) in options.items():
+            p.add_argument(opt, type=int, default=default)
 
     def run(a):
         started, t0 = datetime.now(timezone.utc), time.monotonic()
@@ -102,8 +104,9 @@ def labelled_spec(name, dbname, doc, out, measure, write, info, params=lambda p:
         write(Path(a.out), results, a.command, started, time.monotonic() - t0, info(a, version, pg))
         log(f"wrote {a.out}")
 
-    return harness.Spec(name=name, about=doc.split("\n")[0], run=run, params=all_params,
-                        outputs={"--out": ROOT / "docs" / out}, smoke=smoke)
+    return harness.Spec(name=name, about=doc.split("\n")[0], run=run, params=params,
+                        outputs={"--out": ROOT / "docs" / out},
+                        smoke=[str(x) for opt, (_, small) in options.items() for x in (opt, small)])
 
 
 def lexical_baselines(conn, corpus, gold, english):
