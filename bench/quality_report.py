@@ -6,7 +6,7 @@ outside the extension (docs/quality.md).
     .venv/bin/python bench/quality_report.py             # writes docs/quality.md
 
 What it does:
- 1. starts a private cluster (scripts/pgcluster.sh start .pgdata/quality) and recreates the
+ 1. starts a private cluster (bench/harness.py; .pgdata/bench-quality_report by default) and recreates the
     database `quality` with `CREATE EXTENSION vector; CREATE EXTENSION pg_corpus`;
  2. loads every set of the data folder (default: the shared `data/` folder beside the
     repository; heq-val and cranfield) with scripts/load_beir.py into the legal test schema:
@@ -22,7 +22,6 @@ What it does:
  5. writes docs/quality.md (tables, the command, the date, the machine). The cluster is stopped
     at the end unless --keep.
 """
-import argparse
 import re
 import sys
 import time
@@ -498,16 +497,13 @@ def write_report(path, results, info, command, started, seconds):
     path.write_text("\n".join(lines))
 
 
-def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data",
-                    help="folder holding the BEIR folders heq-val/ and cranfield/")
-    ap.add_argument("--dir", type=Path, default=ROOT / ".pgdata" / "quality",
-                    help="the private cluster's folder")
-    ap.add_argument("--out", type=Path, default=ROOT / "docs" / "quality.md")
-    ap.add_argument("--sets", default=",".join(SETS), help="comma-separated folder names")
-    ap.add_argument("--keep", action="store_true", help="leave the cluster running")
-    args = ap.parse_args(argv)
+def params(p):
+    p.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data",
+                   help="folder holding the BEIR folders heq-val/ and cranfield/")
+    p.add_argument("--sets", default=",".join(SETS), help="comma-separated folder names")
+
+
+def run(args):
     started = datetime.now(timezone.utc)
     t0 = time.monotonic()
     sets = [s for s in args.sets.split(",") if s]
@@ -534,17 +530,12 @@ def main(argv=None):
                 log(f"{key}: references nDCG@10 dense {ref['dense']['ndcg_at_k']:.4f} "
                     f"bm25 {ref['bm25']['ndcg_at_k']:.4f} rrf {ref['rrf']['ndcg_at_k']:.4f}")
             info = machine_info(conn)
-    command = ".venv/bin/python bench/quality_report.py"
-    extra = []
-    if args.data != ROOT.parent / "shared" / "data":
-        extra.append(f"--data {args.data}")
-    if sets != list(SETS):
-        extra.append(f"--sets {','.join(sets)}")
-    if extra:
-        command += " " + " ".join(extra)
-    write_report(args.out, results, info, command, started, time.monotonic() - t0)
+    write_report(Path(args.out), results, info, args.command, started, time.monotonic() - t0)
     log(f"wrote {args.out} in {time.monotonic() - t0:.0f} s")
 
 
+SPEC = harness.Spec(name="quality_report", about=__doc__.split("\n")[0], run=run, params=params,
+                    outputs={"--out": ROOT / "docs" / "quality.md"}, smoke=["--sets", "cranfield"])
+
 if __name__ == "__main__":
-    main()
+    harness.main(SPEC, doc=__doc__)
