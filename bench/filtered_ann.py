@@ -720,51 +720,44 @@ def results_markdown(out):
 
 
 def write_plot(path, out):
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        log("no plot: matplotlib is not installed (.venv/bin/pip install -r "
-            "bench/requirements.txt)")
-        return
     summary, label = out["summary"], out["corpus_label"]
     corpora, strategies = list(summary), list(STRATEGIES)
     x = np.arange(len(corpora))
     width = 0.8 / len(strategies)
-    fig, axes = plt.subplots(1, 3, figsize=(16, 6))
-    panels = [("p50 latency, ms (bar) and p95 (tick), log scale", "p50_ms"),
-              ("mean recall@10", "recall_mean"),
-              ("fewest rows returned / rows asked for", "rows_frac")]
-    for ax, (title, key) in zip(axes, panels):
-        for i, s in enumerate(strategies):
-            r = [summary[c][s] for c in corpora]
-            vals = [v["rows_min"] / v["rows_wanted"] if key == "rows_frac" else v[key]
-                    for v in r]
-            xs = x + (i - (len(strategies) - 1) / 2) * width
-            ax.bar(xs, vals, width, label=SHORT[s])
+    with h.figure(path, 3, (16, 6), rect=(0, 0.1, 1, 1)) as fa:
+        if fa is None:
+            return
+        fig, axes = fa
+        panels = [("p50 latency, ms (bar) and p95 (tick), log scale", "p50_ms"),
+                  ("mean recall@10", "recall_mean"),
+                  ("fewest rows returned / rows asked for", "rows_frac")]
+        for ax, (title, key) in zip(axes, panels):
+            for i, s in enumerate(strategies):
+                r = [summary[c][s] for c in corpora]
+                vals = [v["rows_min"] / v["rows_wanted"] if key == "rows_frac" else v[key]
+                        for v in r]
+                xs = x + (i - (len(strategies) - 1) / 2) * width
+                ax.bar(xs, vals, width, label=SHORT[s])
+                if key == "p50_ms":
+                    ax.scatter(xs, [v["p95_ms"] for v in r], marker="_", color="black", s=60,
+                               zorder=3)
+            ax.set_xticks(x, [f"{label[c]}\n({out['corpus_rows'][c]:,})" for c in corpora])
+            ax.set_title(title, fontsize=10)
             if key == "p50_ms":
-                ax.scatter(xs, [v["p95_ms"] for v in r], marker="_", color="black", s=60,
-                           zorder=3)
-        ax.set_xticks(x, [f"{label[c]}\n({out['corpus_rows'][c]:,})" for c in corpora])
-        ax.set_title(title, fontsize=10)
-        if key == "p50_ms":
-            ax.set_yscale("log")
-            ax.axhline(out["reference_p50_ms"] * LATENCY_TARGET, color="red", ls="--", lw=1,
-                       label=f"{LATENCY_TARGET:g}× the extension's unfiltered search")
-        elif key == "recall_mean":
-            low = min(v["recall_mean"] for c in corpora for v in summary[c].values())
-            ax.set_ylim(min(0.9, np.floor(low * 10) / 10), 1.005)
-            ax.axhline(RECALL_TARGET, color="red", ls="--", lw=1)
-        else:
-            ax.set_ylim(0, 1.05)
-            ax.axhline(1.0, color="red", ls="--", lw=1)
-    handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=4, fontsize=9)
-    fig.suptitle(f"Filtered ANN: {out['data']['n_items']:,} chunks × {out['args']['dim']}-d, "
-                 f"k={out['args']['k']}, {out['args']['queries']} queries per cell")
-    fig.tight_layout(rect=(0, 0.1, 1, 1))
-    fig.savefig(path, dpi=110)
+                ax.set_yscale("log")
+                ax.axhline(out["reference_p50_ms"] * LATENCY_TARGET, color="red", ls="--", lw=1,
+                           label=f"{LATENCY_TARGET:g}× the extension's unfiltered search")
+            elif key == "recall_mean":
+                low = min(v["recall_mean"] for c in corpora for v in summary[c].values())
+                ax.set_ylim(min(0.9, np.floor(low * 10) / 10), 1.005)
+                ax.axhline(RECALL_TARGET, color="red", ls="--", lw=1)
+            else:
+                ax.set_ylim(0, 1.05)
+                ax.axhline(1.0, color="red", ls="--", lw=1)
+        handles, labels = axes[0].get_legend_handles_labels()
+        fig.legend(handles, labels, loc="lower center", ncol=4, fontsize=9)
+        fig.suptitle(f"Filtered ANN: {out['data']['n_items']:,} chunks × {out['args']['dim']}-d, "
+                     f"k={out['args']['k']}, {out['args']['queries']} queries per cell")
 
 
 # --------------------------------------------------------------------------------------------

@@ -13,8 +13,7 @@ The harness gives it:
   order, so that methods compared in one run share the machine's noise; `stats` (p50, p95, mean,
   max) and `ratio`;
 * EXPLAIN helpers: `explain_json`, `plan_summary`;
-* output: `table` (one markdown table), `plot_points` (one PNG: a strip of points per method
-  with its median, matplotlib when installed), `write_results_section` (the generated part of a
+* output: `table` (one markdown table), `figure` (one PNG, matplotlib when installed), `write_results_section` (the generated part of a
   page under docs/), `write_raw` (raw numbers to bench/out/raw/, which git ignores), `machine` and
   `machine_line` (what ran it), `command` (how to run it again).
 
@@ -31,10 +30,11 @@ import re
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 import psycopg
@@ -389,36 +389,26 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], align: str = ""
     return "\n".join(lines)
 
 
-def plot_points(path: str | Path, panels: Mapping[str, Mapping[str, Sequence[float]]], ylabel: str,
-                title: str = "", log_scale: bool = True) -> bool:
-    """One PNG: a panel per key of `panels`, in each a strip of points per method (its values)
-    with its median as a bar. False (and nothing written) when matplotlib is not installed."""
+@contextmanager
+def figure(path: str | Path, ncols: int, size: tuple[float, float], rect: tuple[float, ...] | None = None
+           ) -> Iterator[tuple[Any, list[Any]] | None]:
+    """The one PNG writer: `with figure(path, ncols, (width, height)) as fa:` gives (figure, a row
+    of `ncols` axes) to draw on, or None when matplotlib is not installed (nothing is written);
+    on leaving, the figure is laid out and saved to `path` (110 dpi)."""
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
         log("matplotlib is not installed: no plot (pip install -r bench/requirements.txt)")
-        return False
-    fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4.5), squeeze=False)
-    for ax, (name, series) in zip(axes[0], panels.items()):
-        for i, (method, ys) in enumerate(series.items()):
-            xs = i + (np.random.default_rng(i).random(len(ys)) - 0.5) * 0.4
-            ax.scatter(xs, ys, s=10, alpha=0.6, color=f"C{i % 10}")
-            if len(ys):
-                ax.hlines(np.median(ys), i - 0.3, i + 0.3, color="black", lw=2)
-        if log_scale:
-            ax.set_yscale("log")
-        ax.set_xticks(range(len(series)), [m.replace(" ", "\n", 1) for m in series], fontsize=8)
-        ax.set_ylabel(ylabel)
-        ax.set_title(name, fontsize=10)
-    if title:
-        fig.suptitle(title)
-    fig.tight_layout()
+        yield None
+        return
+    fig, axes = plt.subplots(1, ncols, figsize=size, squeeze=False)
+    yield fig, list(axes[0])
+    fig.tight_layout(rect=rect) if rect else fig.tight_layout()
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
     plt.close(fig)
-    return True
 
 
 def section_markers(script: str) -> tuple[str, str]:

@@ -1207,59 +1207,53 @@ PLOT_LABEL = {"bm25": "BM25\nbudget\n2000", "bm25_20k": "BM25\nbudget\n20k",
 
 
 def write_plot(path, out):
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        log("matplotlib is not installed: no plot (pip install -r bench/requirements.txt)")
-        return
     corpora, label = out["corpora"], out["corpus_label"]
     kinds = [q["kind"] for q in out["queries"]]
-    fig, axes = plt.subplots(1, len(corpora) + 1, figsize=(6 * (len(corpora) + 1), 5))
-    for ax, c in zip(axes, corpora):
-        raw = out["raw"][c]
-        for i, meth in enumerate(METHODS):
-            lat = raw[meth]["latency_ms"]
-            for kind, marker, colour in (("mixed", "o", "C0"), ("common", "x", "C3")):
-                ys = [y for y, k in zip(lat, kinds) if k == kind]
-                xs = i + (np.random.default_rng(i).random(len(ys)) - 0.5) * 0.4
-                ax.scatter(xs, ys, s=10, marker=marker, alpha=0.6, color=colour,
-                           label=(f"{kind} queries" if i == 0 else None))
-            ax.hlines(np.median(lat), i - 0.3, i + 0.3, color="black", lw=2,
-                      label="p50" if i == 0 else None)
-        sem = np.median(raw["semantic"]["latency_ms"])
-        ax.axhline(sem * TARGET_RATIO, color="red", ls="--", lw=1,
-                   label=f"{TARGET_RATIO:g}× semantic p50")
+    with h.figure(path, len(corpora) + 1, (6 * (len(corpora) + 1), 5)) as fa:
+        if fa is None:
+            return
+        fig, axes = fa
+        for ax, c in zip(axes, corpora):
+            raw = out["raw"][c]
+            for i, meth in enumerate(METHODS):
+                lat = raw[meth]["latency_ms"]
+                for kind, marker, colour in (("mixed", "o", "C0"), ("common", "x", "C3")):
+                    ys = [y for y, k in zip(lat, kinds) if k == kind]
+                    xs = i + (np.random.default_rng(i).random(len(ys)) - 0.5) * 0.4
+                    ax.scatter(xs, ys, s=10, marker=marker, alpha=0.6, color=colour,
+                               label=(f"{kind} queries" if i == 0 else None))
+                ax.hlines(np.median(lat), i - 0.3, i + 0.3, color="black", lw=2,
+                          label="p50" if i == 0 else None)
+            sem = np.median(raw["semantic"]["latency_ms"])
+            ax.axhline(sem * TARGET_RATIO, color="red", ls="--", lw=1,
+                       label=f"{TARGET_RATIO:g}× semantic p50")
+            ax.set_yscale("log")
+            ax.set_xticks(range(len(METHODS)), [PLOT_LABEL[m] for m in METHODS], fontsize=8)
+            ax.set_ylabel("ms per call (median of rounds)")
+            ax.set_title(f"{label[c]} corpus ({out['corpus_rows'][c]:,} chunks): latency per query",
+                         fontsize=10)
+            ax.legend(fontsize=7, loc="best")
+        ax = axes[-1]
+        for ci, c in enumerate(corpora):
+            rows = out["explains"][c]
+            for key, marker, name in (("bm25_timing_off", "o", "BM25 budget 2000"),
+                                      ("bm25_exhaustive", "^", "BM25 exhaustive"),
+                                      ("ts_rank_cd", "s", "ts_rank_cd")):
+                pts = [((r.get(key) or {}).get("scored"), (r.get(key) or {}).get("execution_ms"))
+                       for r in rows]
+                pts = [(x, y) for x, y in pts if x and y]
+                if pts:
+                    ax.scatter(*zip(*pts), s=14, marker=marker, color=f"C{ci}", alpha=0.7,
+                               label=f"{label[c]}: {name}")
+        ax.set_xscale("log")
         ax.set_yscale("log")
-        ax.set_xticks(range(len(METHODS)), [PLOT_LABEL[m] for m in METHODS], fontsize=8)
-        ax.set_ylabel("ms per call (median of rounds)")
-        ax.set_title(f"{label[c]} corpus ({out['corpus_rows'][c]:,} chunks): latency per query",
-                     fontsize=10)
-        ax.legend(fontsize=7, loc="best")
-    ax = axes[-1]
-    for ci, c in enumerate(corpora):
-        rows = out["explains"][c]
-        for key, marker, name in (("bm25_timing_off", "o", "BM25 budget 2000"),
-                                  ("bm25_exhaustive", "^", "BM25 exhaustive"),
-                                  ("ts_rank_cd", "s", "ts_rank_cd")):
-            pts = [((r.get(key) or {}).get("scored"), (r.get(key) or {}).get("execution_ms"))
-                   for r in rows]
-            pts = [(x, y) for x, y in pts if x and y]
-            if pts:
-                ax.scatter(*zip(*pts), s=14, marker=marker, color=f"C{ci}", alpha=0.7,
-                           label=f"{label[c]}: {name}")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("chunks scored by the lexical subplan (rows into its sort)")
-    ax.set_ylabel("subplan execution, ms (EXPLAIN ANALYZE)")
-    ax.set_title("lexical subplan time against chunks scored", fontsize=10)
-    ax.legend(fontsize=7)
-    fig.suptitle(f"Lexical branch speed: {out['data']['n_items']:,} chunks, Zipf "
-                 f"{out['args']['zipf']:g} over {out['args']['vocab']:,} words, k=10, "
-                 f"content_bm25 storage {out['args']['bm25_storage']}")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+        ax.set_xlabel("chunks scored by the lexical subplan (rows into its sort)")
+        ax.set_ylabel("subplan execution, ms (EXPLAIN ANALYZE)")
+        ax.set_title("lexical subplan time against chunks scored", fontsize=10)
+        ax.legend(fontsize=7)
+        fig.suptitle(f"Lexical branch speed: {out['data']['n_items']:,} chunks, Zipf "
+                     f"{out['args']['zipf']:g} over {out['args']['vocab']:,} words, k=10, "
+                     f"content_bm25 storage {out['args']['bm25_storage']}")
 
 
 # --------------------------------------------------------------------------------------------

@@ -1542,52 +1542,45 @@ def write_markdown(path, out):
 
 
 def write_plot(path, out):
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        log("no plot: matplotlib is not installed (.venv/bin/pip install -r "
-            "bench/requirements.txt)")
-        return
     sizes = [str(s) for s in out["sizes"]]
     x = [int(s) for s in sizes]
-    fig, (ax, bx) = plt.subplots(1, 2, figsize=(14, 6))
-    for i, meth in enumerate(METHODS):
-        color = f"C{i}"
-        p50 = [out["summary"][s][meth]["p50_ms"] for s in sizes]
-        p95 = [out["summary"][s][meth]["p95_ms"] for s in sizes]
-        ax.plot(x, p50, "o-", color=color, label=SHORT[meth])
-        ax.plot(x, p95, "_--", color=color, lw=0.8, markersize=12)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xticks(x, [f"{fmt_size(s)}\n+{out['build'][s]['n_halachot']:,} hal." for s in sizes])
-    ax.set_xlabel("chunks (+ halachot)")
-    ax.set_ylabel("latency, ms (solid: p50, dashed: p95)")
-    ax.set_title("Latency against size (client wall clock)", fontsize=10)
-    ax.axhline(0.5, color="grey", ls=":", lw=1)
-    ax.annotate("0.5 ms (fixed-cost target)", (x[0], 0.5), fontsize=7, color="grey",
-                xytext=(2, 2), textcoords="offset points")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
-    for j, s in enumerate(sizes):
-        qps = out["qps"][s]
-        cs = [c for c in out["args"]["clients"] if (qps.get(str(c)) or {}).get("tps")]
-        bx.plot(cs, [qps[str(c)]["tps"] for c in cs], "o-", color=f"C{j}",
-                label=f"{fmt_size(s)} chunks")
-    bx.set_ylim(bottom=0)
-    bx.set_xscale("log", base=2)
-    bx.set_xticks(out["args"]["clients"], [str(c) for c in out["args"]["clients"]])
-    bx.set_xlabel("pgbench clients")
-    bx.set_ylabel("hybrid searches per second")
-    bx.set_title(f"Throughput of the hybrid search ({out['machine'].get('cpus')} cores)",
-                 fontsize=10)
-    bx.grid(True, alpha=0.3)
-    bx.legend(fontsize=8)
-    fig.suptitle(f"pg_corpus at scale: {out['args']['dim']}-d, k={out['args']['k']}, "
-                 f"{out['args']['queries']} queries, corpus {MAIN}")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    with h.figure(path, 2, (14, 6)) as fa:
+        if fa is None:
+            return
+        fig, (ax, bx) = fa
+        for i, meth in enumerate(METHODS):
+            color = f"C{i}"
+            p50 = [out["summary"][s][meth]["p50_ms"] for s in sizes]
+            p95 = [out["summary"][s][meth]["p95_ms"] for s in sizes]
+            ax.plot(x, p50, "o-", color=color, label=SHORT[meth])
+            ax.plot(x, p95, "_--", color=color, lw=0.8, markersize=12)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xticks(x, [f"{fmt_size(s)}\n+{out['build'][s]['n_halachot']:,} hal." for s in sizes])
+        ax.set_xlabel("chunks (+ halachot)")
+        ax.set_ylabel("latency, ms (solid: p50, dashed: p95)")
+        ax.set_title("Latency against size (client wall clock)", fontsize=10)
+        ax.axhline(0.5, color="grey", ls=":", lw=1)
+        ax.annotate("0.5 ms (fixed-cost target)", (x[0], 0.5), fontsize=7, color="grey",
+                    xytext=(2, 2), textcoords="offset points")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+        for j, s in enumerate(sizes):
+            qps = out["qps"][s]
+            cs = [c for c in out["args"]["clients"] if (qps.get(str(c)) or {}).get("tps")]
+            bx.plot(cs, [qps[str(c)]["tps"] for c in cs], "o-", color=f"C{j}",
+                    label=f"{fmt_size(s)} chunks")
+        bx.set_ylim(bottom=0)
+        bx.set_xscale("log", base=2)
+        bx.set_xticks(out["args"]["clients"], [str(c) for c in out["args"]["clients"]])
+        bx.set_xlabel("pgbench clients")
+        bx.set_ylabel("hybrid searches per second")
+        bx.set_title(f"Throughput of the hybrid search ({out['machine'].get('cpus')} cores)",
+                     fontsize=10)
+        bx.grid(True, alpha=0.3)
+        bx.legend(fontsize=8)
+        fig.suptitle(f"pg_corpus at scale: {out['args']['dim']}-d, k={out['args']['k']}, "
+                     f"{out['args']['queries']} queries, corpus {MAIN}")
 
 
 # --------------------------------------------------------------------------------------------
