@@ -673,14 +673,15 @@ def define_corpora(conn):
 
 
 def recreate_extension(conn):
-    """The installed extension SQL changed: recreate pg_corpus without losing the data. The BM25
-    columns are generated from corpus.bm25_document, so DROP EXTENSION ... CASCADE would drop
-    them; DROP EXPRESSION first makes them plain columns that keep their values and indexes."""
-    for table, col, _ in BM25_COLUMNS:
-        generated = conn.execute(
-            "SELECT attgenerated <> '' FROM pg_attribute WHERE attrelid = %s::regclass "
-            "AND attname = %s", [table, col]).fetchone()[0]
-        if generated:
+    """The installed extension SQL changed: recreate pg_corpus without losing the data. Columns
+    generated from the extension's functions (the BM25 columns, the fixture's tsvector columns)
+    would be dropped by DROP EXTENSION ... CASCADE, with their indexes; DROP EXPRESSION first
+    makes them plain columns that keep their values and indexes."""
+    for table in {t for t, _, _ in BM25_COLUMNS}:
+        for (col,) in conn.execute(
+                "SELECT a.attname FROM pg_attribute a JOIN pg_attrdef d ON d.adrelid = a.attrelid "
+                "AND d.adnum = a.attnum WHERE a.attrelid = %s::regclass AND a.attgenerated <> '' "
+                "AND pg_get_expr(d.adbin, d.adrelid) LIKE '%%corpus.%%'", [table]).fetchall():
             conn.execute(f"ALTER TABLE {table} ALTER COLUMN {col} DROP EXPRESSION")
     conn.execute("DROP EXTENSION IF EXISTS pg_corpus CASCADE")
     # objects the extension created at run time (trigger functions) outlive it
