@@ -11,7 +11,7 @@ from .errors import (BadFilter, BadVector, DatabaseUnavailable, InvalidArgument,
 from .types import (CorpusInfo, EvalRun, FilterCheck, HealthRow, Hit, LexicalRefresh, QueryComparison, QueryKey,
                     QueuedItem, RunComparison, Subplan)
 
-__version__ = "0.3.0"
+__version__ = "0.4.0"
 __all__ = [
     "AsyncClient", "BadFilter", "BadVector", "Client", "CorpusInfo", "DatabaseUnavailable", "EvalRun", "FilterCheck",
     "HealthRow", "Hit", "InvalidArgument", "LexicalRefresh", "MissingScopeFilter", "PermissionDenied", "PgCorpusError",

@@ -1,0 +1,5 @@
+-- pg_corpus 0.3.0 -> 0.4.0
+--
+-- Behaviour moves from PL/pgSQL into the library: functions that were PL/pgSQL are redefined
+-- as C functions of the same signature (their arguments, defaults, result and attributes as
+-- the install script declares them).
