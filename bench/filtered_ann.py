@@ -255,18 +255,10 @@ def prepare_database(uri, a, data):
         if stored == json.loads(json.dumps(data_params(a))):
             log(f"reusing database {DBNAME} (pg_corpus recreated: the installed build may be new)")
             with psycopg.connect(dsn, autocommit=True) as conn:
-                conn.execute("DROP EXTENSION IF EXISTS pg_corpus CASCADE")
-                # objects the extension created at run time (trigger functions) outlive it
-                conn.execute("DROP SCHEMA IF EXISTS corpus CASCADE")
-                conn.execute("CREATE EXTENSION pg_corpus")
+                h.recreate_extension(conn)
             return dsn, None
         log("stored database has other parameters: rebuilding it")
-    with psycopg.connect(uri, autocommit=True) as admin:
-        admin.execute(f"DROP DATABASE IF EXISTS {DBNAME} WITH (FORCE)")
-        admin.execute(f"CREATE DATABASE {DBNAME}")
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute("CREATE EXTENSION vector")
-        conn.execute("CREATE EXTENSION pg_corpus")
+    with h.fresh_database(uri, DBNAME) as conn:
         log(f"loading {data['n_items']} chunks of {a.dim} dimensions")
         timings = load(conn, a, data)
     log("build: " + ", ".join(f"{k} {v:.1f}" for k, v in timings.items()))

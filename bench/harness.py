@@ -144,6 +144,24 @@ def fresh_database(uri: str, dbname: str, extensions: Sequence[str] = ("vector",
     return conn
 
 
+def recreate_extension(conn: psycopg.Connection) -> None:
+    """pg_corpus dropped and created again in a database that keeps its data (an installed build
+    changed). Columns generated from its functions would be dropped with it, with their indexes:
+    they become plain columns first, keeping their values and indexes."""
+    for table, col in conn.execute(
+            """SELECT a.attrelid::regclass::text, a.attname FROM pg_attribute a
+                 JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+                 JOIN pg_class c ON c.oid = a.attrelid
+                WHERE a.attgenerated <> '' AND c.relnamespace <> 'corpus'::regnamespace
+                  AND pg_get_expr(d.adbin, d.adrelid) LIKE '%%corpus.%%'""").fetchall():
+        conn.execute(sql.SQL("ALTER TABLE {} ALTER COLUMN {} DROP EXPRESSION").format(
+            sql.SQL(table), sql.Identifier(col)))
+    conn.execute("DROP EXTENSION IF EXISTS pg_corpus CASCADE")
+    # objects the extension created at run time (trigger functions) outlive it
+    conn.execute("DROP SCHEMA IF EXISTS corpus CASCADE")
+    conn.execute("CREATE EXTENSION pg_corpus")
+
+
 def demo_database(uri: str, dbname: str) -> str:
     """`dbname` loaded afresh with the demo sample (demo/load_sample.py): its DSN."""
     subprocess.run([sys.executable, str(ROOT / "demo" / "load_sample.py"), uri, "--dbname", dbname],

@@ -304,12 +304,7 @@ def prepare_database(uri, a, data):
             log(f"reusing database {dbname}")
             return dsn, None
         log("stored database has other parameters or another pg_corpus SQL: rebuilding it")
-    with psycopg.connect(uri, autocommit=True) as admin:
-        admin.execute(f"DROP DATABASE IF EXISTS {dbname} WITH (FORCE)")
-        admin.execute(f"CREATE DATABASE {dbname}")
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute("CREATE EXTENSION vector")
-        conn.execute("CREATE EXTENSION pg_corpus")
+    with h.fresh_database(uri, dbname) as conn:
         log(f"loading {data['n_items']} chunks ({a.dim}-d embeddings)")
         timings = load(conn, a, data)
     log("build: " + ", ".join(f"{k} {v:.1f}" for k, v in timings.items()))

@@ -158,13 +158,8 @@ def apply_variant(conn, variant):
 
 
 def prepare(uri, dim, variant="stock"):
-    with psycopg.connect(uri, autocommit=True) as admin:
-        admin.execute(f"DROP DATABASE IF EXISTS {DBNAME} WITH (FORCE)")
-        admin.execute(f"CREATE DATABASE {DBNAME}")
-    dsn = psycopg.conninfo.make_conninfo(uri, dbname=DBNAME)
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute("CREATE EXTENSION vector")
-        conn.execute("CREATE EXTENSION pg_corpus")
+    dsn = h.dsn(uri, DBNAME)
+    with h.fresh_database(uri, DBNAME) as conn:
         conn.execute((FIXTURES / "legal_schema.sql").read_text())
         if dim != 384:
             conn.execute(f"ALTER TABLE precedent_chunks ALTER COLUMN embedding TYPE vector({dim})")

@@ -673,20 +673,8 @@ def define_corpora(conn):
 
 
 def recreate_extension(conn):
-    """The installed extension SQL changed: recreate pg_corpus without losing the data. Columns
-    generated from the extension's functions (the BM25 columns, the fixture's tsvector columns)
-    would be dropped by DROP EXTENSION ... CASCADE, with their indexes; DROP EXPRESSION first
-    makes them plain columns that keep their values and indexes."""
-    for table in {t for t, _, _ in BM25_COLUMNS}:
-        for (col,) in conn.execute(
-                "SELECT a.attname FROM pg_attribute a JOIN pg_attrdef d ON d.adrelid = a.attrelid "
-                "AND d.adnum = a.attnum WHERE a.attrelid = %s::regclass AND a.attgenerated <> '' "
-                "AND pg_get_expr(d.adbin, d.adrelid) LIKE '%%corpus.%%'", [table]).fetchall():
-            conn.execute(f"ALTER TABLE {table} ALTER COLUMN {col} DROP EXPRESSION")
-    conn.execute("DROP EXTENSION IF EXISTS pg_corpus CASCADE")
-    # objects the extension created at run time (trigger functions) outlive it
-    conn.execute("DROP SCHEMA IF EXISTS corpus CASCADE")
-    conn.execute("CREATE EXTENSION pg_corpus")
+    """The installed extension SQL changed: recreate pg_corpus without losing the data."""
+    h.recreate_extension(conn)
     record_extension(conn)
 
 
@@ -803,10 +791,7 @@ class Size:
                 log(f"size {self.size:,}: " + ("--rebuild" if rebuild else
                     "stored database has other parameters") + ": building it again")
             self.marker.unlink(missing_ok=True)
-            with psycopg.connect(self.uri, autocommit=True) as admin:
-                admin.execute(f"DROP DATABASE IF EXISTS {DBNAME} WITH (FORCE)")
-                admin.execute(f"CREATE DATABASE {DBNAME}")
-            with psycopg.connect(self.dsn, autocommit=True) as conn:
+            with h.fresh_database(self.uri, DBNAME, extensions=()) as conn:
                 conn.execute(BENCH_TABLES)
                 conn.execute("INSERT INTO bench_meta VALUES (%s)", [json.dumps(self.params)])
         with psycopg.connect(self.dsn, autocommit=True) as conn:
