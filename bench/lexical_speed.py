@@ -515,22 +515,12 @@ def server_ms(conn, sql, params):
     return doc[0]["Execution Time"] + doc[0]["Planning Time"]
 
 
-STATS_SQL = """SELECT term, df FROM corpus.lexical_stats WHERE corpus = %(c)s AND term = ANY(%(t)s::text[])
-         UNION ALL
-         SELECT NULL, documents FROM corpus.lexical_totals WHERE corpus = %(c)s
-         UNION ALL
-         SELECT '', total_length FROM corpus.lexical_totals WHERE corpus = %(c)s"""
-
-
 def fixed_costs(conn, corpus, q):
-    """The lookups a search runs besides its subplans, server side, in ms."""
-    keys = [r[0] for r in conn.execute("SELECT key FROM corpus.bm25_query(%s, %s)",
-                                       [q["text"], LANGUAGE]).fetchall()]
+    """The lookups a search runs besides its subplans, server side, in ms (the statistics lookup
+    is timed inside real calls: profiles())."""
     out = {}
     out["corpus_definition"] = server_ms(conn, "SELECT corpus._corpus_definition(%(c)s)",
                                          {"c": corpus})
-    out["lexical_stats_lookup"] = server_ms(
-        conn, "SELECT to_jsonb(q) FROM (" + STATS_SQL + ") AS q", {"c": corpus, "t": keys})
     # the slice estimate of the semantic branch is a planner call on the corpus predicate
     row = conn.execute("SELECT sql, params FROM corpus.corpus_explain(%s, %s::vector, NULL, "
                        "k => 10, mode => 'semantic')", [corpus, vec_text(q["vector"])]).fetchone()
@@ -938,7 +928,6 @@ def breakdown(explains, corpora, data):
                 semantic_exec_ms=med(lambda r: r["semantic"]["execution_ms"]),
                 semantic_plan_ms=med(lambda r: r["semantic"]["planning_ms"]),
                 corpus_definition_ms=med(lambda r: r["fixed"]["corpus_definition"]),
-                lexical_stats_lookup_ms=med(lambda r: r["fixed"]["lexical_stats_lookup"]),
                 slice_estimate_planning_ms=med(lambda r: r["fixed"]["slice_estimate_planning"]),
                 client_round_trip_ms=med(lambda r: r["fixed"]["client_round_trip"]),
                 ts_rank_cd_exec_ms=med(lambda r: (r.get("ts_rank_cd") or {}).get("execution_ms")),
