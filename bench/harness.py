@@ -5,17 +5,22 @@ compares, its parameters, a tiny `--smoke` size and the files it writes — and 
 The harness gives it:
 
 * the cluster: `Cluster` starts a private PostgreSQL 15 cluster with scripts/pgcluster.sh (its
-  settings through PGCLUSTER_OPTS; a running cluster with other values is restarted) and stops it
-  at the end unless `--keep`; `fresh_database` recreates a database with pgvector and pg_corpus;
-* seeded data: `unit`, `gaussian`, `clustered_embeddings` (topic → parent → item in a low-dimensional
-  latent space), `vocabulary` and `zipf_probabilities` (synthetic Zipf text), `vec_text`;
-* interleaved timing: `interleave` measures every method round-robin, each round in a new shuffled
-  order, so that methods compared in one run share the machine's noise; `stats` (p50, p95, mean,
-  max) and `ratio`;
-* EXPLAIN helpers: `explain_json`, `plan_summary`;
-* output: `table` (one markdown table), `figure` (one PNG, matplotlib when installed), `write_results_section` (the generated part of a
-  page under docs/), `write_raw` (raw numbers to bench/out/raw/, which git ignores), `machine` and
-  `machine_line` (what ran it), `command` (how to run it again).
+  settings through PGCLUSTER_OPTS; a running cluster with other values is restarted) and stops
+  it at the end unless `--keep`; `fresh_database` recreates a database with pgvector and
+  pg_corpus, `demo_database` loads the demo sample, `recreate_extension` renews pg_corpus in a
+  database that keeps its data;
+* seeded data: `unit`, `gaussian`, `clustered_embeddings` (topic → parent → item in a
+  low-dimensional latent space), `vocabulary` and `zipf_probabilities` (synthetic Zipf text),
+  `vec_text`;
+* interleaved timing: `interleave` measures every method round-robin, each round in a new
+  shuffled order, so that methods compared in one run share the machine's noise;
+  `interleave_queries` does so per query after a warm-up pass; `stats` (p50, p95, mean, max)
+  and `ratio`;
+* the engine's own statements: `explained_subplans` (what corpus_explain prints, ready to run or
+  EXPLAIN), `explain_json`, `plan_summary`;
+* output: `table` (one markdown table), `figure` (one PNG, matplotlib when installed),
+  `write_results_section` (the generated part of a page under docs/), `write_raw` (raw numbers
+  to bench/out/raw/, which git ignores), `machine` (what ran it), `command` (how to run it again).
 
 `--smoke` runs a benchmark at its tiny size with its outputs under bench/out/smoke/<name>/: a
 check that the script still works, never figures to commit.
@@ -69,6 +74,14 @@ def pgcluster(cmd: str, directory: str | Path, settings: Mapping[str, str] | Non
     return res.stdout.strip().splitlines()[-1] if res.stdout.strip() else ""
 
 
+def value(conn: psycopg.Connection, query: str, params: Any = None) -> Any:
+    """The first column of the first row a statement returns."""
+    row = conn.execute(query, params, prepare=False).fetchone()
+    if row is None:
+        raise LookupError(f"no row: {query}")
+    return row[0]
+
+
 def _settings_hold(uri: str, settings: Mapping[str, str]) -> bool:
     """Whether the running server has these settings (sizes compared in bytes)."""
     with psycopg.connect(uri, autocommit=True) as conn:
@@ -77,10 +90,9 @@ def _settings_hold(uri: str, settings: Mapping[str, str]) -> bool:
             if row is None:
                 return False
             if (row[1] or "").endswith("B"):
-                same = conn.execute("SELECT pg_size_bytes(current_setting(%s)) = pg_size_bytes(%s)",
-                                    [name, want]).fetchone()[0]
+                same = value(conn, "SELECT pg_size_bytes(current_setting(%s)) = pg_size_bytes(%s)", [name, want])
             else:
-                same = want in (row[0], conn.execute("SELECT current_setting(%s)", [name]).fetchone()[0])
+                same = want in (row[0], value(conn, "SELECT current_setting(%s)", [name]))
             if not same:
                 return False
     return True
@@ -172,8 +184,8 @@ def demo_database(uri: str, dbname: str) -> str:
 def session(dsn_: str, settings: Iterable[tuple[str, str]] = ()) -> psycopg.Connection:
     """An autocommit connection with `settings` SET for the session."""
     conn = psycopg.connect(dsn_, autocommit=True)
-    for name, value in settings:
-        conn.execute("SELECT set_config(%s, %s, false)", [name, value])
+    for name, setting in settings:
+        conn.execute("SELECT set_config(%s, %s, false)", [name, setting])
     return conn
 
 
@@ -332,9 +344,9 @@ def explain_json(conn: psycopg.Connection, query: str, params: Any = None,
     """The top object of EXPLAIN (FORMAT JSON[, ANALYZE, BUFFERS]) under SET LOCAL settings."""
     opts = "FORMAT JSON" + (", ANALYZE, BUFFERS" if analyze else "") + ("" if timing else ", TIMING OFF")
     with conn.transaction():
-        for name, value in settings:
-            conn.execute("SELECT set_config(%s, %s, true)", [name, value])
-        doc = conn.execute(f"EXPLAIN ({opts}) {query}", params, prepare=False).fetchone()[0]
+        for name, setting in settings:
+            conn.execute("SELECT set_config(%s, %s, true)", [name, setting])
+        doc = value(conn, f"EXPLAIN ({opts}) {query}", params)
     doc = json.loads(doc) if isinstance(doc, str) else doc
     return doc[0]
 
@@ -408,8 +420,8 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], align: str = ""
 
 
 @contextmanager
-def figure(path: str | Path, ncols: int, size: tuple[float, float], rect: tuple[float, ...] | None = None
-           ) -> Iterator[tuple[Any, list[Any]] | None]:
+def figure(path: str | Path, ncols: int, size: tuple[float, float],
+           rect: tuple[float, float, float, float] | None = None) -> Iterator[tuple[Any, list[Any]] | None]:
     """The one PNG writer: `with figure(path, ncols, (width, height)) as fa:` gives (figure, a row
     of `ncols` axes) to draw on, or None when matplotlib is not installed (nothing is written);
     on leaving, the figure is laid out and saved to `path` (110 dpi)."""
@@ -498,20 +510,11 @@ def machine(conn: psycopg.Connection | None = None, settings: Sequence[str] = ()
             info["settings"] = dict(conn.execute(
                 "SELECT name, current_setting(name) FROM pg_settings WHERE name = ANY(%s)",
                 [list(settings)]).fetchall())
-        info["postgres"] = conn.execute("SHOW server_version").fetchone()[0]
+        info["postgres"] = value(conn, "SHOW server_version")
         info["extensions"] = dict(conn.execute(
             "SELECT extname, extversion FROM pg_extension "
             "WHERE extname IN ('vector', 'pg_corpus')").fetchall())
     return info
-
-
-def machine_line(info: Mapping[str, Any]) -> str:
-    ext = info.get("extensions", {})
-    return (f"{info.get('cpu', '?')}, {info.get('cpus')} cores, {info.get('ram_gb', '?')} GB; "
-            f"PostgreSQL {info.get('postgres', '?')}, pgvector {ext.get('vector', '?')}, "
-            f"pg_corpus {ext.get('pg_corpus', '?')} (library installed "
-            f"{info.get('library_installed', '?')}), commit {info.get('commit', '?')}, "
-            f"load average {info.get('load', '?')}")
 
 
 def now() -> str:
@@ -584,9 +587,9 @@ def parse(spec: Spec, argv: Sequence[str] | None = None, doc: str | None = None)
     args = p.parse_args(argv)
     args.command = command(spec, argv)
     for opt in spec.outputs:
-        value = getattr(args, opt.lstrip("-").replace("-", "_"))
-        if value:
-            Path(value).parent.mkdir(parents=True, exist_ok=True)
+        path = getattr(args, opt.lstrip("-").replace("-", "_"))
+        if path:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
     return args
 
 
