@@ -1706,7 +1706,8 @@ SPEC = h.Spec(name="scale", about=__doc__.split("\n\n")[0], run=run, params=para
                      "--queries", "4", "--warmup", "1", "--repeats", "1", "--clients", "1",
                      "--pgbench-seconds", "2", "--explain-queries", "1",
                      "--build-shared-buffers", "256MB", "--shared-buffers", "256MB",
-                     "--maintenance-work-mem", "256MB"])
+                     "--maintenance-work-mem", "256MB",
+                     "--cache-dir", str(ROOT / ".pgdata" / "bench-scale-smoke")])
 
 if __name__ == "__main__":
     h.main(SPEC, doc=__doc__)

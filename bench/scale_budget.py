@@ -6,18 +6,18 @@ bench/scale.py's cache folder, cluster start and query table; the extension does
 
     .venv/bin/python bench/scale_budget.py --size 1000000 --queries 40   # docs/scale.md's table
 
+    .venv/bin/python bench/scale_budget.py --smoke      # on the size bench/scale.py --smoke built
+
 Prints a markdown table: budget, mean and min overlap@10 with budget 10^9, lexical p50 (ms).
 """
-import argparse
 import statistics
 import sys
-import time
 from pathlib import Path
 
 import psycopg
-from psycopg.conninfo import make_conninfo
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import harness as h  # noqa: E402
 import scale  # noqa: E402
 
 EXHAUSTIVE = 1_000_000_000
@@ -27,13 +27,11 @@ SQL = ("SELECT item_id FROM corpus.corpus_hybrid_search(%s, NULL, %s, k => %s, m
 
 def top(conn, corpus, budget, text, k):
     conn.execute(f"SET pg_corpus.bm25_candidate_budget = {int(budget)}")
-    t = time.perf_counter()
-    ids = [r[0] for r in conn.execute(SQL, (corpus, text, k)).fetchall()]
-    return ids, (time.perf_counter() - t) * 1000
+    ms, rows = h.timed(lambda: conn.execute(SQL, (corpus, text, k)).fetchall())
+    return [r[0] for r in rows], ms
 
 
-def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def params(p):
     p.add_argument("--size", type=int, default=1_000_000)
     p.add_argument("--queries", type=int, default=40)
     p.add_argument("--k", type=int, default=10)
@@ -41,24 +39,30 @@ def main(argv=None):
     p.add_argument("--corpus", default=scale.MAIN)
     p.add_argument("--shared-buffers", default="8448MB")
     p.add_argument("--cache-dir", default=None)
-    a = p.parse_args(argv)
-    directory = scale.cache_dir(a) / str(a.size)
-    uri = scale.start_cluster(directory, {"shared_buffers": a.shared_buffers})
-    conn = psycopg.connect(make_conninfo(uri, dbname=scale.DBNAME), autocommit=True)
-    qs = conn.execute("SELECT qid, qtext FROM bench_queries ORDER BY qid LIMIT %s", (a.queries,)).fetchall()
-    exact = {q: top(conn, a.corpus, EXHAUSTIVE, text, a.k)[0] for q, text in qs}
-    print(f"{a.size:,} items, corpus {a.corpus}, {len(qs)} queries, k = {a.k}\n")
-    print("| budget | overlap@10 mean | min | lexical p50 |\n|---:|---:|---:|---:|")
-    for b in [int(x) for x in a.budgets.split(",")]:
-        overlap, latency = [], []
-        for q, text in qs:
-            top(conn, a.corpus, b, text, a.k)  # warm
-            ids, ms = top(conn, a.corpus, b, text, a.k)
-            overlap.append(len(set(ids) & set(exact[q])) / a.k)
-            latency.append(ms)
-        print(f"| {b:,} | {statistics.mean(overlap):.3f} | {min(overlap):.1f} | {statistics.median(latency):.1f} ms |")
-    conn.close()
 
+
+def run(a):
+    directory = scale.cache_dir(a) / str(a.size)
+    # the cluster is left as it was found (bench/scale.py's runs stop theirs)
+    with h.Cluster(directory, {"shared_buffers": a.shared_buffers}, keep=h.running(directory)) as uri, \
+            psycopg.connect(h.dsn(uri, scale.DBNAME), autocommit=True) as conn:
+        qs = conn.execute("SELECT qid, qtext FROM bench_queries ORDER BY qid LIMIT %s", (a.queries,)).fetchall()
+        exact = {q: top(conn, a.corpus, EXHAUSTIVE, text, a.k)[0] for q, text in qs}
+        print(f"{a.size:,} items, corpus {a.corpus}, {len(qs)} queries, k = {a.k}\n")
+        print("| budget | overlap@10 mean | min | lexical p50 |\n|---:|---:|---:|---:|")
+        for b in [int(x) for x in a.budgets.split(",")]:
+            overlap, latency = [], []
+            for q, text in qs:
+                top(conn, a.corpus, b, text, a.k)  # warm
+                ids, ms = top(conn, a.corpus, b, text, a.k)
+                overlap.append(len(set(ids) & set(exact[q])) / a.k)
+                latency.append(ms)
+            print(f"| {b:,} | {statistics.mean(overlap):.3f} | {min(overlap):.1f} | {statistics.median(latency):.1f} ms |")
+
+
+SPEC = h.Spec(name="scale_budget", about=__doc__.split("\n\n")[0], run=run, params=params, cluster=False,
+              smoke=["--size", "3000", "--queries", "4", "--budgets", "100,2000", "--shared-buffers", "256MB",
+                     "--cache-dir", str(h.ROOT / ".pgdata" / "bench-scale-smoke")])
 
 if __name__ == "__main__":
-    main()
+    h.main(SPEC, doc=__doc__)

@@ -12,7 +12,6 @@ lexical/semantic ratios, and pgbench's latency of the empty corpus' search (one 
 query vector read from bench_queries: no client-side parsing), next to a trivial statement of
 the same shape.
 """
-import argparse
 import os
 import re
 import statistics
@@ -22,6 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
 import psycopg
 from psycopg.conninfo import make_conninfo
 
@@ -37,11 +37,6 @@ SELECT * FROM corpus.corpus_hybrid_search('{scale.EMPTY}', (SELECT qvec FROM ben
 PGBENCH_TRIVIAL = """\\set q random(1, :nq)
 SELECT (SELECT qvec FROM bench_queries WHERE qid = :q) IS NULL, (SELECT qtext FROM bench_queries WHERE qid = :q);
 """
-
-
-def pct(xs, p):
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
 
 
 def pgbench_ms(uri, script, seconds):
@@ -63,21 +58,17 @@ def measure(uri, queries, k, rounds, seconds):
     conn = psycopg.connect(make_conninfo(uri, dbname=scale.DBNAME), autocommit=True)
     qs = [{"vtext": v, "text": t} for v, t in conn.execute(
         "SELECT qvec::text, qtext FROM bench_queries ORDER BY qid LIMIT %s", (queries,)).fetchall()]
-    times = {m: [[] for _ in qs] for m in METHODS}
-    for r in range(rounds + 1):          # round 0 warms the caches and is not counted
-        for i, q in enumerate(qs):
-            for m in METHODS:
-                dt, _ = harness.timed(lambda: scale.run_one(conn, m, q, k))
-                if r:
-                    times[m][i].append(dt)
+    # a warming pass, then `rounds` passes: per query every method once in a shuffled order
+    times = harness.interleave_queries(
+        lambda iq: {(m, iq[0]): (lambda m=m: scale.run_one(conn, m, iq[1], k)) for m in METHODS},
+        list(enumerate(qs)), rounds, np.random.default_rng(0))
     conn.close()
-    per_query = {m: [statistics.median(t) for t in times[m]] for m in METHODS}
+    per_query = {m: [statistics.median(times[(m, i)]) for i in range(len(qs))] for m in METHODS}
     diff = [h - s - lx for h, s, lx in zip(per_query["hybrid"], per_query["semantic"], per_query["lexical"])]
     return per_query, diff, pgbench_ms(uri, PGBENCH_EMPTY, seconds), pgbench_ms(uri, PGBENCH_TRIVIAL, seconds)
 
 
-def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def params(p):
     p.add_argument("--sizes", default="100000,1000000")
     p.add_argument("--queries", type=int, default=40)
     p.add_argument("--rounds", type=int, default=2)
@@ -86,17 +77,23 @@ def main(argv=None):
     p.add_argument("--shared-buffers", default="100000=2176MB,1000000=8448MB",
                    help="size=setting,…: the server's shared_buffers per size (bench/scale.py's run)")
     p.add_argument("--cache-dir", default=None)
-    a = p.parse_args(argv)
+
+
+def run(a):
     print(f"Run of {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {a.queries} queries, k = {a.k}, "
           f"{a.rounds} rounds after a warming one, one session; load average {os.getloadavg()[0]:.2f}\n")
     for size in [int(s) for s in a.sizes.split(",")]:
         buffers = dict(x.split("=", 1) for x in a.shared_buffers.split(","))
-        uri = scale.start_cluster(scale.cache_dir(a) / str(size), {"shared_buffers": buffers.get(str(size), "2GB")})
-        per_query, diff, empty_pgbench, trivial_pgbench = measure(uri, a.queries, a.k, a.rounds, a.pgbench_seconds)
-        p50 = {m: pct(v, 50) for m, v in per_query.items()}
+        directory = scale.cache_dir(a) / str(size)
+        # the cluster is left as it was found (bench/scale.py's runs stop theirs)
+        with harness.Cluster(directory, {"shared_buffers": buffers.get(str(size), "2GB")},
+                             keep=harness.running(directory)) as uri:
+            per_query, diff, empty_pgbench, trivial_pgbench = measure(uri, a.queries, a.k, a.rounds,
+                                                                      a.pgbench_seconds)
+        p50 = {m: harness.pct(v, 50) for m, v in per_query.items()}
         print(f"#### {size:,} chunks\n\n| method | p50 ms | p95 ms |\n|---|---:|---:|")
         for m in METHODS:
-            print(f"| {scale.SHORT.get(m, m)} | {p50[m]:.2f} | {pct(per_query[m], 95):.2f} |")
+            print(f"| {scale.SHORT.get(m, m)} | {p50[m]:.2f} | {harness.pct(per_query[m], 95):.2f} |")
         print(f"\n- hybrid / semantic {p50['hybrid'] / p50['semantic']:.2f}×, lexical / semantic "
               f"{p50['lexical'] / p50['semantic']:.2f}×; hybrid − (semantic + lexical) per query: median "
               f"{statistics.median(diff):.2f} ms, max {max(diff):.2f} ms")
@@ -104,5 +101,10 @@ def main(argv=None):
               f"search; a statement reading the same two values: {trivial_pgbench:.3f} ms\n")
 
 
+SPEC = harness.Spec(name="scale_session", about=__doc__.split("\n\n")[0], run=run, params=params, cluster=False,
+                    smoke=["--sizes", "3000", "--queries", "4", "--rounds", "1", "--pgbench-seconds", "1",
+                           "--shared-buffers", "3000=256MB", "--cache-dir",
+                           str(harness.ROOT / ".pgdata" / "bench-scale-smoke")])
+
 if __name__ == "__main__":
-    main()
+    harness.main(SPEC, doc=__doc__)

@@ -13,7 +13,7 @@ sys.path.insert(0, str(BENCH))
 import harness as h  # noqa: E402
 
 SPECS = sorted(p.stem for p in BENCH.glob("*.py")
-               if p.stem not in ("harness", "lexical_speed_compare", "scale_budget", "scale_session")
+               if p.stem not in ("harness", "lexical_speed_compare")
                and "SPEC = " in p.read_text())
 
 
