@@ -62,7 +62,7 @@ from psycopg.conninfo import make_conninfo
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import harness as h  # noqa: E402
-from harness import gaussian, log, unit, vec_text  # noqa: E402,F401  (unit, gaussian: bench/scale.py)
+from harness import gaussian, log, vec_text  # noqa: E402
 
 ROOT = h.ROOT
 DBNAME = "filtered_ann"

@@ -37,7 +37,6 @@ What it does:
 There is no HNSW index on the tables while loading (build it after a bulk load: it would dominate
 both sides). The cluster is stopped at the end unless --keep.
 """
-import argparse
 import json
 import os
 import statistics
