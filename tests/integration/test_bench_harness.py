@@ -2,6 +2,7 @@
 new order, the statistics and the markdown writers, the --smoke arguments, the command a run
 records, and every benchmark module declaring a spec whose --smoke arguments parse."""
 import importlib
+import importlib.util
 import sys
 from pathlib import Path
 
@@ -81,7 +82,11 @@ def test_the_recorded_command_leaves_out_folders_outputs_and_keep():
 
 @pytest.mark.parametrize("name", SPECS)
 def test_every_benchmark_declares_a_spec_whose_smoke_size_parses(name):
-    module = importlib.import_module(name)
+    # (loaded from its file under a name of its own: tests/integration has modules of the
+    # same names, e.g. soak, which an earlier test may have imported)
+    spec_ = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
+    module = importlib.util.module_from_spec(spec_)
+    spec_.loader.exec_module(module)
     assert module.SPEC.name == name
     a = h.parse(module.SPEC, ["--smoke"], module.__doc__)
     for opt in module.SPEC.outputs:
