@@ -8,6 +8,7 @@ fn code(state: SqlState) -> PgSqlErrorCode {
     use PgSqlErrorCode::*;
     match state {
         SqlState::UndefinedObject => ERRCODE_UNDEFINED_OBJECT,
+        SqlState::DuplicateObject => ERRCODE_DUPLICATE_OBJECT,
         SqlState::UndefinedTable => ERRCODE_UNDEFINED_TABLE,
         SqlState::UndefinedColumn => ERRCODE_UNDEFINED_COLUMN,
         SqlState::DatatypeMismatch => ERRCODE_DATATYPE_MISMATCH,

@@ -405,3 +405,77 @@ fn corpus_calibrate_evidence(
     .or_raise();
     TableIterator::new(std::iter::once(row))
 }
+
+/// Define a gold set of a corpus: its queries and judgments go into corpus.gold_queries and
+/// corpus.gold_judgments; `level` says whether judgments name items or parents.
+#[pg_extern(volatile, parallel_unsafe)]
+fn corpus_gold_set_create(
+    name: Option<&str>,
+    corpus: Option<&str>,
+    level: default!(Option<&str>, "'item'"),
+    description: default!(Option<&str>, "NULL"),
+) {
+    spi::pinned_search_path(|| -> Result<(), CoreError> {
+        spi::require_writable("corpus_gold_set_create")?;
+        let corpus = corpus.unwrap_or("");
+        if !spi::registry::corpus_exists(corpus) {
+            return Err(pg_corpus_core::registry::no_corpus(
+                corpus,
+                "A gold set evaluates one corpus; see corpus.corpus_list().",
+            ));
+        }
+        let level = pg_corpus_core::registry::check_level(level)?;
+        let name = pg_corpus_core::registry::check_gold_set_name(name)?;
+        if spi::eval::gold_set_exists(name) {
+            return Err(CoreError::new(
+                SqlState::DuplicateObject,
+                format!("gold set \"{name}\" already exists"),
+                "Drop it first: DELETE FROM corpus.gold_sets WHERE name = ...",
+            ));
+        }
+        spi::eval::insert_gold_set(name, corpus, level, description)
+    })
+    .or_raise()
+}
+
+/// Per-query comparison of two runs of the same gold set (the wins and losses behind
+/// corpus_compare_runs): each query's value of `metric` in both runs and their difference.
+#[pg_extern(stable, parallel_safe)]
+fn corpus_compare_queries(
+    run_a: Option<i64>,
+    run_b: Option<i64>,
+    metric: default!(Option<&str>, "'ndcg'"),
+) -> TableIterator<
+    'static,
+    (
+        name!(query_id, Option<String>),
+        name!(value_a, Option<f64>),
+        name!(value_b, Option<f64>),
+        name!(delta, Option<f64>),
+    ),
+> {
+    let rows = spi::pinned_search_path(|| {
+        let metric = metrics::Metric::parse(metric)?;
+        let missing = |id: Option<i64>| {
+            CoreError::new(
+                SqlState::UndefinedObject,
+                format!("evaluation run {} does not exist", id.map_or(String::new(), |i| i.to_string())),
+                "See SELECT id, gold_set, mode, ndcg_at_k FROM corpus.eval_runs ORDER BY id.",
+            )
+        };
+        let (Some(a), Some(b)) = (run_a, run_b) else {
+            return Err(missing(if run_a.is_some() { run_b } else { run_a }));
+        };
+        let (ra, rb) = (spi::eval::load_run(a)?, spi::eval::load_run(b)?);
+        if ra.gold_set != rb.gold_set {
+            return Err(CoreError::new(
+                SqlState::InvalidParameterValue,
+                format!("runs {a} and {b} evaluate different gold sets"),
+                "Compare two runs of the same gold set.",
+            ));
+        }
+        spi::eval::compare_queries(a, b, metric)
+    })
+    .or_raise();
+    TableIterator::new(rows)
+}

@@ -1,7 +1,8 @@
-//! jsonb as text, for reading with `pg_corpus_core::json::parse`'s bound on nesting (pgrx's
+//! jsonb as text (arguments and results), for reading with `pg_corpus_core::json::parse`'s bound on nesting (pgrx's
 //! `JsonB` parses with serde_json's limit of 128 levels and panics beyond: XX000).
 
-use pgrx::callconv::{Arg, ArgAbi};
+use pgrx::callconv::{Arg, ArgAbi, BoxRet, FcInfo};
+use pgrx::datum::Datum;
 use pgrx::{impl_sql_translatable, pg_sys, FromDatum, IntoDatum};
 
 /// jsonb's text form (`jsonb_out`), unparsed.
@@ -50,4 +51,14 @@ unsafe impl<'fcx> ArgAbi<'fcx> for JsonbText {
     }
 }
 
-impl_sql_translatable!(JsonbText, arg_only = "jsonb");
+// SAFETY: the datum returned is the jsonb into_datum built (or NULL), as the function declares.
+unsafe impl BoxRet for JsonbText {
+    unsafe fn box_into<'fcx>(self, fcinfo: &mut FcInfo<'fcx>) -> Datum<'fcx> {
+        match self.into_datum() {
+            Some(datum) => unsafe { fcinfo.return_raw_datum(datum) },
+            None => fcinfo.return_null(),
+        }
+    }
+}
+
+impl_sql_translatable!(JsonbText, "jsonb");

@@ -18,6 +18,8 @@ mod gucs;
 mod health;
 mod jsonb;
 mod lexical;
+mod registry;
+mod regtypes;
 mod search;
 mod spi;
 mod vector;

@@ -3,3 +3,50 @@
 -- Behaviour moves from PL/pgSQL into the library: functions that were PL/pgSQL are redefined
 -- as C functions of the same signature (their arguments, defaults, result and attributes as
 -- the install script declares them).
+
+-- The definition functions: corpora, sources and edge sets.
+CREATE OR REPLACE FUNCTION corpus.corpus_create(name text, isolation jsonb DEFAULT '{}',
+    required_filters text[] DEFAULT '{}', filter_fields jsonb DEFAULT '{}', description text DEFAULT NULL,
+    spaces jsonb DEFAULT '{}', evidence jsonb DEFAULT '{}', must_include jsonb DEFAULT '[]',
+    graph jsonb DEFAULT '{}', audit jsonb DEFAULT '{}')
+RETURNS void VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'corpus_create_wrapper';
+CREATE OR REPLACE FUNCTION corpus.corpus_alter(name text, isolation jsonb DEFAULT NULL,
+    required_filters text[] DEFAULT NULL, filter_fields jsonb DEFAULT NULL, description text DEFAULT NULL,
+    spaces jsonb DEFAULT NULL, evidence jsonb DEFAULT NULL, must_include jsonb DEFAULT NULL,
+    graph jsonb DEFAULT NULL, audit jsonb DEFAULT NULL)
+RETURNS void VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'corpus_alter_wrapper';
+CREATE OR REPLACE FUNCTION corpus.corpus_drop(name text, if_exists boolean DEFAULT false)
+RETURNS void VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'corpus_drop_wrapper';
+CREATE OR REPLACE FUNCTION corpus.corpus_add_source(corpus text, source text, item_table regclass,
+    text_column text, embedding_column text, tsv_column text, id_column text DEFAULT 'id',
+    parent_table regclass DEFAULT NULL, parent_fk text DEFAULT NULL, parent_key text DEFAULT 'id',
+    parent_required text[] DEFAULT '{}', rule jsonb DEFAULT '{}', locator jsonb DEFAULT '{}',
+    metadata jsonb DEFAULT '{}', min_length integer DEFAULT 50, ts_config regconfig DEFAULT 'simple',
+    distance text DEFAULT 'cosine', semantic_weight float8 DEFAULT 1, lexical_weight float8 DEFAULT 1,
+    embedding_inputs text[] DEFAULT NULL, embedding_model text DEFAULT NULL, language text DEFAULT NULL,
+    space text DEFAULT NULL)
+RETURNS void VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'corpus_add_source_wrapper';
+CREATE OR REPLACE FUNCTION corpus.corpus_drop_source(corpus text, source text)
+RETURNS void VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'corpus_drop_source_wrapper';
+CREATE OR REPLACE FUNCTION corpus.corpus_add_edges(corpus text, name text, edge_table regclass,
+    from_source text, from_column text, to_source text, to_column text)
+RETURNS void VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'corpus_add_edges_wrapper';
+CREATE OR REPLACE FUNCTION corpus.corpus_drop_edges(corpus text, name text)
+RETURNS void VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'corpus_drop_edges_wrapper';
+CREATE OR REPLACE FUNCTION corpus.corpus_audit_purge(older_than interval, corpus text DEFAULT NULL)
+RETURNS bigint VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'corpus_audit_purge_wrapper';
+CREATE OR REPLACE FUNCTION corpus.corpus_list()
+RETURNS TABLE (name text, description text, isolation jsonb, required_filters text[], filter_fields jsonb,
+               sources jsonb, spaces jsonb, evidence jsonb, must_include jsonb, graph jsonb, edges jsonb,
+               audit jsonb)
+STRICT STABLE PARALLEL SAFE LANGUAGE c AS 'MODULE_PATHNAME', 'corpus_list_wrapper';
+DROP FUNCTION corpus._require_object(jsonb, text);
+DROP FUNCTION corpus._require_array(jsonb, text);
+
+-- Gold sets.
+CREATE OR REPLACE FUNCTION corpus.corpus_gold_set_create(name text, corpus text, level text DEFAULT 'item',
+    description text DEFAULT NULL)
+RETURNS void VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'corpus_gold_set_create_wrapper';
+CREATE OR REPLACE FUNCTION corpus.corpus_compare_queries(run_a bigint, run_b bigint, metric text DEFAULT 'ndcg')
+RETURNS TABLE (query_id text, value_a float8, value_b float8, delta float8)
+STABLE PARALLEL SAFE LANGUAGE c AS 'MODULE_PATHNAME', 'corpus_compare_queries_wrapper';

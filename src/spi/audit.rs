@@ -33,15 +33,9 @@ fn role_name(oid: pg_sys::Oid) -> String {
     }
 }
 
-/// Whether this transaction can write (not a standby, not read-only).
-fn can_write() -> bool {
-    // SAFETY: reads of backend-global state.
-    unsafe { !pg_sys::RecoveryInProgress() && !pg_sys::XactReadOnly }
-}
-
 /// Log one search; false when it could not be (and was counted).
 pub(crate) fn record(row: &AuditRow) -> Result<bool, CoreError> {
-    if !can_write() {
+    if !super::can_write() {
         SKIPPED.fetch_add(1, Ordering::Relaxed);
         return Ok(false);
     }

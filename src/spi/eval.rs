@@ -303,3 +303,57 @@ pub fn store_vector_thresholds(
         .map_err(spi_failure)
     })
 }
+
+// ---------------------------------------------------------------------------------------------
+// Gold sets and per-query comparisons
+// ---------------------------------------------------------------------------------------------
+
+pub fn gold_set_exists(name: &str) -> bool {
+    super::select_bool(
+        "SELECT EXISTS (SELECT 1 FROM corpus.gold_sets g WHERE g.name = $1)",
+        &[DatumWithOid::from(name)],
+    )
+}
+
+pub fn insert_gold_set(name: &str, corpus: &str, level: &str, description: Option<&str>) -> Result<(), CoreError> {
+    Spi::connect_mut(|client| {
+        client
+            .update(
+                "INSERT INTO corpus.gold_sets (name, corpus, level, description) VALUES ($1, $2, $3, $4)",
+                None,
+                &[
+                    DatumWithOid::from(name),
+                    DatumWithOid::from(corpus),
+                    DatumWithOid::from(level),
+                    DatumWithOid::from(description),
+                ],
+            )
+            .map(drop)
+    })
+    .map_err(spi_failure)
+}
+
+/// Per query of both runs: (query id, value in A, value in B, B - A) of one metric, in order of
+/// the difference, then query id.
+pub fn compare_queries(
+    run_a: i64,
+    run_b: i64,
+    metric: pg_corpus_core::metrics::Metric,
+) -> Result<Vec<(Option<String>, Option<f64>, Option<f64>, Option<f64>)>, CoreError> {
+    let col = metric.column();
+    let sql = format!(
+        "SELECT a.query_id, a.{col}, b.{col}, b.{col} - a.{col}
+           FROM corpus.eval_query_results a
+           JOIN corpus.eval_query_results b ON b.query_id = a.query_id AND b.run_id = $2
+          WHERE a.run_id = $1
+          ORDER BY b.{col} - a.{col}, a.query_id"
+    );
+    Spi::connect(|client| {
+        let mut out = Vec::new();
+        for row in client.select(&sql, None, &[DatumWithOid::from(run_a), DatumWithOid::from(run_b)])? {
+            out.push((row.get::<String>(1)?, row.get::<f64>(2)?, row.get::<f64>(3)?, row.get::<f64>(4)?));
+        }
+        Ok(out)
+    })
+    .map_err(spi_failure)
+}

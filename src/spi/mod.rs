@@ -10,6 +10,7 @@ pub mod catalog;
 pub mod eval;
 pub mod health;
 pub mod items;
+pub mod registry;
 pub mod search;
 pub mod stats;
 
@@ -143,6 +144,25 @@ pub fn with_settings<T>(settings: &[(&str, String)], f: impl FnOnce() -> T) -> T
     let out = f();
     unsafe { pg_sys::AtEOXact_GUC(true, nest) };
     out
+}
+
+/// Whether this transaction can write (not a standby, not read-only).
+pub(crate) fn can_write() -> bool {
+    // SAFETY: reads of backend-global state.
+    unsafe { !pg_sys::RecoveryInProgress() && !pg_sys::XactReadOnly }
+}
+
+/// 25006 unless this transaction can write: a function that changes the catalog, asked on a
+/// hot standby or in a read-only transaction.
+pub(crate) fn require_writable(function: &str) -> Result<(), CoreError> {
+    if can_write() {
+        return Ok(());
+    }
+    Err(CoreError::new(
+        SqlState::ReadOnlySqlTransaction,
+        format!("cannot execute {function} in a read-only transaction"),
+        "Run it on the primary, in a transaction that may write.",
+    ))
 }
 
 /// Whether the installed catalog has this function (`to_regprocedure` of its signature): the

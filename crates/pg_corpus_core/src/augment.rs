@@ -7,7 +7,7 @@
 use serde_json::Value;
 
 use crate::error::{CoreError, Result, SqlState};
-use crate::model::{Corpus, EdgeDef, Edges, GraphLimits, MustInclude};
+use crate::model::{is_name, Corpus, EdgeDef, Edges, GraphLimits, MustInclude};
 
 /// The most hits one must-include class guarantees.
 pub const MAX_CLASS_TOP: usize = 20;
@@ -21,13 +21,6 @@ const CLASS_SHAPE: &str = "must_include is a JSON array of classes such as \
 
 fn invalid(msg: String, hint: &str) -> CoreError {
     CoreError::new(SqlState::InvalidParameterValue, msg, hint)
-}
-
-fn identifier(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 63
-        && name.chars().next().is_some_and(|c| c.is_ascii_lowercase() || c == '_')
-        && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
 }
 
 /// Parse and check a corpus' must-include classes (their filters against its declared fields).
@@ -56,7 +49,7 @@ pub fn parse_must_include(value: &Value, corpus: &Corpus) -> Result<Vec<MustIncl
             ));
         }
         let name = match f.get("name") {
-            Some(Value::String(s)) if identifier(s) => s.clone(),
+            Some(Value::String(s)) if is_name(s) => s.clone(),
             other => {
                 return Err(invalid(
                     format!(

@@ -136,11 +136,7 @@ fn key_map(src: &SourceDef, item: &RelationInfo, v: &Value, what: &str) -> Resul
 }
 
 fn check_identifier(name: &str, what: &str) -> Result<()> {
-    let ok = !name.is_empty()
-        && name.len() <= 63
-        && name.chars().next().is_some_and(|c| c.is_ascii_lowercase() || c == '_')
-        && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
-    if ok {
+    if is_name(name) {
         Ok(())
     } else {
         Err(invalid(

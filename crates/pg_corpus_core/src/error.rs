@@ -8,6 +8,8 @@ use std::fmt;
 pub enum SqlState {
     /// 42704
     UndefinedObject,
+    /// 42710
+    DuplicateObject,
     /// 42P01
     UndefinedTable,
     /// 42703
@@ -38,6 +40,7 @@ impl SqlState {
     pub fn code(self) -> &'static str {
         match self {
             SqlState::UndefinedObject => "42704",
+            SqlState::DuplicateObject => "42710",
             SqlState::UndefinedTable => "42P01",
             SqlState::UndefinedColumn => "42703",
             SqlState::DatatypeMismatch => "42804",

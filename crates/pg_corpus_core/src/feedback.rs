@@ -1,14 +1,14 @@
 //! Pseudo-relevance feedback for the hybrid search (`feedback => true`): a second round whose
 //! query vector and lexical query are moved towards the best hits of the first fusion, fused
 //! by RRF with the first round's lexical list. The method and its parameters come from an
-//! offline study over 1,230 settings on HeQ val and Cranfield (bench/study/results.md, "best
+//! offline study over 1,230 settings on HeQ val and Cranfield (docs/studies/prf-feedback.md, "best
 //! joint"): RRF(vector PRF, BM25, RM3) with
 //!
 //! - vector PRF (Rocchio in embedding space): `q' = normalise(q̂ + β·mean(d̂₁..d̂ₘ))` over the
 //!   first fusion's top [`VECTOR_DOCS`] items, β = [`VECTOR_BETA`];
 //! - RM3: the relevance model `P(t|R) ∝ Σ_d tf(t,d)/|d|` over the first fusion's top
 //!   [`RM3_DOCS`] items (equal weights: weighting them by `1/(60 + rank)` gave Cranfield 0.4092
-//!   instead of 0.4107, HeQ 0.9394 instead of 0.9392: bench/study/weights.md), its [`RM3_TERMS`] most probable keys
+//!   instead of 0.4107, HeQ 0.9394 instead of 0.9392), its [`RM3_TERMS`] most probable keys
 //!   L1-normalised, mixed with the L1-normalised query as `α·q + (1−α)·P(t|R)`, α =
 //!   [`RM3_ALPHA`]. `|d|` counts every position of the tsvector (extra keys included).
 

@@ -123,6 +123,43 @@ pub fn compare(a: &[f64], b: &[f64], trials: usize, seed: u64) -> Comparison {
     Comparison { queries: n, mean_a: mean(a), mean_b: mean(b), wins, losses, ties: n - wins - losses, p_value }
 }
 
+/// One of the per-query metrics, by the name `corpus_compare_queries` takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Metric {
+    Precision,
+    Recall,
+    Mrr,
+    Ndcg,
+}
+
+impl Metric {
+    pub fn parse(name: Option<&str>) -> crate::error::Result<Metric> {
+        Ok(match name {
+            Some("precision") => Metric::Precision,
+            Some("recall") => Metric::Recall,
+            Some("mrr") => Metric::Mrr,
+            Some("ndcg") => Metric::Ndcg,
+            other => {
+                return Err(crate::error::CoreError::new(
+                    crate::error::SqlState::InvalidParameterValue,
+                    format!("unknown metric \"{}\"", other.unwrap_or("")),
+                    "metric is precision, recall, mrr or ndcg.",
+                ))
+            }
+        })
+    }
+
+    /// The column of `corpus.eval_query_results` that holds it.
+    pub fn column(self) -> &'static str {
+        match self {
+            Metric::Precision => "precision_at_k",
+            Metric::Recall => "recall_at_k",
+            Metric::Mrr => "mrr",
+            Metric::Ndcg => "ndcg_at_k",
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -18,3 +18,13 @@ pub use features::{
 };
 pub use language::{Language, LANGUAGES};
 pub use search::{Branch, Condition, Hit, Op, QueryTag, SearchRow, Strategy};
+
+/// Whether a name of a corpus, source, embedding space, must-include class or edge set is valid:
+/// a lower-case identifier (letters, digits and `_`, not starting with a digit), at most 63
+/// characters. Such a name is the same quoted or not, and never needs escaping.
+pub fn is_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 63
+        && name.chars().next().is_some_and(|c| c.is_ascii_lowercase() || c == '_')
+        && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+}

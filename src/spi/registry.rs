@@ -1,0 +1,373 @@
+//! The catalog's writes: corpora, sources and edge sets registered, changed and dropped, with
+//! the caller's rights (a role that may not write the catalog gets PostgreSQL's 42501), and the
+//! re-embed slot and statistics maintenance a registration sets off.
+
+use pg_corpus_core::CoreError;
+use pgrx::datum::DatumWithOid;
+use pgrx::prelude::*;
+use pgrx::spi::SpiTupleTable;
+
+use super::{select_bool, spi_failure};
+use crate::jsonb::JsonbText;
+
+/// Run one statement that writes, and read what it returns.
+fn write<R>(
+    sql: &str,
+    args: &[DatumWithOid<'_>],
+    read: impl FnOnce(SpiTupleTable<'_>) -> Result<R, pgrx::spi::SpiError>,
+) -> Result<R, CoreError> {
+    Spi::connect_mut(|client| read(client.update(sql, None, args)?)).map_err(spi_failure)
+}
+
+/// Run one statement that writes; the number of rows it processed.
+fn execute(sql: &str, args: &[DatumWithOid<'_>]) -> Result<usize, CoreError> {
+    write(sql, args, |t| Ok(t.len()))
+}
+
+fn jsonb(v: &Option<JsonbText>) -> DatumWithOid<'static> {
+    DatumWithOid::from(v.as_ref().map(|j| j.0.clone()))
+}
+
+pub fn corpus_exists(name: &str) -> bool {
+    select_bool("SELECT EXISTS (SELECT 1 FROM corpus.corpora c WHERE c.name = $1)", &[DatumWithOid::from(name)])
+}
+
+pub fn source_exists(corpus: &str, source: &str) -> bool {
+    select_bool(
+        "SELECT EXISTS (SELECT 1 FROM corpus.sources s WHERE s.corpus = $1 AND s.name = $2)",
+        &[DatumWithOid::from(corpus), DatumWithOid::from(source)],
+    )
+}
+
+pub fn edges_exist(corpus: &str, name: &str) -> bool {
+    select_bool(
+        "SELECT EXISTS (SELECT 1 FROM corpus.edges e WHERE e.corpus = $1 AND e.name = $2)",
+        &[DatumWithOid::from(corpus), DatumWithOid::from(name)],
+    )
+}
+
+/// A corpus' settings as `corpus_create` and `corpus_alter` take them (None: the default, or
+/// for an alteration, unchanged).
+pub struct CorpusSettings {
+    pub isolation: Option<JsonbText>,
+    pub required_filters: Option<Vec<Option<String>>>,
+    pub filter_fields: Option<JsonbText>,
+    pub description: Option<String>,
+    pub spaces: Option<JsonbText>,
+    pub evidence: Option<JsonbText>,
+    pub must_include: Option<JsonbText>,
+    pub graph: Option<JsonbText>,
+    pub audit: Option<JsonbText>,
+}
+
+impl CorpusSettings {
+    fn args<'a>(&'a self, name: &'a str) -> Vec<DatumWithOid<'a>> {
+        vec![
+            DatumWithOid::from(name),
+            DatumWithOid::from(self.description.as_deref()),
+            jsonb(&self.isolation),
+            DatumWithOid::from(self.required_filters.clone()),
+            jsonb(&self.filter_fields),
+            jsonb(&self.spaces),
+            jsonb(&self.evidence),
+            jsonb(&self.must_include),
+            jsonb(&self.graph),
+            jsonb(&self.audit),
+        ]
+    }
+}
+
+pub fn insert_corpus(name: &str, s: &CorpusSettings) -> Result<(), CoreError> {
+    execute(
+        "INSERT INTO corpus.corpora (name, description, isolation, required_filters, filter_fields, spaces,
+                                     evidence, must_include, graph, audit)
+         VALUES ($1, $2, COALESCE($3::text::jsonb, '{}'), COALESCE($4::text[], '{}'), COALESCE($5::text::jsonb, '{}'),
+                 COALESCE($6::text::jsonb, '{}'), COALESCE($7::text::jsonb, '{}'), COALESCE($8::text::jsonb, '[]'),
+                 COALESCE($9::text::jsonb, '{}'), COALESCE($10::text::jsonb, '{}'))",
+        &s.args(name),
+    )
+    .map(drop)
+}
+
+/// Change the settings given; false when there is no such corpus.
+pub fn update_corpus(name: &str, s: &CorpusSettings) -> Result<bool, CoreError> {
+    execute(
+        "UPDATE corpus.corpora c
+            SET description      = COALESCE($2, c.description),
+                isolation        = COALESCE($3::text::jsonb, c.isolation),
+                required_filters = COALESCE($4::text[], c.required_filters),
+                filter_fields    = COALESCE($5::text::jsonb, c.filter_fields),
+                spaces           = COALESCE($6::text::jsonb, c.spaces),
+                evidence         = COALESCE($7::text::jsonb, c.evidence),
+                must_include     = COALESCE($8::text::jsonb, c.must_include),
+                graph            = COALESCE($9::text::jsonb, c.graph),
+                audit            = COALESCE($10::text::jsonb, c.audit)
+          WHERE c.name = $1",
+        &s.args(name),
+    )
+    .map(|n| n > 0)
+}
+
+/// Drop a corpus (its sources and edge sets go with it); false when there is none.
+pub fn delete_corpus(name: &str) -> Result<bool, CoreError> {
+    execute("DELETE FROM corpus.corpora c WHERE c.name = $1", &[DatumWithOid::from(name)]).map(|n| n > 0)
+}
+
+/// A source's registration as `corpus_add_source` takes it (defaults applied by the caller).
+pub struct SourceRow<'a> {
+    pub corpus: &'a str,
+    pub name: &'a str,
+    pub item_table: i64,
+    pub id_column: &'a str,
+    pub text_column: &'a str,
+    pub tsv_column: &'a str,
+    pub embedding_column: &'a str,
+    pub embedding_inputs: Vec<String>,
+    pub distance: &'a str,
+    pub parent_table: Option<i64>,
+    pub parent_fk: &'a str,
+    pub parent_key: &'a str,
+    pub parent_required: Vec<Option<String>>,
+    pub rule: Option<JsonbText>,
+    pub locator: Option<JsonbText>,
+    pub metadata: Option<JsonbText>,
+    pub min_length: i32,
+    pub ts_config: i64,
+    pub language: Option<&'a str>,
+    pub semantic_weight: f64,
+    pub lexical_weight: f64,
+    pub space: Option<&'a str>,
+}
+
+pub fn insert_source(s: &SourceRow<'_>) -> Result<(), CoreError> {
+    execute(
+        "INSERT INTO corpus.sources (corpus, name, item_table, id_column, text_column, tsv_column,
+             embedding_column, embedding_inputs, distance, parent_table, parent_fk, parent_key, parent_required, rule,
+             locator, metadata, min_length, ts_config, language, semantic_weight, lexical_weight, space)
+         VALUES ($1, $2, $3::oid::regclass, $4, $5, $6, $7, $8::text[]::name[], $9, $10::oid::regclass, $11, $12,
+                 $13::text[], COALESCE($14::text::jsonb, '{}'), COALESCE($15::text::jsonb, '{}'),
+                 COALESCE($16::text::jsonb, '{}'), $17, $18::oid::regconfig, $19, $20, $21, $22)",
+        &[
+            DatumWithOid::from(s.corpus),
+            DatumWithOid::from(s.name),
+            DatumWithOid::from(s.item_table),
+            DatumWithOid::from(s.id_column),
+            DatumWithOid::from(s.text_column),
+            DatumWithOid::from(s.tsv_column),
+            DatumWithOid::from(s.embedding_column),
+            DatumWithOid::from(s.embedding_inputs.clone()),
+            DatumWithOid::from(s.distance),
+            DatumWithOid::from(s.parent_table),
+            DatumWithOid::from(s.parent_fk),
+            DatumWithOid::from(s.parent_key),
+            DatumWithOid::from(s.parent_required.clone()),
+            jsonb(&s.rule),
+            jsonb(&s.locator),
+            jsonb(&s.metadata),
+            DatumWithOid::from(s.min_length),
+            DatumWithOid::from(s.ts_config),
+            DatumWithOid::from(s.language),
+            DatumWithOid::from(s.semantic_weight),
+            DatumWithOid::from(s.lexical_weight),
+            DatumWithOid::from(s.space),
+        ],
+    )
+    .map(drop)
+}
+
+/// Drop a source: its item table and embedding column (None: there is no such source).
+pub fn delete_source(corpus: &str, source: &str) -> Result<Option<(i64, String)>, CoreError> {
+    write(
+        "DELETE FROM corpus.sources s WHERE s.corpus = $1 AND s.name = $2
+         RETURNING s.item_table::oid::int8, s.embedding_column::text",
+        &[DatumWithOid::from(corpus), DatumWithOid::from(source)],
+        |t| {
+            let Some(row) = t.into_iter().next() else { return Ok(None) };
+            Ok(row.get::<i64>(1)?.zip(row.get::<String>(2)?))
+        },
+    )
+}
+
+pub struct EdgesRow<'a> {
+    pub corpus: &'a str,
+    pub name: &'a str,
+    pub edge_table: i64,
+    pub from_source: &'a str,
+    pub from_column: &'a str,
+    pub to_source: &'a str,
+    pub to_column: &'a str,
+}
+
+pub fn insert_edges(e: &EdgesRow<'_>) -> Result<(), CoreError> {
+    execute(
+        "INSERT INTO corpus.edges (corpus, name, edge_table, from_source, from_column, to_source, to_column)
+         VALUES ($1, $2, $3::oid::regclass, $4, $5, $6, $7)",
+        &[
+            DatumWithOid::from(e.corpus),
+            DatumWithOid::from(e.name),
+            DatumWithOid::from(e.edge_table),
+            DatumWithOid::from(e.from_source),
+            DatumWithOid::from(e.from_column),
+            DatumWithOid::from(e.to_source),
+            DatumWithOid::from(e.to_column),
+        ],
+    )
+    .map(drop)
+}
+
+/// Drop an edge set; false when there is none.
+pub fn delete_edges(corpus: &str, name: &str) -> Result<bool, CoreError> {
+    execute(
+        "DELETE FROM corpus.edges e WHERE e.corpus = $1 AND e.name = $2",
+        &[DatumWithOid::from(corpus), DatumWithOid::from(name)],
+    )
+    .map(|n| n > 0)
+}
+
+/// Delete the audit rows older than `older_than` (an interval's text), of one corpus or all;
+/// how many.
+pub fn purge_audit(older_than: &str, corpus: Option<&str>) -> Result<i64, CoreError> {
+    execute(
+        "DELETE FROM corpus.search_audit a
+          WHERE a.logged_at < clock_timestamp() - $1::text::interval
+            AND ($2::text IS NULL OR a.corpus = $2)",
+        &[DatumWithOid::from(older_than), DatumWithOid::from(corpus)],
+    )
+    .map(|n| n as i64)
+}
+
+/// Every embedding slot: (item table, embedding column).
+pub fn slots() -> Result<Vec<(i64, String)>, CoreError> {
+    write("SELECT e.item_table::oid::int8, e.embedding_column::text FROM corpus.embedding_slots e", &[], |t| {
+        let mut out = Vec::new();
+        for row in t {
+            if let (Some(table), Some(column)) = (row.get::<i64>(1)?, row.get::<String>(2)?) {
+                out.push((table, column));
+            }
+        }
+        Ok(out)
+    })
+}
+
+/// The declared dimension of a vector column (its typmod; None when it has none or is gone).
+pub fn vector_typmod(table: i64, column: &str) -> Option<i32> {
+    Spi::connect(|client| {
+        client
+            .select(
+                "SELECT a.atttypmod FROM pg_catalog.pg_attribute a WHERE a.attrelid = $1::oid AND a.attname = $2",
+                Some(1),
+                &[DatumWithOid::from(table), DatumWithOid::from(column)],
+            )?
+            .first()
+            .get_one::<i32>()
+    })
+    .ok()
+    .flatten()
+}
+
+/// Record the column types of a corpus' sources (of one source only, when given): a later retype
+/// shows as catalog drift.
+pub fn snapshot_column_types(corpus: &str, source: Option<&str>) -> Result<(), CoreError> {
+    let sql = match source {
+        Some(_) => "SELECT corpus._snapshot_column_types($1, $2)",
+        None => "SELECT corpus._snapshot_column_types($1)",
+    };
+    let mut args = vec![DatumWithOid::from(corpus)];
+    args.extend(source.map(DatumWithOid::from));
+    execute(sql, &args).map(drop)
+}
+
+/// Keep a source's embeddings honest: its re-embed slot, trigger and queue.
+pub fn attach_embedding_slot(
+    item_table: i64,
+    embedding_column: &str,
+    id_column: &str,
+    inputs: &[String],
+    model: Option<&str>,
+    dimensions: Option<i32>,
+) -> Result<(), CoreError> {
+    execute(
+        "SELECT corpus._attach_embedding_slot($1::oid::regclass, $2::name, $3::name, $4::text[]::name[], $5, $6)",
+        &[
+            DatumWithOid::from(item_table),
+            DatumWithOid::from(embedding_column),
+            DatumWithOid::from(id_column),
+            DatumWithOid::from(inputs.to_vec()),
+            DatumWithOid::from(model),
+            DatumWithOid::from(dimensions),
+        ],
+    )
+    .map(drop)
+}
+
+/// Release a slot no source uses any more.
+pub fn detach_embedding_slot(item_table: i64, embedding_column: &str) -> Result<(), CoreError> {
+    execute(
+        "SELECT corpus._detach_embedding_slot($1::oid::regclass, $2::name)",
+        &[DatumWithOid::from(item_table), DatumWithOid::from(embedding_column)],
+    )
+    .map(drop)
+}
+
+/// Refresh a corpus' lexical statistics over its new extent.
+pub fn refresh_lexical_stats(corpus: &str) -> Result<(), CoreError> {
+    execute("SELECT 1 FROM corpus.corpus_refresh_lexical_stats($1)", &[DatumWithOid::from(corpus)]).map(drop)
+}
+
+/// One corpus as `corpus_list` shows it; `json` holds the text of isolation, filter_fields,
+/// sources, spaces, evidence, must_include, graph, edges and audit.
+pub struct ListedCorpus {
+    pub name: Option<String>,
+    pub description: Option<String>,
+    pub required_filters: Option<Vec<Option<String>>>,
+    pub json: [Option<String>; 9],
+}
+
+/// Every corpus with its sources and edge sets, by name.
+pub fn list() -> Result<Vec<ListedCorpus>, CoreError> {
+    Spi::connect(|client| {
+        let table = client.select(
+            "SELECT c.name, c.description, c.required_filters, c.isolation::text, c.filter_fields::text,
+                    COALESCE((SELECT jsonb_agg(jsonb_build_object(
+                                 'source', s.name,
+                                 'item_table', s.item_table::text,
+                                 'id_column', s.id_column, 'text_column', s.text_column,
+                                 'tsv_column', s.tsv_column, 'embedding_column', s.embedding_column,
+                                 'distance', s.distance,
+                                 'parent_table', s.parent_table::text, 'parent_fk', s.parent_fk,
+                                 'parent_key', s.parent_key, 'parent_required', s.parent_required,
+                                 'rule', s.rule, 'locator', s.locator, 'metadata', s.metadata,
+                                 'min_length', s.min_length, 'ts_config', s.ts_config::text, 'language', s.language,
+                                 'semantic_weight', s.semantic_weight,
+                                 'lexical_weight', s.lexical_weight,
+                                 'column_types', s.column_types, 'space', s.space) ORDER BY s.name)
+                                FROM corpus.sources s WHERE s.corpus = c.name), '[]'::jsonb)::text,
+                    c.spaces::text, c.evidence::text, c.must_include::text, c.graph::text,
+                    COALESCE((SELECT jsonb_agg(jsonb_build_object(
+                                 'name', e.name, 'edge_table', e.edge_table::text,
+                                 'from_source', e.from_source, 'from_column', e.from_column,
+                                 'to_source', e.to_source, 'to_column', e.to_column) ORDER BY e.name)
+                                FROM corpus.edges e WHERE e.corpus = c.name), '[]'::jsonb)::text,
+                    c.audit::text
+               FROM corpus.corpora c
+              ORDER BY c.name",
+            None,
+            &[],
+        )?;
+        let mut out = Vec::new();
+        for row in table {
+            let mut json: [Option<String>; 9] = Default::default();
+            for (i, slot) in json.iter_mut().enumerate() {
+                *slot = row.get::<String>(4 + i)?;
+            }
+            out.push(ListedCorpus {
+                name: row.get::<String>(1)?,
+                description: row.get::<String>(2)?,
+                required_filters: row.get::<Vec<Option<String>>>(3)?,
+                json,
+            });
+        }
+        Ok(out)
+    })
+    .map_err(spi_failure)
+}
