@@ -2,10 +2,13 @@
 //! `ok` / `warn` / `fail` rows. The corpus predicate's parts come from `plan::scope_parts`
 //! (still the one place they are written); the extension runs the SQL and the probe searches.
 
+use std::collections::HashMap;
+
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use crate::model::{Corpus, Side, Source};
+use crate::error::CoreError;
+use crate::model::{Corpus, Side, Source, Strategy};
 use crate::plan::{self, all};
 use crate::sql::{ident, qualified, Param, Params};
 
@@ -589,6 +592,565 @@ pub fn carries_isolation(src: &Source, sql: &str, params: &[Param]) -> bool {
     })
 }
 
+fn int(v: &Value, key: &str) -> i64 {
+    v.get(key).and_then(Value::as_i64).unwrap_or(0)
+}
+
+/// pgvector releases before this one carry CVE-2026-3172 (parallel HNSW build).
+pub const PGVECTOR_FIXED: (u32, u32, u32) = (0, 8, 2);
+
+/// Whether a pgvector version (`major.minor[.patch]`) predates [`PGVECTOR_FIXED`]; an unknown
+/// or unreadable version is not judged.
+pub fn pgvector_vulnerable(version: &str) -> bool {
+    let parts: Vec<u32> = version.split('.').filter_map(|p| p.parse().ok()).collect();
+    parts.len() >= 2 && (parts[0], parts[1], parts.get(2).copied().unwrap_or(0)) < PGVECTOR_FIXED
+}
+
+/// The `version` row: the installed extension version must be the loaded library's (`library`),
+/// and pgvector should not be a known-vulnerable version.
+pub fn judge_version(installed: &str, library: &str, pgvector: &str) -> CheckRow {
+    let mut row = CheckRow::new("version", None, None);
+    if installed != library {
+        row.count += 1;
+        row.flag(
+            Status::Fail,
+            format!("The loaded library is {library}: run ALTER EXTENSION pg_corpus UPDATE TO '{library}'; (or reinstall the {installed} library)."),
+        );
+    }
+    if pgvector_vulnerable(pgvector) {
+        row.count += 1;
+        row.flag(
+            Status::Warn,
+            "pgvector < 0.8.2 carries CVE-2026-3172 (parallel HNSW build): build HNSW indexes with SET max_parallel_maintenance_workers = 0, and upgrade pgvector (ALTER EXTENSION vector UPDATE) when a newer package is available.",
+        );
+    }
+    row.detail = json!({"installed": installed, "library": library, "pgvector": pgvector});
+    row
+}
+
+/// The `privileges` row from [`privileges_query`]'s answer: PUBLIC must not create in the
+/// extension's schema nor write its tables (each fails); other roles that can write the
+/// definitions warn (they can redefine corpora, isolation predicates included). `writers` is
+/// the query's array of {table, column, grantee, privilege}.
+pub fn judge_privileges(public_create: bool, writers: Value) -> CheckRow {
+    let mut row = CheckRow::new("privileges", None, None);
+    let public_writes = writers.as_array().map_or(0, |w| w.iter().filter(|x| x["grantee"] == "PUBLIC").count());
+    if public_create {
+        row.count += 1;
+        row.flag(Status::Fail, "REVOKE CREATE ON SCHEMA corpus FROM PUBLIC;");
+    }
+    if public_writes > 0 {
+        row.count += public_writes as i64;
+        // (a table-level REVOKE also revokes the column-level grants of the same privilege)
+        row.flag(Status::Fail, "REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON ALL TABLES IN SCHEMA corpus FROM PUBLIC;");
+    }
+    let others = writers.as_array().map_or(0, |w| w.len()) - public_writes;
+    if others > 0 {
+        row.count += others as i64;
+        row.flag(
+            Status::Warn,
+            "These roles can redefine corpora (isolation predicates included) or their re-embed triggers; REVOKE what was not intended, e.g. REVOKE INSERT, UPDATE, DELETE ON corpus.corpora, corpus.sources, corpus.embedding_slots FROM role; (column grants: REVOKE UPDATE (column) ON ...)",
+        );
+    }
+    row.detail = json!({"public_can_create": public_create, "catalog_writers": writers});
+    row
+}
+
+/// The `catalog_drift` row of a corpus whose definition no longer loads: the loading error,
+/// whose hint is the row's.
+pub fn judge_unloadable(corpus: &str, e: &CoreError) -> CheckRow {
+    let mut row = CheckRow::new("catalog_drift", Some(corpus), None);
+    row.count = 1;
+    row.detail = json!({"error": e.message, "sqlstate": e.state.code(), "detail": e.detail});
+    row.flag(Status::Fail, e.hint.clone());
+    row
+}
+
+/// The `catalog_drift` row of a loaded corpus: every registered column whose type changed
+/// since the definition fails (locators and filters change with it).
+pub fn judge_drift(corpus: &Corpus) -> CheckRow {
+    let mut row = CheckRow::new("catalog_drift", Some(&corpus.name), None);
+    let retyped: Vec<Value> = corpus
+        .sources
+        .iter()
+        .flat_map(|s| {
+            s.retyped_columns().into_iter().map(move |(side, col, then, now)| {
+                json!({"source": s.name, "table": side, "column": col, "defined_as": then, "now": now})
+            })
+        })
+        .collect();
+    if !retyped.is_empty() {
+        row.count = retyped.len() as i64;
+        row.flag(
+            Status::Fail,
+            format!("Registered columns changed type since the corpus was defined (locators and filters change with them): restore the types, or accept them with SELECT corpus.corpus_alter({});", crate::sql::literal(&corpus.name)),
+        );
+    }
+    row.detail = json!({"sources": corpus.sources.iter().map(|s| &s.name).collect::<Vec<_>>(), "retyped": retyped});
+    row
+}
+
+/// How hard the isolation audit probes: foreign items per source, and the search modes each
+/// probe runs in (a hybrid search runs both branches' subplans; the single-branch modes rank
+/// their candidates alone).
+#[derive(Debug, PartialEq, Eq)]
+pub struct AuditDepth {
+    pub probes: i64,
+    pub modes: &'static [&'static str],
+}
+
+/// Checking one corpus.
+pub const THOROUGH: AuditDepth = AuditDepth { probes: 3, modes: &["hybrid", "semantic", "lexical"] };
+/// Checking every corpus: a DBA's routine check, linear in the corpora.
+pub const BROAD: AuditDepth = AuditDepth { probes: 2, modes: &["hybrid"] };
+
+/// The audit's depth: [`THOROUGH`] when one corpus is checked, [`BROAD`] when all are.
+pub fn audit_depth(one_corpus: bool) -> &'static AuditDepth {
+    if one_corpus {
+        &THOROUGH
+    } else {
+        &BROAD
+    }
+}
+
+/// Words of a probe item's text a probe searches with.
+pub const PROBE_WORDS: usize = 30;
+
+/// A probe's query text: the first [`PROBE_WORDS`] words of a foreign item's content.
+pub fn probe_words(content: &str) -> String {
+    content.split_whitespace().take(PROBE_WORDS).collect::<Vec<_>>().join(" ")
+}
+
+/// Whether a probe runs in `mode`: a lexical search needs its text, a semantic one its vector.
+pub fn probe_runs(mode: &str, has_text: bool, has_vector: bool) -> bool {
+    match mode {
+        "lexical" => has_text,
+        "semantic" => has_vector,
+        _ => true,
+    }
+}
+
+/// The static half of the isolation audit: every subplan the search can generate for each
+/// source (exact and approximate semantic, lexical, the final fetch) must carry the corpus
+/// predicate with its values. Returns how many were checked and the failing ones as
+/// `source/branch`.
+pub fn static_isolation_audit(corpus: &Corpus) -> (usize, Vec<String>) {
+    let mut checked = 0;
+    let mut failures = Vec::new();
+    for (idx, src) in corpus.sources.iter().enumerate() {
+        let dims = src.dimensions.max(1) as usize;
+        let plans = [
+            plan::semantic(corpus, idx, &[], &vec![0.0; dims], 10, Strategy::Exact),
+            plan::semantic(corpus, idx, &[], &vec![0.0; dims], 10, Strategy::Approximate),
+            plan::lexical(corpus, idx, &[], "probe", 10),
+        ];
+        for p in plans {
+            checked += 1;
+            if !carries_isolation(src, &p.sql, &p.params) {
+                failures.push(format!("{}/{}", src.name, p.branch.name()));
+            }
+        }
+        let (sql, params) = plan::fetch(corpus, idx, &[], vec![], vec![]);
+        checked += 1;
+        if !carries_isolation(src, &sql, &params) {
+            failures.push(format!("{}/fetch", src.name));
+        }
+    }
+    (checked, failures)
+}
+
+/// The leaks among the probe searches' hits of one source: `found` holds each hit's item id
+/// and the mode that returned it, `values` the rows of [`isolation_values_sql`] by item id. A
+/// hit leaks unless its parent holds one of the declared values of every isolation condition
+/// (a hit whose row is not found leaks, with a null parent).
+pub fn audit_hits(src: &Source, found: Vec<(String, &str)>, values: &HashMap<String, Value>) -> Vec<Value> {
+    let mut leaks = Vec::new();
+    for (id, mode) in found {
+        let hit = values.get(&id).cloned().unwrap_or(Value::Null);
+        let ok = src.isolation.iter().enumerate().all(|(n, c)| {
+            hit.get(format!("iso_{n}")).and_then(Value::as_str).is_some_and(|v| c.values.iter().any(|x| x == v))
+        });
+        if !ok {
+            leaks.push(json!({"source": src.name, "item_id": id, "mode": mode, "parent": hit}));
+        }
+    }
+    leaks
+}
+
+/// What the dynamic half of the isolation audit could do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Probing {
+    /// No source has an isolation predicate: the corpus owns its tables.
+    NoIsolation,
+    /// A required filter has no value among the corpus' searchable items to probe with.
+    NoFilterValues,
+    /// The probes ran.
+    Ran,
+}
+
+/// What the isolation audit found.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IsolationFacts {
+    pub static_checked: usize,
+    pub static_failures: Vec<String>,
+    pub probing: Probing,
+    pub probes: usize,
+    pub searches: usize,
+    pub hits_checked: usize,
+    pub leaks: Vec<Value>,
+}
+
+/// Leaks listed in the `isolation_audit` row's detail (the count counts them all).
+pub const LEAKS_LISTED: usize = 20;
+
+/// The `isolation_audit` row: a subplan without the predicate or a hit outside the corpus fails.
+pub fn judge_isolation(corpus: &str, depth: &AuditDepth, f: IsolationFacts) -> CheckRow {
+    let mut row = CheckRow::new("isolation_audit", Some(corpus), None);
+    let probes = match f.probing {
+        Probing::NoIsolation => {
+            row.detail = json!({"isolation": "none: the corpus owns its tables"});
+            json!(f.probes)
+        }
+        Probing::NoFilterValues => json!("skipped: no searchable item to take required filter values from"),
+        Probing::Ran => json!(f.probes),
+    };
+    row.count = (f.leaks.len() + f.static_failures.len()) as i64;
+    if !f.static_failures.is_empty() {
+        row.flag(Status::Fail, "A generated subplan lacks the corpus predicate: this is a pg_corpus bug; stop serving this corpus and report it.");
+    }
+    if !f.leaks.is_empty() {
+        row.flag(Status::Fail, "Searches returned items outside the corpus: check the isolation column values of the listed parents and the corpus definition (corpus.corpus_list()).");
+    }
+    if let Value::Object(m) = &mut row.detail {
+        m.insert("static_subplans_checked".into(), json!(f.static_checked));
+        m.insert("static_failures".into(), json!(f.static_failures));
+        m.insert("probes".into(), probes);
+        m.insert("searches".into(), json!(f.searches));
+        m.insert("modes".into(), json!(depth.modes));
+        m.insert("hits_checked".into(), json!(f.hits_checked));
+        m.insert("leaks".into(), json!(f.leaks.into_iter().take(LEAKS_LISTED).collect::<Vec<_>>()));
+    }
+    row
+}
+
+/// The BM25 statistics of a corpus and the row changes of its tables
+/// (pg_stat_all_tables' inserted + updated + deleted rows) at the refresh and now.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LexicalFacts {
+    pub refreshed: bool,
+    pub documents: i64,
+    pub terms: i64,
+    pub total_length: i64,
+    pub changes_at_refresh: i64,
+    pub changes_now: i64,
+    /// The database's statistics were reset since the refresh.
+    pub reset_since: bool,
+}
+
+/// The statistics are stale when more rows changed since their refresh than this share of the
+/// documents (at least one).
+pub const STALE_SHARE: f64 = 0.1;
+
+impl LexicalFacts {
+    /// The counters went backwards (reset, crash recovery, restored backup): the changes since
+    /// the refresh cannot be known.
+    pub fn counters_reset(&self) -> bool {
+        self.refreshed && (self.reset_since || self.changes_now < self.changes_at_refresh)
+    }
+
+    /// Rows changed since the refresh (never negative).
+    pub fn changed(&self) -> i64 {
+        (self.changes_now - self.changes_at_refresh).max(0)
+    }
+
+    /// Never refreshed, counters reset, or more rows changed than `share` of the documents (at
+    /// least one).
+    pub fn is_stale(&self, share: f64) -> bool {
+        !self.refreshed
+            || self.counters_reset()
+            || (self.changes_now - self.changes_at_refresh) as f64 > (share * self.documents as f64).max(0.5)
+    }
+}
+
+/// The `lexical_statistics` row of a role that may not read every item of the corpus (a
+/// missing SELECT or row-level security): it cannot see the corpus' statistics.
+pub fn lexical_unreadable(corpus: &str) -> CheckRow {
+    let mut row = CheckRow::new("lexical_statistics", Some(corpus), None);
+    // (the statistics describe every item of the corpus: sql/access.sql)
+    row.flag(
+        Status::Warn,
+        "This role may not read every item of the corpus (a missing SELECT or row-level security), so it cannot see the corpus' BM25 statistics: run the health check as a role that reads all of its sources, e.g. the corpus owner.",
+    );
+    row
+}
+
+/// The `lexical_statistics` row: never computed, of unknown staleness, or stale warns. On a
+/// standby (`in_recovery`) the table counters are its own (zero after a start) and the
+/// statistics are refreshed on the primary, whose health check judges their staleness.
+pub fn judge_lexical_statistics(corpus: &str, f: &LexicalFacts, in_recovery: bool) -> CheckRow {
+    let mut row = CheckRow::new("lexical_statistics", Some(corpus), None);
+    if in_recovery {
+        row.detail = json!({"refreshed": f.refreshed, "documents": f.documents, "terms": f.terms,
+                            "total_length": f.total_length, "in_recovery": true,
+                            "staleness": "judged by the primary's health check"});
+        return row;
+    }
+    let refresh = format!("SELECT * FROM corpus.corpus_refresh_lexical_stats({});", crate::sql::literal(corpus));
+    if !f.refreshed {
+        row.count = 1;
+        row.flag(Status::Warn, format!("BM25 statistics were never computed: {refresh}"));
+    } else if f.counters_reset() {
+        row.count = 1;
+        row.flag(Status::Warn, format!("The table statistics counters were reset since the BM25 statistics were computed, so their staleness is unknown: {refresh}"));
+    } else if f.is_stale(STALE_SHARE) {
+        row.count = f.changed();
+        row.flag(Status::Warn, format!("More than 10% of the corpus changed since its BM25 statistics were computed: {refresh} (the reference worker does this automatically)."));
+    }
+    row.detail = json!({"refreshed": f.refreshed, "documents": f.documents, "terms": f.terms,
+                        "total_length": f.total_length, "rows_changed_since_refresh": f.changed(), "counters_reset": f.counters_reset(),
+                        "stale_when_changed_over": "10% of documents (pg_stat_all_tables counters)"});
+    row
+}
+
+/// How a source's figures are counted: exactly, or from a TABLESAMPLE of a table of
+/// `reltuples` rows ([`sample_percent`]) and scaled up.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Sampling {
+    pub percent: Option<f64>,
+    pub reltuples: f64,
+}
+
+impl Sampling {
+    pub fn of(reltuples: f64) -> Sampling {
+        Sampling { percent: sample_percent(reltuples), reltuples }
+    }
+
+    /// The `sampling` entry of the rows' detail.
+    pub fn detail(&self) -> Value {
+        match self.percent {
+            Some(pct) => json!({"counted": "estimated from a TABLESAMPLE SYSTEM sample", "sample_percent": pct,
+                                "reltuples": self.reltuples}),
+            None => json!({"counted": "exactly"}),
+        }
+    }
+
+    /// The estimate of the whole table from the count `key` of a row (0 when absent).
+    pub fn estimate(&self, row: &Value, key: &str) -> i64 {
+        let scale = self.percent.map_or(1.0, |pct| 100.0 / pct);
+        (int(row, key) as f64 * scale).round() as i64
+    }
+}
+
+/// The figures of [`contract_sql`] of one source, estimated for the whole table.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ContractFigures {
+    pub slice_items: i64,
+    pub short_text: i64,
+    pub incomplete_parent_items: i64,
+    pub incomplete_parents: i64,
+    pub rule_excluded: i64,
+    pub searchable: i64,
+    pub missing_embedding: i64,
+    pub stale_embedding: i64,
+    pub queued: i64,
+    pub dead_letters: i64,
+    pub zero_vectors: i64,
+    pub non_finite: i64,
+    pub unresolved_locators: i64,
+}
+
+impl ContractFigures {
+    /// From [`contract_sql`]'s row, scaled by `sampling`.
+    pub fn from_row(row: &Value, sampling: &Sampling) -> ContractFigures {
+        let est = |key| sampling.estimate(row, key);
+        ContractFigures {
+            slice_items: est("slice_items"),
+            short_text: est("short_text"),
+            incomplete_parent_items: est("incomplete_parent_items"),
+            incomplete_parents: est("incomplete_parents"),
+            rule_excluded: est("rule_excluded"),
+            searchable: est("searchable"),
+            missing_embedding: est("missing_embedding"),
+            stale_embedding: est("stale_embedding"),
+            queued: est("queued"),
+            dead_letters: est("dead_letters"),
+            zero_vectors: est("zero_vectors"),
+            non_finite: est("non_finite"),
+            unresolved_locators: est("unresolved_locators"),
+        }
+    }
+}
+
+/// The `embeddings` row of source `idx`: zero or non-finite vectors fail (they cannot be
+/// ranked); searchable items without an embedding, or with one of old text, warn.
+pub fn judge_embeddings(corpus: &Corpus, idx: usize, f: &ContractFigures, sampling: &Sampling) -> CheckRow {
+    let src = &corpus.sources[idx];
+    let mut e = CheckRow::new("embeddings", Some(&corpus.name), Some(&src.name));
+    let (missing, stale, zero, bad) = (f.missing_embedding, f.stale_embedding, f.zero_vectors, f.non_finite);
+    e.count = missing + stale + zero + bad;
+    if zero + bad > 0 {
+        e.flag(
+            Status::Fail,
+            format!(
+                "Zero or non-finite vectors cannot be ranked: clear them so the re-embed trigger queues them, UPDATE {} SET {} = NULL WHERE {}.vector_norm({}) = 0; then fix the embedding producer.",
+                qualified(&src.item.schema, &src.item.name),
+                ident(&src.embedding.column),
+                ident(&corpus.vector_schema),
+                ident(&src.embedding.column)
+            ),
+        );
+    }
+    if missing > 0 {
+        e.flag(Status::Warn, "Searchable items without an embedding are invisible to the semantic branch: run the re-embed worker (pg-corpus-worker).");
+    }
+    if stale > 0 {
+        e.flag(Status::Warn, "Embeddings describe old text: run the re-embed worker; see corpus.embedding_queue.");
+    }
+    e.detail = json!({"searchable": f.searchable, "missing": missing, "stale": stale,
+                      "zero_vectors": zero, "non_finite": bad, "dimensions": src.dimensions, "sampling": sampling.detail()});
+    e
+}
+
+/// The `searchable_contract` row of source `idx`: items that incomplete parents hide, items
+/// below min_length, orphans (`orphans`, items whose parent row is gone) and returned items
+/// without locator values warn.
+pub fn judge_searchable_contract(
+    corpus: &Corpus,
+    idx: usize,
+    f: &ContractFigures,
+    orphans: i64,
+    sampling: &Sampling,
+) -> CheckRow {
+    let src = &corpus.sources[idx];
+    let mut s = CheckRow::new("searchable_contract", Some(&corpus.name), Some(&src.name));
+    let (incomplete_items, short, unresolved) = (f.incomplete_parent_items, f.short_text, f.unresolved_locators);
+    s.count = incomplete_items + short + orphans + unresolved;
+    if incomplete_items > 0 {
+        s.flag(
+            Status::Warn,
+            format!(
+                "Parents missing required metadata ({}) hide their items: fill those columns in the parent table.",
+                src.parent_required.iter().map(|c| c.column.as_str()).collect::<Vec<_>>().join(", ")
+            ),
+        );
+    }
+    if short > 0 {
+        s.flag(Status::Warn, format!("Items shorter than min_length ({}) are never returned: merge them into neighbouring chunks or lower min_length.", src.min_length));
+    }
+    if orphans > 0 {
+        s.flag(
+            Status::Warn,
+            "Items whose parent row is gone: DELETE them or restore the parents (and add a foreign key).",
+        );
+    }
+    if unresolved > 0 {
+        s.flag(
+            Status::Warn,
+            "Returned items lack locator values (page, quote…): fill the locator columns so every hit is traceable.",
+        );
+    }
+    s.detail = json!({"slice_items": f.slice_items, "searchable": f.searchable,
+                      "incomplete_parents": f.incomplete_parents, "items_hidden_by_incomplete_parents": incomplete_items,
+                      "below_min_length": short, "excluded_by_source_rule": f.rule_excluded,
+                      "orphans": orphans, "unresolved_locators": unresolved, "sampling": sampling.detail()});
+    s
+}
+
+/// Whether the corpus is a small slice of its item table ([`partial_index_advice`]'s figures),
+/// so that the planner is asked whether a partial HNSW index serves it.
+pub fn small_slice(src: &Source, searchable: i64, table_rows: f64) -> bool {
+    partial_index_advice(src, searchable, table_rows, false).is_some()
+}
+
+/// The `indexes` row ([`judge_indexes`]) with the small slice's verdict: a small slice that no
+/// partial HNSW index serves (`served`) warns with the index to build.
+pub fn judge_slice_index(mut row: CheckRow, src: &Source, searchable: i64, table_rows: f64, served: bool) -> CheckRow {
+    if let Some(hint) = partial_index_advice(src, searchable, table_rows, served) {
+        row.count += 1;
+        row.flag(Status::Warn, hint);
+    }
+    if let Value::Object(m) = &mut row.detail {
+        m.insert("small_slice".into(), json!(small_slice(src, searchable, table_rows)));
+        m.insert("served_by_partial_hnsw".into(), json!(served));
+    }
+    row
+}
+
+/// Queued items older than this warn (no worker seems to run).
+pub const QUEUE_WAIT_WARN_SECONDS: i64 = 3600;
+
+/// The `reembed_queue` row of source `idx` from [`queue_query`]'s row (`queue`, per table)
+/// and the corpus' own `queued` and `dead` items: a missing or disabled re-embed trigger fails
+/// (text changes go unnoticed); dead letters and items queued over
+/// [`QUEUE_WAIT_WARN_SECONDS`] warn.
+pub fn judge_queue(corpus: &Corpus, idx: usize, queue: Value, queued: i64, dead: i64, sampling: &Sampling) -> CheckRow {
+    let src = &corpus.sources[idx];
+    let mut q = CheckRow::new("reembed_queue", Some(&corpus.name), Some(&src.name));
+    let v = queue;
+    q.count = queued;
+    if int(&v, "slots") == 0 || int(&v, "enabled_triggers") == 0 {
+        q.count = q.count.max(1);
+        q.flag(
+            Status::Fail,
+            match v.get("trigger_name").and_then(Value::as_str) {
+                Some(trigger) if int(&v, "slots") > 0 => format!(
+                    "The re-embed trigger is disabled (or fires only as a replica trigger), so text changes are not noticed: ALTER TABLE {0} ENABLE TRIGGER {1}; then queue what changed meanwhile: SELECT corpus.corpus_embedding_enqueue('{0}', '{2}', only_missing => false); (or re-register the source: SELECT corpus.corpus_drop_source('{3}', '{4}'); then corpus.corpus_add_source(...) as before)",
+                    qualified(&src.item.schema, &src.item.name),
+                    ident(trigger),
+                    src.embedding.column,
+                    corpus.name,
+                    src.name
+                ),
+                _ => format!(
+                    "The re-embed trigger is missing, so text changes are not noticed: re-register the source: SELECT corpus.corpus_drop_source('{0}', '{1}'); then corpus.corpus_add_source(...) as before",
+                    corpus.name, src.name
+                ),
+            },
+        );
+    }
+    if dead > 0 {
+        q.flag(Status::Warn, "Dead letters: items the worker failed to embed repeatedly; see last_error in corpus.embedding_queue, fix, then SELECT corpus.corpus_embedding_retry_dead();");
+    }
+    if queued > 0 && int(&v, "table_oldest_seconds") > QUEUE_WAIT_WARN_SECONDS {
+        q.flag(Status::Warn, "Queued items have waited over an hour: is a re-embed worker running (pg-corpus-worker)?");
+    }
+    let mut v = v;
+    if let Value::Object(m) = &mut v {
+        m.insert("queued".into(), json!(queued));
+        m.insert("dead_letters".into(), json!(dead));
+        m.insert("sampling".into(), sampling.detail());
+    }
+    q.detail = v;
+    q
+}
+
+/// The `audit_log` row of a corpus that keeps one: its rows and their time range (`summary`:
+/// None when this role may not read the log), and the searches this backend could not log
+/// (`skipped`: on a standby or in a read-only transaction), which warn.
+pub fn judge_audit_log(
+    corpus: &Corpus,
+    skipped: u64,
+    summary: Option<(i64, Option<String>, Option<String>)>,
+) -> CheckRow {
+    let mut row = CheckRow::new("audit_log", Some(&corpus.name), None);
+    row.detail = match summary {
+        Some((n, oldest, newest)) => {
+            row.count = n;
+            json!({"rows": n, "oldest": oldest, "newest": newest, "query_text": corpus.audit.query_text,
+                   "skipped_in_this_session": skipped})
+        }
+        None => json!({"readable": false, "query_text": corpus.audit.query_text, "skipped_in_this_session": skipped}),
+    };
+    if skipped > 0 {
+        row.flag(
+            Status::Warn,
+            "Searches on a hot standby or in a read-only transaction are not logged (nothing can be written there); \
+             run audited searches on the primary in read-write transactions.",
+        );
+    }
+    row
+}
+
 #[cfg(test)]
 mod partial_index_tests {
     use super::*;
@@ -751,5 +1313,428 @@ mod tests {
         assert_eq!((row.status, row.count), (Status::Fail, 1));
         assert_eq!(row.detail["unreachable"][0]["node"], "10.0.0.3:5432");
         assert!(row.detail["version_differs"].as_array().unwrap().is_empty(), "reported once, as unreachable");
+    }
+}
+
+#[cfg(test)]
+mod rules_tests {
+    use super::*;
+    use crate::error::SqlState;
+    use crate::testing::legal;
+
+    #[test]
+    fn pgvector_before_0_8_2_is_vulnerable_and_an_unreadable_version_is_not_judged() {
+        for (version, vulnerable) in [
+            ("0.8.1", true),
+            ("0.8", true),
+            ("0.7.4", true),
+            ("0.8.2", false),
+            ("0.8.3", false),
+            ("0.9", false),
+            ("1.0.0", false),
+            ("0", false),
+            ("", false),
+            ("dev", false),
+        ] {
+            assert_eq!(pgvector_vulnerable(version), vulnerable, "{version}");
+        }
+    }
+
+    #[test]
+    fn the_version_row_fails_on_a_library_mismatch_and_warns_on_pgvector() {
+        let row = judge_version("0.3.0", "0.3.0", "0.8.2");
+        assert_eq!((row.check, row.status, row.count, row.hint.as_str()), ("version", Status::Ok, 0, ""));
+        assert_eq!(row.detail, json!({"installed": "0.3.0", "library": "0.3.0", "pgvector": "0.8.2"}));
+        let row = judge_version("0.2.0", "0.3.0", "0.8.2");
+        assert_eq!((row.status, row.count), (Status::Fail, 1));
+        assert_eq!(
+            row.hint,
+            "The loaded library is 0.3.0: run ALTER EXTENSION pg_corpus UPDATE TO '0.3.0'; (or reinstall the 0.2.0 library)."
+        );
+        let row = judge_version("0.3.0", "0.3.0", "0.8.0");
+        assert_eq!((row.status, row.count), (Status::Warn, 1));
+        assert!(row.hint.starts_with("pgvector < 0.8.2 carries CVE-2026-3172 (parallel HNSW build): build HNSW indexes with SET max_parallel_maintenance_workers = 0,"), "{}", row.hint);
+        let row = judge_version("0.2.0", "0.3.0", "0.8.0");
+        assert_eq!((row.status, row.count), (Status::Fail, 2));
+        assert!(row.hint.starts_with("The loaded library is 0.3.0"), "the first defect's hint: {}", row.hint);
+    }
+
+    #[test]
+    fn the_privileges_row_fails_for_public_and_warns_for_other_writers() {
+        let row = judge_privileges(false, json!([]));
+        assert_eq!((row.check, row.status, row.count), ("privileges", Status::Ok, 0));
+        assert_eq!(row.detail, json!({"public_can_create": false, "catalog_writers": []}));
+        let row = judge_privileges(true, json!([]));
+        assert_eq!(
+            (row.status, row.count, row.hint.as_str()),
+            (Status::Fail, 1, "REVOKE CREATE ON SCHEMA corpus FROM PUBLIC;")
+        );
+        let public = |table: &str| json!({"table": table, "column": null, "grantee": "PUBLIC", "privilege": "INSERT"});
+        let writer = json!({"table": "corpora", "column": "name", "grantee": "alice", "privilege": "UPDATE"});
+        let row = judge_privileges(false, json!([public("embedding_queue"), public("corpora")]));
+        assert_eq!((row.status, row.count), (Status::Fail, 2));
+        assert_eq!(row.hint, "REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON ALL TABLES IN SCHEMA corpus FROM PUBLIC;");
+        let row = judge_privileges(false, json!([writer]));
+        assert_eq!((row.status, row.count), (Status::Warn, 1));
+        assert!(
+            row.hint.starts_with("These roles can redefine corpora (isolation predicates included)"),
+            "{}",
+            row.hint
+        );
+        assert!(row.hint.ends_with("(column grants: REVOKE UPDATE (column) ON ...)"), "{}", row.hint);
+        let all = json!([public("corpora"), writer]);
+        let row = judge_privileges(true, all.clone());
+        assert_eq!((row.status, row.count), (Status::Fail, 3));
+        assert_eq!(row.hint, "REVOKE CREATE ON SCHEMA corpus FROM PUBLIC;");
+        assert_eq!(row.detail, json!({"public_can_create": true, "catalog_writers": all}));
+    }
+
+    #[test]
+    fn a_corpus_that_no_longer_loads_fails_with_the_loading_errors_hint() {
+        let e = CoreError::new(SqlState::UndefinedColumn, "column \"x\" is gone", "Restore it.");
+        let row = judge_unloadable("c", &e);
+        assert_eq!(
+            (row.check, row.corpus.as_deref(), row.status, row.count),
+            ("catalog_drift", Some("c"), Status::Fail, 1)
+        );
+        assert_eq!(row.hint, "Restore it.");
+        assert_eq!(row.detail, json!({"error": "column \"x\" is gone", "sqlstate": "42703", "detail": e.detail}));
+    }
+
+    #[test]
+    fn a_retyped_column_is_catalog_drift() {
+        let mut c = legal();
+        let row = judge_drift(&c);
+        assert_eq!((row.status, row.count), (Status::Ok, 0));
+        assert_eq!(row.detail, json!({"sources": ["chunks", "halachot"], "retyped": []}));
+        c.name = "o'brien".into();
+        c.sources[0].column_types = json!({"item": {"page_number": "text"}});
+        let row = judge_drift(&c);
+        assert_eq!((row.status, row.count), (Status::Fail, 1));
+        assert_eq!(
+            row.detail["retyped"],
+            json!([{"source": "chunks", "table": "item", "column": "page_number", "defined_as": "text", "now": "integer"}])
+        );
+        assert_eq!(
+            row.hint,
+            "Registered columns changed type since the corpus was defined (locators and filters change with them): restore the types, or accept them with SELECT corpus.corpus_alter('o''brien');"
+        );
+    }
+
+    #[test]
+    fn probes_search_with_the_first_thirty_words_in_the_modes_they_can_run() {
+        assert_eq!(audit_depth(true), &THOROUGH);
+        assert_eq!(audit_depth(false), &BROAD);
+        assert_eq!((THOROUGH.probes, BROAD.probes), (3, 2));
+        let text: Vec<String> = (0..40).map(|i| format!("w{i}")).collect();
+        let words = probe_words(&format!("  {}\n", text.join(" \t ")));
+        assert_eq!(words, text[..30].join(" "));
+        assert_eq!(probe_words(" \n "), "");
+        for (mode, text, vector, runs) in [
+            ("hybrid", false, false, true),
+            ("lexical", true, false, true),
+            ("lexical", false, true, false),
+            ("semantic", false, true, true),
+            ("semantic", true, false, false),
+        ] {
+            assert_eq!(probe_runs(mode, text, vector), runs, "{mode} {text} {vector}");
+        }
+    }
+
+    #[test]
+    fn the_static_audit_checks_four_subplans_per_source() {
+        assert_eq!(static_isolation_audit(&legal()), (8, Vec::new()));
+    }
+
+    #[test]
+    fn a_hit_leaks_unless_its_parent_holds_a_declared_value() {
+        let c = legal();
+        let src = &c.sources[0];
+        let values: HashMap<String, Value> = [
+            ("1".to_string(), json!({"item_id": "1", "iso_0": "external_upload"})),
+            ("2".to_string(), json!({"item_id": "2", "iso_0": "internal_committee"})),
+            ("3".to_string(), json!({"item_id": "3", "iso_0": null})),
+        ]
+        .into_iter()
+        .collect();
+        let found = vec![("1".to_string(), "hybrid"), ("2".to_string(), "lexical"), ("3".to_string(), "hybrid")];
+        let mut leaks = audit_hits(src, found, &values);
+        leaks.extend(audit_hits(src, vec![("4".to_string(), "semantic")], &values));
+        assert_eq!(
+            leaks,
+            vec![
+                json!({"source": "chunks", "item_id": "2", "mode": "lexical", "parent": values["2"]}),
+                json!({"source": "chunks", "item_id": "3", "mode": "hybrid", "parent": values["3"]}),
+                json!({"source": "chunks", "item_id": "4", "mode": "semantic", "parent": null}),
+            ]
+        );
+    }
+
+    fn facts(probing: Probing) -> IsolationFacts {
+        IsolationFacts {
+            static_checked: 8,
+            static_failures: Vec::new(),
+            probing,
+            probes: 4,
+            searches: 12,
+            hits_checked: 30,
+            leaks: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_isolation_row_says_what_was_probed_and_fails_on_any_leak() {
+        let row = judge_isolation("c", &THOROUGH, facts(Probing::Ran));
+        assert_eq!((row.check, row.status, row.count), ("isolation_audit", Status::Ok, 0));
+        assert_eq!(
+            row.detail,
+            json!({"static_subplans_checked": 8, "static_failures": [], "probes": 4, "searches": 12,
+                   "modes": ["hybrid", "semantic", "lexical"], "hits_checked": 30, "leaks": []})
+        );
+        let row = judge_isolation("c", &BROAD, IsolationFacts { probes: 0, ..facts(Probing::NoIsolation) });
+        assert_eq!(row.detail["isolation"], "none: the corpus owns its tables");
+        assert_eq!((row.detail["probes"].clone(), row.detail["modes"].clone()), (json!(0), json!(["hybrid"])));
+        let row = judge_isolation("c", &BROAD, facts(Probing::NoFilterValues));
+        assert_eq!(row.detail["probes"], "skipped: no searchable item to take required filter values from");
+        assert!(row.detail.get("isolation").is_none());
+        let leaks: Vec<Value> = (0..25).map(|i| json!({"item_id": i.to_string()})).collect();
+        let row = judge_isolation("c", &BROAD, IsolationFacts { leaks: leaks.clone(), ..facts(Probing::Ran) });
+        assert_eq!((row.status, row.count), (Status::Fail, 25));
+        assert_eq!(row.detail["leaks"], json!(leaks[..LEAKS_LISTED]));
+        assert_eq!(row.hint, "Searches returned items outside the corpus: check the isolation column values of the listed parents and the corpus definition (corpus.corpus_list()).");
+        let failures = vec!["chunks/fetch".to_string()];
+        let row = judge_isolation(
+            "c",
+            &BROAD,
+            IsolationFacts { static_failures: failures, leaks: leaks[..1].to_vec(), ..facts(Probing::Ran) },
+        );
+        assert_eq!((row.status, row.count), (Status::Fail, 2));
+        assert_eq!(row.detail["static_failures"], json!(["chunks/fetch"]));
+        assert_eq!(row.hint, "A generated subplan lacks the corpus predicate: this is a pg_corpus bug; stop serving this corpus and report it.");
+    }
+
+    fn refreshed(documents: i64, changes_at_refresh: i64, changes_now: i64) -> LexicalFacts {
+        LexicalFacts {
+            refreshed: true,
+            documents,
+            terms: 7,
+            total_length: 900,
+            changes_at_refresh,
+            changes_now,
+            reset_since: false,
+        }
+    }
+
+    #[test]
+    fn bm25_statistics_are_stale_past_a_tenth_of_the_documents() {
+        let refresh = "SELECT * FROM corpus.corpus_refresh_lexical_stats('o''k');";
+        let row = judge_lexical_statistics("o'k", &refreshed(100, 50, 60), false);
+        assert_eq!((row.check, row.status, row.count), ("lexical_statistics", Status::Ok, 0));
+        assert_eq!(
+            row.detail,
+            json!({"refreshed": true, "documents": 100, "terms": 7, "total_length": 900, "rows_changed_since_refresh": 10,
+                   "counters_reset": false, "stale_when_changed_over": "10% of documents (pg_stat_all_tables counters)"})
+        );
+        let row = judge_lexical_statistics("o'k", &refreshed(100, 50, 61), false);
+        assert_eq!((row.status, row.count), (Status::Warn, 11));
+        assert_eq!(row.hint, format!("More than 10% of the corpus changed since its BM25 statistics were computed: {refresh} (the reference worker does this automatically)."));
+        // an empty corpus is stale after one change, not before
+        assert!(!refreshed(0, 5, 5).is_stale(STALE_SHARE));
+        assert!(refreshed(0, 5, 6).is_stale(STALE_SHARE));
+        assert!(refreshed(100, 50, 71).is_stale(0.2) && !refreshed(100, 50, 70).is_stale(0.2));
+        let never = LexicalFacts::default();
+        let row = judge_lexical_statistics("o'k", &never, false);
+        assert_eq!((row.status, row.count), (Status::Warn, 1));
+        assert_eq!(row.hint, format!("BM25 statistics were never computed: {refresh}"));
+        assert_eq!(row.detail["counters_reset"], false, "never refreshed is no reset");
+        let reset_hint = format!("The table statistics counters were reset since the BM25 statistics were computed, so their staleness is unknown: {refresh}");
+        for reset in [refreshed(100, 50, 10), LexicalFacts { reset_since: true, ..refreshed(100, 50, 50) }] {
+            let row = judge_lexical_statistics("o'k", &reset, false);
+            assert_eq!((row.status, row.count, row.hint.as_str()), (Status::Warn, 1, reset_hint.as_str()));
+            assert_eq!(row.detail["counters_reset"], true);
+            assert_eq!(row.detail["rows_changed_since_refresh"], 0, "never negative");
+        }
+    }
+
+    #[test]
+    fn a_standby_leaves_the_staleness_to_the_primary_and_an_unreadable_corpus_warns() {
+        let row = judge_lexical_statistics("c", &refreshed(100, 50, 0), true);
+        assert_eq!((row.status, row.count), (Status::Ok, 0));
+        assert_eq!(
+            row.detail,
+            json!({"refreshed": true, "documents": 100, "terms": 7, "total_length": 900, "in_recovery": true,
+                   "staleness": "judged by the primary's health check"})
+        );
+        let row = lexical_unreadable("c");
+        assert_eq!(
+            (row.check, row.corpus.as_deref(), row.status, row.count),
+            ("lexical_statistics", Some("c"), Status::Warn, 0)
+        );
+        assert!(row.hint.starts_with("This role may not read every item of the corpus"), "{}", row.hint);
+        assert_eq!(row.detail, json!({}));
+    }
+
+    #[test]
+    fn sampled_counts_are_scaled_to_the_table() {
+        let exact = Sampling::of(200_000.0);
+        assert_eq!((exact.percent, exact.detail()), (None, json!({"counted": "exactly"})));
+        assert_eq!(exact.estimate(&json!({"n": 7}), "n"), 7);
+        let sampled = Sampling::of(1_000_000.0);
+        assert_eq!(
+            sampled.detail(),
+            json!({"counted": "estimated from a TABLESAMPLE SYSTEM sample", "sample_percent": 5.0, "reltuples": 1_000_000.0})
+        );
+        assert_eq!(sampled.estimate(&json!({"n": 7}), "n"), 140);
+        assert_eq!(sampled.estimate(&json!({"n": 7}), "missing"), 0);
+        assert_eq!(sampled.estimate(&Value::Null, "n"), 0);
+        let third = Sampling { percent: Some(30.0), reltuples: 1.0 };
+        assert_eq!(third.estimate(&json!({"n": 1}), "n"), 3, "rounded: 3.33");
+        assert_eq!(third.estimate(&json!({"n": 2}), "n"), 7, "rounded: 6.67");
+        let f = ContractFigures::from_row(&json!({"searchable": 3, "queued": 1, "non_finite": 2}), &sampled);
+        assert_eq!(f, ContractFigures { searchable: 60, queued: 20, non_finite: 40, ..ContractFigures::default() });
+    }
+
+    #[test]
+    fn bad_vectors_fail_and_missing_or_stale_embeddings_warn() {
+        let c = legal();
+        let s = Sampling::of(10.0);
+        let row = judge_embeddings(&c, 0, &ContractFigures { searchable: 9, ..Default::default() }, &s);
+        assert_eq!(
+            (row.check, row.source.as_deref(), row.status, row.count),
+            ("embeddings", Some("chunks"), Status::Ok, 0)
+        );
+        assert_eq!(
+            row.detail,
+            json!({"searchable": 9, "missing": 0, "stale": 0, "zero_vectors": 0, "non_finite": 0, "dimensions": 384,
+                   "sampling": {"counted": "exactly"}})
+        );
+        let row = judge_embeddings(
+            &c,
+            0,
+            &ContractFigures { zero_vectors: 1, missing_embedding: 2, ..Default::default() },
+            &s,
+        );
+        assert_eq!((row.status, row.count), (Status::Fail, 3));
+        assert_eq!(row.hint, "Zero or non-finite vectors cannot be ranked: clear them so the re-embed trigger queues them, UPDATE \"public\".\"precedent_chunks\" SET \"embedding\" = NULL WHERE \"public\".vector_norm(\"embedding\") = 0; then fix the embedding producer.");
+        let row = judge_embeddings(&c, 0, &ContractFigures { non_finite: 1, ..Default::default() }, &s);
+        assert_eq!((row.status, row.count), (Status::Fail, 1));
+        let row = judge_embeddings(
+            &c,
+            1,
+            &ContractFigures { missing_embedding: 2, stale_embedding: 3, ..Default::default() },
+            &s,
+        );
+        assert_eq!((row.status, row.count), (Status::Warn, 5));
+        assert_eq!(row.hint, "Searchable items without an embedding are invisible to the semantic branch: run the re-embed worker (pg-corpus-worker).");
+        let row = judge_embeddings(&c, 1, &ContractFigures { stale_embedding: 3, ..Default::default() }, &s);
+        assert_eq!(row.hint, "Embeddings describe old text: run the re-embed worker; see corpus.embedding_queue.");
+    }
+
+    #[test]
+    fn the_searchable_contract_warns_about_every_hidden_item() {
+        let c = legal();
+        let s = Sampling::of(10.0);
+        let all = ContractFigures {
+            slice_items: 20,
+            searchable: 10,
+            incomplete_parents: 1,
+            incomplete_parent_items: 2,
+            short_text: 3,
+            rule_excluded: 4,
+            unresolved_locators: 5,
+            ..Default::default()
+        };
+        let row = judge_searchable_contract(&c, 0, &all, 6, &s);
+        assert_eq!((row.check, row.status, row.count), ("searchable_contract", Status::Warn, 16));
+        assert_eq!(row.hint, "Parents missing required metadata (case_number, case_name) hide their items: fill those columns in the parent table.");
+        assert_eq!(
+            row.detail,
+            json!({"slice_items": 20, "searchable": 10, "incomplete_parents": 1, "items_hidden_by_incomplete_parents": 2,
+                   "below_min_length": 3, "excluded_by_source_rule": 4, "orphans": 6, "unresolved_locators": 5,
+                   "sampling": {"counted": "exactly"}})
+        );
+        let hint = |f: ContractFigures, orphans| judge_searchable_contract(&c, 0, &f, orphans, &s).hint;
+        assert_eq!(hint(ContractFigures { short_text: 1, ..Default::default() }, 0), "Items shorter than min_length (50) are never returned: merge them into neighbouring chunks or lower min_length.");
+        assert_eq!(
+            hint(ContractFigures::default(), 1),
+            "Items whose parent row is gone: DELETE them or restore the parents (and add a foreign key)."
+        );
+        assert_eq!(
+            hint(ContractFigures { unresolved_locators: 1, ..Default::default() }, 0),
+            "Returned items lack locator values (page, quote…): fill the locator columns so every hit is traceable."
+        );
+        let row = judge_searchable_contract(&c, 0, &ContractFigures { rule_excluded: 4, ..Default::default() }, 0, &s);
+        assert_eq!((row.status, row.count), (Status::Ok, 0), "a source rule's exclusions are by design");
+    }
+
+    #[test]
+    fn a_small_slice_without_a_serving_partial_index_warns() {
+        let c = legal();
+        let src = &c.sources[0];
+        let ok = || CheckRow { detail: json!({"indexes": []}), ..CheckRow::new("indexes", Some("c"), Some("chunks")) };
+        assert!(small_slice(src, 5_000, 100_000.0));
+        assert!(!small_slice(src, 50_000, 100_000.0));
+        let row = judge_slice_index(ok(), src, 5_000, 100_000.0, false);
+        assert_eq!((row.status, row.count), (Status::Warn, 1));
+        assert_eq!(Some(row.hint.clone()), partial_index_advice(src, 5_000, 100_000.0, false));
+        assert_eq!(row.detail, json!({"indexes": [], "small_slice": true, "served_by_partial_hnsw": false}));
+        let row = judge_slice_index(ok(), src, 5_000, 100_000.0, true);
+        assert_eq!((row.status, row.count), (Status::Ok, 0));
+        assert_eq!(row.detail, json!({"indexes": [], "small_slice": true, "served_by_partial_hnsw": true}));
+        let row = judge_slice_index(ok(), src, 50_000, 100_000.0, false);
+        assert_eq!((row.status, row.count, row.detail["small_slice"].clone()), (Status::Ok, 0, json!(false)));
+    }
+
+    #[test]
+    fn the_queue_fails_without_its_trigger_and_warns_about_dead_letters_and_waiting_items() {
+        let mut c = legal();
+        c.name = "ext".into();
+        let s = Sampling::of(10.0);
+        let healthy = json!({"table_oldest_seconds": 3600, "table_expired_leases": 0, "slots": 1, "enabled_triggers": 1, "trigger_name": "t"});
+        let row = judge_queue(&c, 0, healthy.clone(), 3, 0, &s);
+        assert_eq!(
+            (row.check, row.source.as_deref(), row.status, row.count),
+            ("reembed_queue", Some("chunks"), Status::Ok, 3)
+        );
+        let mut detail = healthy.clone();
+        detail["queued"] = json!(3);
+        detail["dead_letters"] = json!(0);
+        detail["sampling"] = json!({"counted": "exactly"});
+        assert_eq!(row.detail, detail);
+        let waited = json!({"table_oldest_seconds": 3601, "slots": 1, "enabled_triggers": 1});
+        let row = judge_queue(&c, 0, waited.clone(), 1, 0, &s);
+        assert_eq!((row.status, row.count), (Status::Warn, 1));
+        assert_eq!(row.hint, "Queued items have waited over an hour: is a re-embed worker running (pg-corpus-worker)?");
+        assert_eq!(judge_queue(&c, 0, waited, 0, 0, &s).status, Status::Ok, "nothing of this corpus waits");
+        let row = judge_queue(&c, 0, healthy, 0, 2, &s);
+        assert_eq!((row.status, row.count), (Status::Warn, 0));
+        assert_eq!(row.hint, "Dead letters: items the worker failed to embed repeatedly; see last_error in corpus.embedding_queue, fix, then SELECT corpus.corpus_embedding_retry_dead();");
+        let disabled =
+            json!({"table_oldest_seconds": 0, "slots": 1, "enabled_triggers": 0, "trigger_name": "Emb\"Trg"});
+        let row = judge_queue(&c, 0, disabled, 0, 0, &s);
+        assert_eq!((row.status, row.count), (Status::Fail, 1));
+        assert_eq!(row.hint, "The re-embed trigger is disabled (or fires only as a replica trigger), so text changes are not noticed: ALTER TABLE \"public\".\"precedent_chunks\" ENABLE TRIGGER \"Emb\"\"Trg\"; then queue what changed meanwhile: SELECT corpus.corpus_embedding_enqueue('\"public\".\"precedent_chunks\"', 'embedding', only_missing => false); (or re-register the source: SELECT corpus.corpus_drop_source('ext', 'chunks'); then corpus.corpus_add_source(...) as before)");
+        let missing = json!({"table_oldest_seconds": 0, "slots": 0, "enabled_triggers": 0, "trigger_name": null});
+        let row = judge_queue(&c, 1, missing, 5, 0, &s);
+        assert_eq!((row.status, row.count), (Status::Fail, 5), "the queued items are the count");
+        assert_eq!(row.hint, "The re-embed trigger is missing, so text changes are not noticed: re-register the source: SELECT corpus.corpus_drop_source('ext', 'halachot'); then corpus.corpus_add_source(...) as before");
+        let row = judge_queue(&c, 1, Value::Null, 0, 0, &s);
+        assert_eq!((row.status, row.count, row.detail.clone()), (Status::Fail, 1, Value::Null), "no queue row at all");
+    }
+
+    #[test]
+    fn the_audit_log_row_counts_its_rows_and_warns_about_unlogged_searches() {
+        let mut c = legal();
+        c.audit.query_text = true;
+        let row = judge_audit_log(&c, 0, Some((4, Some("2025-01-01".into()), None)));
+        assert_eq!((row.check, row.status, row.count), ("audit_log", Status::Ok, 4));
+        assert_eq!(
+            row.detail,
+            json!({"rows": 4, "oldest": "2025-01-01", "newest": null, "query_text": true, "skipped_in_this_session": 0})
+        );
+        let row = judge_audit_log(&c, 2, None);
+        assert_eq!((row.status, row.count), (Status::Warn, 0));
+        assert_eq!(row.detail, json!({"readable": false, "query_text": true, "skipped_in_this_session": 2}));
+        assert_eq!(row.hint, "Searches on a hot standby or in a read-only transaction are not logged (nothing can be written there); run audited searches on the primary in read-write transactions.");
     }
 }
