@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 
+use pg_corpus_core::evidence;
 use pg_corpus_core::metrics::{self, QueryMetrics};
 use pg_corpus_core::{CoreError, SqlState};
 use pgrx::prelude::*;
@@ -316,21 +317,7 @@ fn corpus_calibrate_evidence(
         let q = required(quantile, F, "quantile")?;
         let apply = required(apply, F, "apply")?;
         let candidates = required(candidates, F, "candidates")?;
-        if !(q > 0.0 && q <= 1.0) {
-            return Err(CoreError::new(
-                SqlState::InvalidParameterValue,
-                format!("quantile must be in (0, 1], got {q}"),
-                "0.95 keeps the nearest relevant item of 95% of the answerable queries.",
-            ));
-        }
-        let max_k = crate::gucs::MAX_K.get();
-        if !(1..=max_k).contains(&candidates) {
-            return Err(CoreError::new(
-                SqlState::InvalidParameterValue,
-                format!("candidates must be between 1 and {max_k}, got {candidates}"),
-                "Each gold query's semantic search returns this many candidates (default 100).",
-            ));
-        }
+        evidence::check_calibration_args(q, candidates, crate::gucs::MAX_K.get())?;
         let gold = spi::eval::load_gold_set(gold_set, false)?;
         let corpus = spi::catalog::load_corpus(&gold.corpus)?;
         let mut samples = Vec::new();
@@ -346,49 +333,16 @@ fn corpus_calibrate_evidence(
                 must_include: false,
                 ..Args::default()
             };
-            let rows = search::run(&gold.corpus, Call::Search(args)).map(|o| o.rows).map_err(|e| {
-                let msg = format!("gold query \"{}\": {}", query.id, e.message);
-                CoreError { message: msg, ..e }
-            })?;
+            let rows = search::run(&gold.corpus, Call::Search(args))
+                .map(|o| o.rows)
+                .map_err(|e| evidence::in_gold_query(&query.id, e))?;
             let judgments = gold.judgments.get(&query.id);
-            let relevant = |key: &str| judgments.and_then(|j| j.get(key)).is_some_and(|&g| g > 0);
-            // distances, not fused ranks (sources' weights reorder the fusion): the best candidate
-            // and the nearest relevant one of the default space's
-            let default_space = |r: &&SearchRow| {
-                r.query_ranks.as_array().is_some_and(|q| q.iter().any(|h| h.get("space").is_none()))
-            };
-            let is_relevant = |r: &&SearchRow| {
-                let key = if gold.level == "parent" { r.parent_id.clone() } else { r.item_id.clone() };
-                relevant(&key) || relevant(&format!("{}:{}", r.source, r.item_id))
-            };
-            let nearest = |rows: &mut dyn Iterator<Item = &SearchRow>| {
-                rows.filter(default_space).filter_map(|r| r.semantic_distance).reduce(f64::min)
-            };
-            let Some(best) = nearest(&mut rows.iter()) else { continue };
-            let nearest = nearest(&mut rows.iter().filter(is_relevant));
-            samples.push(pg_corpus_core::evidence::Sample {
-                best,
-                nearest_relevant: nearest,
-                answerable: judgments.is_some_and(|j| j.values().any(|&g| g > 0)),
-            });
+            samples.extend(evidence::sample(&rows, judgments, gold.level == "parent"));
         }
-        let Some(c) = pg_corpus_core::evidence::calibrate(&samples, q) else {
-            return Err(CoreError::new(
-                SqlState::ObjectNotInPrerequisiteState,
-                format!(
-                    "gold set \"{gold_set}\" has no query with a vector whose relevant item is among its first {candidates} candidates"
-                ),
-                "Judge relevant items for queries that have a query_vec, or raise candidates.",
-            ));
-        };
+        let c = evidence::calibrate(&samples, q).ok_or_else(|| evidence::nothing_to_calibrate(gold_set, candidates))?;
         let space = &corpus.spaces[0];
         if apply {
-            let t = pg_corpus_core::model::VectorThresholds {
-                max_distance: c.max_distance,
-                max_gap: c.max_gap,
-                model: space.model.clone(),
-            };
-            spi::eval::store_vector_thresholds(&gold.corpus, &space.name, &t)?;
+            spi::eval::store_vector_thresholds(&gold.corpus, &space.name, &c.thresholds(space.model.clone()))?;
         }
         Ok((
             space.name.clone(),

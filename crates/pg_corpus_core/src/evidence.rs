@@ -27,7 +27,9 @@ use crate::analysis::{Analyzer, KeyKind};
 
 use crate::error::{CoreError, Result, SqlState};
 use crate::lexical::QueryKey;
-use crate::model::{EvidenceConfig, Language, Space, VectorThresholds, DEFAULT_MIN_COVERAGE, DEFAULT_RARE_SHARE};
+use crate::model::{
+    EvidenceConfig, Language, SearchRow, Space, VectorThresholds, DEFAULT_MIN_COVERAGE, DEFAULT_RARE_SHARE,
+};
 
 const SHAPE: &str = "evidence is {\"enabled\": false, \"rare_share\": 0.02, \"min_coverage\": 0.5, \
                      \"vector\": {\"default\": {\"max_distance\": 0.2, \"max_gap\": 0.03, \"model\": \"…\"}}}: \
@@ -333,6 +335,75 @@ pub fn calibrate(samples: &[Sample], q: f64) -> Option<Calibration> {
     })
 }
 
+impl Calibration {
+    /// The thresholds to store for a space whose current model is `model`.
+    pub fn thresholds(&self, model: Option<String>) -> VectorThresholds {
+        VectorThresholds { max_distance: self.max_distance, max_gap: self.max_gap, model }
+    }
+}
+
+/// `corpus_calibrate_evidence`'s arguments: `quantile` in (0, 1], `candidates` between 1 and
+/// `max_k` (pg_corpus.max_k).
+pub fn check_calibration_args(quantile: f64, candidates: i32, max_k: i32) -> Result<()> {
+    if !(quantile > 0.0 && quantile <= 1.0) {
+        return Err(CoreError::new(
+            SqlState::InvalidParameterValue,
+            format!("quantile must be in (0, 1], got {quantile}"),
+            "0.95 keeps the nearest relevant item of 95% of the answerable queries.",
+        ));
+    }
+    if !(1..=max_k).contains(&candidates) {
+        return Err(CoreError::new(
+            SqlState::InvalidParameterValue,
+            format!("candidates must be between 1 and {max_k}, got {candidates}"),
+            "Each gold query's semantic search returns this many candidates (default 100).",
+        ));
+    }
+    Ok(())
+}
+
+/// One gold query's [`Sample`] from the rows of its semantic search: distances, not fused ranks
+/// (sources' weights reorder the fusion), of the default embedding space's hits only — the best
+/// candidate's and the nearest relevant one's. A row is relevant when `judgments` grade its key
+/// (its parent id for `parent_level` gold sets, else its item id) or its `source:item_id` above
+/// 0; the query is answerable when any judgment is. None when no row has a default-space
+/// distance.
+pub fn sample(rows: &[SearchRow], judgments: Option<&HashMap<String, i32>>, parent_level: bool) -> Option<Sample> {
+    let relevant = |key: &str| judgments.and_then(|j| j.get(key)).is_some_and(|&g| g > 0);
+    let default_space =
+        |r: &&SearchRow| r.query_ranks.as_array().is_some_and(|q| q.iter().any(|h| h.get("space").is_none()));
+    let is_relevant = |r: &&SearchRow| {
+        let key = if parent_level { r.parent_id.clone() } else { r.item_id.clone() };
+        relevant(&key) || relevant(&format!("{}:{}", r.source, r.item_id))
+    };
+    let nearest = |rows: &mut dyn Iterator<Item = &SearchRow>| {
+        rows.filter(default_space).filter_map(|r| r.semantic_distance).reduce(f64::min)
+    };
+    let best = nearest(&mut rows.iter())?;
+    Some(Sample {
+        best,
+        nearest_relevant: nearest(&mut rows.iter().filter(is_relevant)),
+        answerable: judgments.is_some_and(|j| j.values().any(|&g| g > 0)),
+    })
+}
+
+/// A gold query's search failed: its error, naming the query.
+pub fn in_gold_query(query_id: &str, e: CoreError) -> CoreError {
+    CoreError { message: format!("gold query \"{query_id}\": {}", e.message), ..e }
+}
+
+/// No answerable query of the gold set has a vector and a relevant item among its first
+/// `candidates`: there is nothing to calibrate on.
+pub fn nothing_to_calibrate(gold_set: &str, candidates: i32) -> CoreError {
+    CoreError::new(
+        SqlState::ObjectNotInPrerequisiteState,
+        format!(
+            "gold set \"{gold_set}\" has no query with a vector whose relevant item is among its first {candidates} candidates"
+        ),
+        "Judge relevant items for queries that have a query_vec, or raise candidates.",
+    )
+}
+
 /// The corpus' evidence settings with space `space`'s vector thresholds replaced (what
 /// `corpus_calibrate_evidence(..., apply => true)` stores).
 pub fn with_thresholds(current: &Value, space: &str, t: &VectorThresholds) -> Value {
@@ -456,6 +527,127 @@ mod tests {
         assert!((c.kept - 0.95).abs() < 1e-9);
         assert_eq!((c.unanswerable, c.rejected), (1, 1.0));
         assert!(calibrate(&[Sample { best: 0.1, nearest_relevant: None, answerable: true }], 0.9).is_none());
+    }
+
+    #[test]
+    fn calibration_arguments_are_checked_at_their_edges() {
+        assert!(check_calibration_args(1.0, 1, 100).is_ok());
+        assert!(check_calibration_args(1e-9, 100, 100).is_ok());
+        for q in [0.0, -0.5, 1.000001, f64::NAN] {
+            let e = check_calibration_args(q, 10, 100).unwrap_err();
+            assert_eq!(e.state, SqlState::InvalidParameterValue);
+            assert_eq!(e.message, format!("quantile must be in (0, 1], got {q}"));
+            assert_eq!(e.hint, "0.95 keeps the nearest relevant item of 95% of the answerable queries.");
+        }
+        for candidates in [0, -1, 101] {
+            let e = check_calibration_args(0.95, candidates, 100).unwrap_err();
+            assert_eq!(e.state, SqlState::InvalidParameterValue);
+            assert_eq!(e.message, format!("candidates must be between 1 and 100, got {candidates}"));
+            assert_eq!(e.hint, "Each gold query's semantic search returns this many candidates (default 100).");
+        }
+        // the quantile is checked first
+        let e = check_calibration_args(2.0, 0, 100).unwrap_err();
+        assert!(e.message.starts_with("quantile"), "{e:?}");
+    }
+
+    fn row(source: &str, item: &str, parent: &str, distance: Option<f64>, space: Option<&str>) -> SearchRow {
+        let mut rank = json!({"query": "original", "branch": "semantic", "rank": 1});
+        if let Some(s) = space {
+            rank["space"] = json!(s);
+        }
+        SearchRow {
+            rank: 1,
+            source: source.into(),
+            item_id: item.into(),
+            parent_id: parent.into(),
+            score: 1.0,
+            semantic_rank: Some(1),
+            semantic_distance: distance,
+            lexical_rank: None,
+            lexical_score: None,
+            content: None,
+            locator: json!({}),
+            metadata: json!({}),
+            embedding_stale: false,
+            evidence: None,
+            origin: None,
+            query_ranks: json!([rank]),
+        }
+    }
+
+    #[test]
+    fn a_gold_querys_sample_is_of_the_default_spaces_distances() {
+        let rows = vec![
+            row("pages", "p1", "9", Some(0.01), Some("page_image")),
+            row("chunks", "1", "7", Some(0.2), None),
+            row("chunks", "2", "8", Some(0.1), None),
+            row("halachot", "3", "8", Some(0.3), None),
+            row("chunks", "4", "7", None, None),
+        ];
+        let judged = |pairs: &[(&str, i32)]| -> HashMap<String, i32> {
+            pairs.iter().map(|(k, g)| (k.to_string(), *g)).collect()
+        };
+        // an item judgment: the best is the default space's best, not the page's 0.01
+        let j = judged(&[("1", 2), ("p1", 1)]);
+        let s = sample(&rows, Some(&j), false).unwrap();
+        assert_eq!(s, Sample { best: 0.1, nearest_relevant: Some(0.2), answerable: true });
+        // a qualified item judgment
+        let j = judged(&[("halachot:3", 1)]);
+        assert_eq!(sample(&rows, Some(&j), false).unwrap().nearest_relevant, Some(0.3));
+        // parent judgments match the parent id, not the item id
+        let j = judged(&[("8", 1)]);
+        assert_eq!(sample(&rows, Some(&j), true).unwrap().nearest_relevant, Some(0.1));
+        assert_eq!(sample(&rows, Some(&j), false).unwrap().nearest_relevant, None);
+        // a grade of 0 is no relevant judgment: the query is unanswerable
+        let j = judged(&[("1", 0)]);
+        assert_eq!(
+            sample(&rows, Some(&j), false).unwrap(),
+            Sample { best: 0.1, nearest_relevant: None, answerable: false }
+        );
+        assert!(!sample(&rows, None, false).unwrap().answerable);
+        // answerable, but its relevant item is not among the candidates
+        let j = judged(&[("elsewhere", 3)]);
+        assert_eq!(
+            sample(&rows, Some(&j), false).unwrap(),
+            Sample { best: 0.1, nearest_relevant: None, answerable: true }
+        );
+        // no default-space distance: no sample
+        assert_eq!(sample(&rows[..1], None, false), None);
+        assert_eq!(sample(&rows[4..], None, false), None);
+        assert_eq!(sample(&[], None, false), None);
+    }
+
+    #[test]
+    fn calibration_errors_name_the_gold_query_and_set() {
+        let e = CoreError::new(SqlState::DataException, "bad vector", "fix it");
+        let named = in_gold_query("q7", e.clone());
+        assert_eq!(named, CoreError { message: "gold query \"q7\": bad vector".into(), ..e });
+        let e = nothing_to_calibrate("legal", 100);
+        assert_eq!(e.state, SqlState::ObjectNotInPrerequisiteState);
+        assert_eq!(
+            e.message,
+            "gold set \"legal\" has no query with a vector whose relevant item is among its first 100 candidates"
+        );
+        assert_eq!(e.hint, "Judge relevant items for queries that have a query_vec, or raise candidates.");
+        let c = calibrate(&[Sample { best: 0.1, nearest_relevant: Some(0.15), answerable: true }], 1.0).unwrap();
+        let t = c.thresholds(Some("e5".into()));
+        assert_eq!((t.max_distance, t.max_gap, t.model.as_deref()), (0.15, c.max_gap, Some("e5")));
+        assert!((t.max_gap - 0.05).abs() < 1e-12);
+    }
+
+    #[test]
+    fn calibration_without_unanswerable_queries_rejects_nothing() {
+        let samples = [
+            Sample { best: 0.1, nearest_relevant: Some(0.1), answerable: true },
+            Sample { best: 0.2, nearest_relevant: None, answerable: true },
+        ];
+        let c = calibrate(&samples, 1.0).unwrap();
+        assert_eq!((c.answerable, c.unanswerable, c.rejected), (2, 0, 0.0));
+        assert!((c.kept - 0.5).abs() < 1e-12, "the query without its relevant item is not kept: {c:?}");
+        assert_eq!(quantile(&[], 0.5), None);
+        assert_eq!(quantile(&[3.0, 1.0, 2.0], 0.0), Some(1.0), "the rank is at least 1");
+        assert_eq!(quantile(&[3.0, 1.0, 2.0], 0.5), Some(2.0));
+        assert_eq!(quantile(&[3.0, 1.0, 2.0], 1.0), Some(3.0));
     }
 
     proptest! {
