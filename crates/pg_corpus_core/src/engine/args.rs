@@ -585,3 +585,144 @@ pub fn validate(corpus: Arc<Corpus>, args: Args, checked: Checked, config: Confi
         config,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{json, Value};
+
+    use crate::engine::tests::fake::*;
+    use crate::engine::{search, validate, Args, Config, Request};
+    use crate::error::SqlState;
+
+    #[test]
+    fn bad_arguments_fail_before_any_query_runs() {
+        type Mutation = Box<dyn Fn(&mut Args)>;
+        let cases: Vec<(Mutation, SqlState)> = vec![
+            (Box::new(|a| a.k = 0), SqlState::InvalidParameterValue),
+            (Box::new(|a| a.k = 1001), SqlState::InvalidParameterValue),
+            (Box::new(|a| a.mode = "fuzzy".into()), SqlState::InvalidParameterValue),
+            (Box::new(|a| a.candidates = Some(0)), SqlState::InvalidParameterValue),
+            (Box::new(|a| a.rrf_k = -1), SqlState::InvalidParameterValue),
+            (Box::new(|a| a.max_per_parent = Some(-2)), SqlState::InvalidParameterValue),
+            (Box::new(|a| a.query_vec = Some(vec![0.5; 3])), SqlState::DataException),
+            (Box::new(|a| a.query_vec = Some(vec![f32::NAN; 384])), SqlState::DataException),
+            (Box::new(|a| a.query_vec = Some(vec![0.0; 384])), SqlState::DataException),
+            (Box::new(|a| a.filters = json!({"source_kind": "internal_committee"})), SqlState::InsufficientPrivilege),
+            (Box::new(|a| a.filters = json!({"nope": 1})), SqlState::UndefinedColumn),
+            (
+                Box::new(|a| {
+                    a.mode = "semantic".into();
+                    a.query_vec = None;
+                }),
+                SqlState::NullValueNotAllowed,
+            ),
+            (
+                Box::new(|a| {
+                    a.mode = "lexical".into();
+                    a.query_text = Some("   ".into());
+                }),
+                SqlState::InvalidParameterValue,
+            ),
+            (
+                Box::new(|a| {
+                    a.query_vec = None;
+                    a.query_text = None;
+                }),
+                SqlState::InvalidParameterValue,
+            ),
+        ];
+        for (i, (change, state)) in cases.into_iter().enumerate() {
+            let mut a = args("hybrid");
+            change(&mut a);
+            let mut f = default_fake();
+            let e = run(&mut f, a, Config::default()).unwrap_err();
+            assert_eq!(e.state, state, "case {i}: {e}");
+            assert!(!e.hint.is_empty(), "case {i}: every error has a hint");
+            assert!(f.branch_calls().is_empty(), "case {i}: no subplan ran");
+        }
+    }
+
+    #[test]
+    fn bad_extra_queries_fail_before_any_query_runs() {
+        let v = extra_json(1.0);
+        let many: Vec<Value> = (0..17).map(|i| json!({"text": format!("q{i}")})).collect();
+        let cases: Vec<(&str, Value, SqlState)> = vec![
+            ("hybrid", json!({"text": "x"}), SqlState::InvalidParameterValue),
+            ("hybrid", json!("x"), SqlState::InvalidParameterValue),
+            ("hybrid", Value::Array(many), SqlState::InvalidParameterValue),
+            ("hybrid", json!([1]), SqlState::InvalidParameterValue),
+            ("hybrid", json!([{}]), SqlState::InvalidParameterValue),
+            ("hybrid", json!([{"text": "  "}]), SqlState::InvalidParameterValue),
+            ("hybrid", json!([{"txt": "x"}]), SqlState::InvalidParameterValue),
+            ("hybrid", json!([{"text": 5}]), SqlState::InvalidParameterValue),
+            ("hybrid", json!([{"vector": "[1,2]"}]), SqlState::InvalidParameterValue),
+            ("hybrid", json!([{"vector": [1, "2"]}]), SqlState::InvalidParameterValue),
+            ("hybrid", json!([{"vector": [0.5, 0.5, 0.5]}]), SqlState::DataException),
+            ("hybrid", json!([{"vector": vec![0; 384]}]), SqlState::DataException),
+            ("hybrid", json!([{"vector": vec![1e300; 384]}]), SqlState::DataException),
+            ("hybrid", json!([{"text": "x", "weight": 0}]), SqlState::InvalidParameterValue),
+            ("hybrid", json!([{"text": "x", "weight": -1}]), SqlState::InvalidParameterValue),
+            ("hybrid", json!([{"text": "x", "weight": 101}]), SqlState::InvalidParameterValue),
+            ("hybrid", json!([{"text": "x", "weight": "1"}]), SqlState::InvalidParameterValue),
+            ("hybrid", json!([{"text": "x", "label": "original"}]), SqlState::InvalidParameterValue),
+            ("hybrid", json!([{"text": "x", "label": "feedback"}]), SqlState::InvalidParameterValue),
+            (
+                "hybrid",
+                json!([{"text": "x", "label": "a"}, {"text": "y", "label": "a"}]),
+                SqlState::InvalidParameterValue,
+            ),
+            ("hybrid", json!([{"text": "x", "label": ""}]), SqlState::InvalidParameterValue),
+            ("hybrid", json!([{"text": "x", "label": 3}]), SqlState::InvalidParameterValue),
+            ("semantic", json!([{"text": "x"}]), SqlState::InvalidParameterValue),
+            ("lexical", json!([{"vector": v}]), SqlState::InvalidParameterValue),
+        ];
+        for (i, (mode, extra, state)) in cases.into_iter().enumerate() {
+            let mut a = args(mode);
+            a.extra_queries = extra;
+            let mut f = default_fake();
+            let e = run(&mut f, a, Config::default()).unwrap_err();
+            assert_eq!(e.state, state, "case {i}: {e}");
+            assert!(!e.hint.is_empty(), "case {i}: every error has a hint");
+            assert!(f.calls.is_empty(), "case {i}: nothing ran: {:?}", f.calls);
+        }
+        // extra queries never stand in for the original query
+        let mut a = args("hybrid");
+        a.query_vec = None;
+        a.query_text = None;
+        a.extra_queries = json!([{"text": "x"}]);
+        let e = run(&mut default_fake(), a, Config::default()).unwrap_err();
+        assert_eq!(e.state, SqlState::InvalidParameterValue);
+        assert!(e.hint.contains("do not replace"), "{}", e.hint);
+    }
+
+    #[test]
+    fn a_lenient_search_runs_with_the_valid_conditions_only() {
+        let mut a = args("hybrid");
+        a.filters = json!({"court": "עליון", "judge": "x", "page_number": "five"});
+        let e = run(&mut default_fake(), a.clone(), Config::default()).unwrap_err();
+        assert_eq!(e.state, SqlState::UndefinedColumn, "strict is the default: the first bad field is the error");
+        a.filter_mode = "lenient".into();
+        let mut f = default_fake();
+        let config = Config::default();
+        let checked = a.check(&config).unwrap();
+        let req = Request::prepare(validate(corpus(), a.clone(), checked, config.clone()).unwrap(), &mut f).unwrap();
+        assert_eq!(req.conds.len(), 1);
+        assert_eq!(req.conds[0].field, "court");
+        let dropped: Vec<&str> = req.rejected_filters.iter().map(|r| r.field.as_str()).collect();
+        assert_eq!(dropped, vec!["judge", "page_number"]);
+        assert_eq!(search(&req, &mut f).unwrap().len(), 10);
+        for c in &f.calls {
+            if let Call::Branch { sql, .. } = c {
+                assert!(sql.contains("p.\"court\" = ") && !sql.contains("page_number"), "{sql}");
+            }
+        }
+        // the isolation column is never lenient
+        a.filters = json!({"court": "עליון", "source_kind": "internal_committee"});
+        assert_eq!(
+            run(&mut default_fake(), a.clone(), Config::default()).unwrap_err().state,
+            SqlState::InsufficientPrivilege
+        );
+        a.filter_mode = "sloppy".into();
+        assert_eq!(run(&mut default_fake(), a, Config::default()).unwrap_err().state, SqlState::InvalidParameterValue);
+    }
+}

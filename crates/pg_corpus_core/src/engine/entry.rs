@@ -101,3 +101,24 @@ pub fn audit_row(corpus: &Corpus, call: &Call) -> Option<AuditRow> {
         latency_ms: 0.0,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::engine::tests::fake::*;
+    use crate::engine::Config;
+    use crate::error::{CoreError, SqlState};
+
+    #[test]
+    fn an_executor_error_stops_the_search_with_that_error() {
+        let boom = CoreError::new(SqlState::ObjectNotInPrerequisiteState, "boom", "h");
+        for n in 0..12 {
+            let mut f = default_fake();
+            f.fail_at = Some((n, boom.clone()));
+            let r = run(&mut f, args("hybrid"), Config::default());
+            if n < f.calls.len() {
+                assert_eq!(r.unwrap_err(), boom, "failing call {n} is the search's error");
+                assert_eq!(f.calls.len(), n + 1, "nothing runs after a failed call");
+            }
+        }
+    }
+}

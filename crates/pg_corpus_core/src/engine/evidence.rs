@@ -168,3 +168,94 @@ pub(super) fn apply_evidence(
         (Some(h), Branch::Lexical) => rare(h.source, &h.item_id).is_some_and(|r| !r.matched.is_empty()),
     }))
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use crate::engine::tests::fake::*;
+    use crate::engine::Args;
+    use crate::error::SqlState;
+
+    fn evidence_args(max_per_parent: Option<i32>) -> Args {
+        Args { evidence: Some(true), max_per_parent, ..args("hybrid") }
+    }
+
+    #[test]
+    fn the_evidence_filter_keeps_near_hits_and_rare_word_hits_only() {
+        let c = evidence_corpus(json!({"vector": {"default": {"max_distance": 0.105, "max_gap": 0.003}}}));
+        let mut f = default_fake();
+        // a far item that holds both (rare) query words
+        f.terms.insert("100021".into(), vec!["חוזה".into(), "שכירות".into()]);
+        // one that holds only one of the two: half the query is not more than half
+        f.terms.insert("30".into(), vec!["שכירות".into()]);
+        let rows = run_on(c, &mut f, evidence_args(None)).unwrap();
+        let ids: Vec<&str> = rows.iter().map(|r| r.item_id.as_str()).collect();
+        // distance <= min(0.105, best 0.1 + 0.003): items 1..4 of chunks, 100001..100003 of halachot
+        let mut expected = vec!["1", "2", "3", "4", "100001", "100002", "100003", "100021"];
+        let mut got = ids.clone();
+        expected.sort();
+        got.sort();
+        assert_eq!(got, expected, "{rows:?}");
+        for r in &rows {
+            let ev = r.evidence.as_ref().expect("every hit says why it was admitted");
+            if r.item_id == "100021" {
+                assert_eq!(ev["rare_words"]["coverage"], json!(1.0), "{ev}");
+                assert!(ev.get("near_vector").is_none());
+            } else {
+                assert!(ev["near_vector"]["distance"].as_f64().unwrap() <= 0.103 + 1e-12, "{ev}");
+            }
+        }
+        // the list ends had no evidence: one round
+        assert!(f.branch_calls().iter().all(|&(_, _, limit)| limit == 40), "{:?}", f.branch_calls());
+    }
+
+    #[test]
+    fn nothing_with_evidence_is_an_empty_answer_after_one_round() {
+        let c = evidence_corpus(json!({"vector": {"default": {"max_distance": 0.05, "max_gap": 0.01}}}));
+        let mut f = default_fake();
+        let rows = run_on(c, &mut f, evidence_args(Some(3))).unwrap();
+        assert!(rows.is_empty(), "{rows:?}");
+        assert!(f.branch_calls().iter().all(|&(_, _, limit)| limit == 40));
+        assert!(!f.calls.iter().any(|c| matches!(c, Call::Fetch(_))), "nothing to fetch");
+    }
+
+    #[test]
+    fn the_window_widens_while_the_end_of_a_list_still_has_evidence() {
+        // every item up to distance 0.2 is near: the semantic lists' ends (0.139) still are, and
+        // one hit per parent leaves fewer than k rows from 40 candidates
+        let c = evidence_corpus(json!({"vector": {"default": {"max_distance": 0.2, "max_gap": 0.2}}}));
+        let mut f = default_fake();
+        let rows = run_on(c, &mut f, evidence_args(Some(1))).unwrap();
+        assert_eq!(rows.len(), 10);
+        assert!(f.branch_calls().iter().any(|&(_, _, limit)| limit == 160), "{:?}", f.branch_calls());
+        // ends beyond the threshold: no widening, fewer rows
+        let c = evidence_corpus(json!({"vector": {"default": {"max_distance": 0.125, "max_gap": 0.2}}}));
+        let mut f = default_fake();
+        let rows = run_on(c, &mut f, evidence_args(Some(1))).unwrap();
+        assert!(rows.len() < 10 && !rows.is_empty(), "{rows:?}");
+        assert!(f.branch_calls().iter().all(|&(_, _, limit)| limit == 40));
+    }
+
+    #[test]
+    fn the_evidence_filter_needs_its_thresholds_and_statistics() {
+        let mut f = default_fake();
+        let e = run_on(evidence_corpus(json!({})), &mut f, evidence_args(None)).unwrap_err();
+        assert_eq!(e.state, SqlState::ObjectNotInPrerequisiteState);
+        assert!(e.hint.contains("corpus_calibrate_evidence"), "{e:?}");
+        // a lexical search needs no vector thresholds, but statistics
+        let mut f = default_fake();
+        f.documents = 0;
+        let a = Args { evidence: Some(true), ..args("lexical") };
+        let e = run_on(evidence_corpus(json!({})), &mut f, a).unwrap_err();
+        assert_eq!(e.state, SqlState::ObjectNotInPrerequisiteState);
+        assert!(e.hint.contains("corpus_refresh_lexical_stats"), "{e:?}");
+        // enabled by the corpus, turned off by the call
+        let c = evidence_corpus(json!({"enabled": true}));
+        let mut f = default_fake();
+        assert!(run_on(c.clone(), &mut f, args("hybrid")).is_err());
+        let rows = run_on(c, &mut f, Args { evidence: Some(false), ..args("hybrid") }).unwrap();
+        assert_eq!(rows.len(), 10);
+        assert!(rows.iter().all(|r| r.evidence.is_none()));
+    }
+}

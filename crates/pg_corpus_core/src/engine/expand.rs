@@ -69,3 +69,69 @@ pub(super) fn expand(req: &Request, rows: Vec<Fused>, exec: &mut dyn Executor) -
     all.sort_by(fusion::fused_order);
     Ok(fusion::cap(&all, req.max_per_parent, req.k))
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use crate::engine::tests::fake::*;
+    use crate::engine::Args;
+    use crate::error::SqlState;
+    use crate::model::{Corpus, SearchRow};
+    use crate::testing::legal;
+
+    fn graph_corpus() -> Arc<Corpus> {
+        let mut c = legal();
+        c.edges = vec![crate::model::Edges {
+            name: "cites".into(),
+            oid: 99,
+            schema: "public".into(),
+            table: "citations".into(),
+            from_source: 0,
+            from_column: "from_id".into(),
+            from_type: "bigint".into(),
+            to_source: 1,
+            to_column: "to_id".into(),
+        }];
+        Arc::new(c)
+    }
+
+    #[test]
+    fn expansion_adds_the_seeds_forward_neighbours_within_its_limits() {
+        let mut f = default_fake();
+        // halachot are far: only the graph brings them in
+        for i in f.items[1].iter_mut() {
+            i.distance += 5.0;
+            i.lexical = None;
+        }
+        for seed in 1..=8u32 {
+            let cited: Vec<(String, String)> =
+                (0..5).map(|j| (format!("{}", 100_000 + seed * 10 + j), "77".into())).collect();
+            f.cites.insert(seed.to_string(), cited);
+        }
+        let a = Args { expand: Some(true), max_per_parent: None, k: 30, ..args("hybrid") };
+        let rows = run_on(graph_corpus(), &mut f, a).unwrap();
+        let added: Vec<&SearchRow> = rows.iter().filter(|r| r.origin.is_some()).collect();
+        assert_eq!(added.len(), 15, "at most 15 added: {rows:?}");
+        let seeds: Vec<String> =
+            rows.iter().filter(|r| r.origin.is_none()).take(5).map(|r| r.item_id.clone()).collect();
+        for r in &added {
+            let g = &r.origin.as_ref().unwrap()["graph"];
+            let seed = g["seed"]["item_id"].as_str().unwrap();
+            assert!(seeds.iter().any(|s| s == seed), "only the top 5 hits are seeds: {g}");
+            let seed_score = rows.iter().find(|x| x.item_id == seed).unwrap().score;
+            assert!((r.score - seed_score * 0.95).abs() < 1e-12);
+            assert_eq!(r.source, "halachot");
+        }
+        // only the seeds were asked about, in one call for the one edge set
+        let asked: Vec<&Vec<String>> =
+            f.calls.iter().filter_map(|c| if let Call::Neighbours(s) = c { Some(s) } else { None }).collect();
+        assert_eq!(asked.len(), 1);
+        assert_eq!(asked[0].len(), 5);
+        // expand without edges is an error with a hint
+        let mut f = default_fake();
+        let e = run_on(corpus(), &mut f, Args { expand: Some(true), ..args("hybrid") }).unwrap_err();
+        assert_eq!(e.state, SqlState::InvalidParameterValue);
+        assert!(e.hint.contains("corpus_add_edges"));
+    }
+}

@@ -124,3 +124,39 @@ pub fn explain(req: &Request, exec: &mut dyn Executor) -> Result<Vec<ExplainRow>
     }
     Ok(rows)
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::Value;
+
+    use crate::engine::tests::fake::*;
+    use crate::engine::{explain, validate, Config, Request};
+
+    #[test]
+    fn explain_shows_the_first_rounds_subplans_with_their_settings() {
+        let mut f = default_fake();
+        f.slice_rows = vec![50_000.0, 50_000.0];
+        let a = args("hybrid");
+        let config = Config::default();
+        let checked = a.check(&config).unwrap();
+        let req = Request::prepare(validate(corpus(), a, checked, config).unwrap(), &mut f).unwrap();
+        let rows = explain(&req, &mut f).unwrap();
+        assert_eq!(rows.len(), 4);
+        assert!(f.branch_calls().is_empty(), "explain runs no subplan");
+        let sem = &rows[0];
+        assert_eq!((sem.branch, sem.strategy), ("semantic", "hnsw_iterative"));
+        assert!(sem
+            .sql
+            .starts_with("SET LOCAL hnsw.ef_search = 40;\nSET LOCAL hnsw.iterative_scan = relaxed_order;\n"));
+        assert_eq!(sem.params[0], Value::String("<query vector, 384 dimensions>".into()));
+        let lex = &rows[1];
+        assert_eq!(lex.branch, "lexical");
+        assert!(lex.sql.starts_with("SET LOCAL random_page_cost = 1.1;\n"), "{}", lex.sql);
+        // a session below 1.1 keeps its own
+        let a = args("lexical");
+        let config = Config { random_page_cost: 0.5, ..Config::default() };
+        let checked = a.check(&config).unwrap();
+        let req = Request::prepare(validate(corpus(), a, checked, config).unwrap(), &mut f).unwrap();
+        assert!(explain(&req, &mut f).unwrap()[0].sql.starts_with("SET LOCAL random_page_cost = 0.5;\n"));
+    }
+}

@@ -75,3 +75,47 @@ pub(super) fn feedback_round(
     let round = run_round(req, &[q], sem, window, exec)?;
     Ok((round.lists, round.saturated))
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::engine::tests::fake::*;
+    use crate::engine::Config;
+    use crate::error::SqlState;
+
+    #[test]
+    fn feedback_learns_from_the_first_fusions_top_and_moves_the_query() {
+        let mut f = default_fake();
+        let mut a = args("hybrid");
+        a.feedback = Some(true);
+        let rows = run(&mut f, a, Config::default()).unwrap();
+        assert_eq!(rows.len(), 10);
+        let fed: Vec<String> = f
+            .calls
+            .iter()
+            .filter_map(|c| match c {
+                Call::Feedback(ids) => Some(ids.clone()),
+                _ => None,
+            })
+            .flatten()
+            .collect();
+        assert_eq!(fed.len(), crate::feedback::RM3_DOCS, "the first fusion's top 10 items");
+        let vectors = f.semantic_vectors();
+        assert_eq!(vectors.len(), 4, "two rounds of two sources");
+        assert_eq!(vectors[0], vec384()[0]);
+        assert_ne!(vectors[2], vectors[0], "the feedback round searches with the moved vector");
+        // the expanded query's new keys are looked up once more
+        assert_eq!(f.calls.iter().filter(|c| matches!(c, Call::TermStats(_))).count(), 2);
+    }
+
+    #[test]
+    fn feedback_by_setting_applies_only_where_it_can() {
+        let mut f = default_fake();
+        let config = Config { hybrid_feedback: true, ..Config::default() };
+        run(&mut f, args("semantic"), config.clone()).unwrap();
+        assert!(!f.calls.iter().any(|c| matches!(c, Call::Feedback(_))));
+        let mut a = args("semantic");
+        a.feedback = Some(true);
+        let e = run(&mut default_fake(), a, config).unwrap_err();
+        assert_eq!(e.state, SqlState::InvalidParameterValue);
+    }
+}

@@ -86,3 +86,20 @@ pub fn query_ranks(req: &Request, hits: &[QueryHit]) -> Value {
             .collect(),
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::engine::tests::fake::*;
+    use crate::engine::Config;
+
+    #[test]
+    fn an_item_the_fetch_no_longer_returns_is_left_out_and_ranks_stay_dense() {
+        let mut f = default_fake();
+        let first = run(&mut default_fake(), args("hybrid"), Config::default()).unwrap();
+        f.vanished = vec![first[0].item_id.clone()];
+        let rows = run(&mut f, args("hybrid"), Config::default()).unwrap();
+        assert_eq!(rows.len(), 9);
+        assert!(rows.iter().all(|r| r.item_id != first[0].item_id));
+        assert_eq!(rows.iter().map(|r| r.rank).collect::<Vec<_>>(), (1..=9).collect::<Vec<_>>());
+    }
+}

@@ -76,3 +76,168 @@ pub fn ranked(req: &Request, exec: &mut dyn Executor) -> Result<Vec<Fused>> {
         window = window.saturating_mul(4).min(max_window);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    use crate::engine::tests::fake::*;
+    use crate::engine::Config;
+    use crate::model::Branch;
+
+    #[test]
+    fn the_window_widens_until_k_rows_survive_the_cap() {
+        // 40 items per parent: the first window of 40 holds one or two parents per source
+        let mut f = Fake::new(vec![items(0, 5000, 40), items(1, 5000, 40)]);
+        let mut a = args("semantic");
+        a.max_per_parent = Some(1);
+        let rows = run(&mut f, a, Config::default()).unwrap();
+        assert_eq!(rows.len(), 10);
+        let limits: Vec<i64> = f.branch_calls().iter().filter(|c| c.0 == 0).map(|c| c.2).collect();
+        assert_eq!(limits, vec![40, 160, 640], "×4 per round until 10 parents are in the window");
+        let parents: std::collections::HashSet<&str> = rows.iter().map(|r| r.parent_id.as_str()).collect();
+        assert_eq!(parents.len(), 10);
+    }
+
+    #[test]
+    fn the_window_stops_widening_when_the_sources_are_exhausted_or_at_max_candidates() {
+        // 30 items in all, 10 parents of 3: a cap of 1 leaves 10 rows per source... in 10 parents
+        let mut f = Fake::new(vec![items(0, 30, 3), items(1, 0, 1)]);
+        let mut a = args("semantic");
+        a.max_per_parent = Some(1);
+        a.k = 20;
+        let rows = run(&mut f, a, Config::default()).unwrap();
+        assert_eq!(rows.len(), 10, "only 10 parents exist");
+        assert_eq!(f.branch_calls(), vec![(0, Branch::Semantic, 80)], "one round; the empty source runs nothing");
+
+        let mut f = Fake::new(vec![items(0, 100_000, 1000), items(1, 0, 1)]);
+        let mut a = args("semantic");
+        a.max_per_parent = Some(1);
+        let config = Config { max_candidates: 500, ..Config::default() };
+        let rows = run(&mut f, a, config).unwrap();
+        let limits: Vec<i64> = f.branch_calls().iter().filter(|c| c.0 == 0).map(|c| c.2).collect();
+        assert_eq!(limits, vec![40, 160, 500], "the window never exceeds pg_corpus.max_candidates");
+        assert_eq!(rows.len(), 1, "500 items of one parent give one row");
+    }
+
+    #[test]
+    fn dropping_stale_embeddings_still_fills_k_rows() {
+        // 45 items of one source, the 40 nearest stale: the first window's semantic list keeps none
+        let mut f = Fake::new(vec![items(0, 45, 1), items(1, 0, 1)]);
+        f.stale = f.items[0].iter().take(40).map(|i| i.id.clone()).collect();
+        let rows = run(&mut f, args("semantic"), Config::default()).unwrap();
+        assert_eq!(rows.len(), 5, "the 5 fresh items, found by widening");
+        assert!(rows.iter().all(|r| !r.embedding_stale));
+        let limits: Vec<i64> = f.branch_calls().iter().filter(|c| c.0 == 0).map(|c| c.2).collect();
+        assert_eq!(limits, vec![40, 160]);
+    }
+
+    #[test]
+    fn an_item_only_an_extra_query_finds_enters_with_that_querys_weight() {
+        let target = "100003".to_string(); // the halachot's third item, out of the original's lists
+        let search = |weight: f64| {
+            let mut f = default_fake();
+            f.items[1][2] = Item { distance: 9.0, lexical: None, ..f.items[1][2].clone() };
+            f.boost_vector.push((3.0, target.clone()));
+            let mut a = args("hybrid");
+            a.extra_queries = json!([{"vector": extra_json(3.0), "weight": weight, "label": "hyde"}]);
+            run(&mut f, a, Config::default()).unwrap()
+        };
+        let strong = search(100.0);
+        // the heavy query's first two items lead: its best, and the original's best (its second)
+        let hit = strong.iter().position(|r| r.item_id == target).expect("a heavy extra query's best item is returned");
+        assert!(hit < 2, "at rank {}", hit + 1);
+        let hit = &strong[hit];
+        assert_eq!((hit.semantic_rank, hit.lexical_rank), (None, None), "the original did not find it");
+        assert_eq!(hit.query_ranks, json!([{"query": "hyde", "branch": "semantic", "rank": 1, "distance": 0.0}]));
+        assert!((hit.score - 100.0 / 61.0).abs() < 1e-12);
+        let weak = search(0.001);
+        assert!(weak.iter().all(|r| r.item_id != target), "a light one cannot outrank two original lists");
+    }
+
+    #[test]
+    fn the_fused_score_is_the_weighted_sum_over_every_list_that_ranked_a_hit() {
+        let mut f = default_fake();
+        f.boost_vector.push((5.0, "100007".into()));
+        f.boost_key.push(("extra".into(), "100009".into()));
+        f.df.insert("extra".into(), 5);
+        let mut a = args("hybrid");
+        a.extra_queries = json!([{"vector": extra_json(5.0), "weight": 0.5}, {"text": "extra", "weight": 2.0}]);
+        let rows = run(&mut f, a, Config::default()).unwrap();
+        let weight = |label: &str| match label {
+            "extra_1" => 0.5,
+            "extra_2" => 2.0,
+            _ => 1.0,
+        };
+        for r in &rows {
+            let expected: f64 = r
+                .query_ranks
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|q| weight(q["query"].as_str().unwrap()) / (60.0 + q["rank"].as_f64().unwrap()))
+                .sum();
+            assert!((r.score - expected).abs() < 1e-12, "{} vs {expected}: {}", r.score, r.query_ranks);
+            assert!(
+                r.query_ranks.as_array().unwrap().iter().any(|q| q["query"] != "original")
+                    || r.semantic_rank.is_some()
+                    || r.lexical_rank.is_some()
+            );
+        }
+        // the original's best hit of each branch is still there: the original is always fused
+        assert!(rows.iter().any(|r| r.semantic_rank == Some(1)) || rows.iter().any(|r| r.lexical_rank == Some(1)));
+    }
+
+    /// The rows one can get from all eligible items: fused over the full lists, capped.
+    fn achievable(all: &[Vec<Item>], max_per_parent: Option<usize>) -> usize {
+        let mut per_parent: HashMap<&str, usize> = HashMap::new();
+        let mut n = 0;
+        for list in all {
+            for i in list {
+                let c = per_parent.entry(i.parent.as_str()).or_default();
+                if max_per_parent.is_none_or(|m| *c < m) {
+                    *c += 1;
+                    n += 1;
+                }
+            }
+        }
+        n
+    }
+
+    proptest! {
+        /// Whatever the items and their parents, a search returns min(k, what the cap allows) rows
+        /// when the window may grow to every item, at most max_per_parent per parent, ranked
+        /// 1..n by non-increasing score.
+        #[test]
+        fn a_search_fills_k_rows_whenever_they_exist(
+            sizes in (0usize..300, 0usize..300),
+            per_parent in (1usize..60, 1usize..60),
+            k in 1i32..60,
+            cap in prop::option::of(1i32..5),
+            mode in prop::sample::select(vec!["hybrid", "semantic", "lexical"]),
+        ) {
+            let all = vec![items(0, sizes.0, per_parent.0), items(1, sizes.1, per_parent.1)];
+            let mut f = Fake::new(all.clone());
+            f.df = [("חוזה".to_string(), 10u64), ("שכירות".to_string(), 40)].into_iter().collect();
+            let mut a = args(mode);
+            a.k = k;
+            a.max_per_parent = cap;
+            let rows = run(&mut f, a, Config::default()).unwrap();
+            let want = (k as usize).min(achievable(&all, cap.map(|c| c as usize)));
+            prop_assert_eq!(rows.len(), want);
+            let mut per_parent_count: HashMap<&str, usize> = HashMap::new();
+            for (i, r) in rows.iter().enumerate() {
+                prop_assert_eq!(r.rank as usize, i + 1);
+                let c = per_parent_count.entry(r.parent_id.as_str()).or_default();
+                *c += 1;
+                if let Some(m) = cap {
+                    prop_assert!(*c <= m as usize);
+                }
+            }
+            prop_assert!(rows.windows(2).all(|w| w[0].score >= w[1].score));
+        }
+    }
+}

@@ -141,3 +141,79 @@ pub(super) fn candidate_plans(
     }
     Ok(plans)
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::engine::tests::fake::*;
+    use crate::engine::{Config, Scorer, Setting};
+
+    #[test]
+    fn a_source_without_readable_champion_lists_finds_its_common_keys_through_the_index() {
+        // both keys common: with lists, chunks' candidates are the lists' heads (a pruned plan the
+        // fake answers with half of the matches); without them, the index (every match)
+        let run_with = |unlisted: Vec<String>| {
+            let mut f = Fake::new(vec![items(0, 30, 1), items(1, 0, 1)]);
+            f.df = [("שכירות".to_string(), 3000u64), ("חוזה".to_string(), 2500)].into_iter().collect();
+            f.unlisted = unlisted;
+            let mut a = args("lexical");
+            a.k = 20;
+            let rows = run(&mut f, a, Config { bm25_candidate_budget: 2000, ..Config::default() }).unwrap();
+            let first = f
+                .calls
+                .iter()
+                .find_map(|c| match c {
+                    Call::Branch { source: 0, sql, .. } => Some(sql.clone()),
+                    _ => None,
+                })
+                .unwrap();
+            (rows.len(), f.branch_calls().iter().filter(|c| c.0 == 0).count(), first)
+        };
+        let (rows, rounds, _) = run_with(vec![]);
+        assert_eq!((rows, rounds), (20, 2), "half found through the heads, then a wider round");
+        let (rows, rounds, sql) = run_with(vec!["chunks".to_string()]);
+        assert_eq!((rows, rounds), (20, 1), "all found through the index in the first round");
+        assert!(sql.contains("@@"), "the index: {sql}");
+    }
+
+    #[test]
+    fn the_automatic_candidate_budget_grows_with_the_corpus() {
+        // the same keys in a corpus of 1M documents: the automatic budget (2%, 20,000) lets both
+        // find candidates through the index in the first round; a budget set to 2,000 does not
+        let run_with = |budget: i32| {
+            let mut f = Fake::new(vec![items(0, 30, 1), items(1, 0, 1)]);
+            f.df = [("שכירות".to_string(), 3000u64), ("חוזה".to_string(), 2500)].into_iter().collect();
+            f.documents = 1_000_000;
+            let mut a = args("lexical");
+            a.k = 20;
+            let rows = run(&mut f, a, Config { bm25_candidate_budget: budget, ..Config::default() }).unwrap();
+            assert_eq!(rows.len(), 20);
+            let limits: Vec<i64> = f.branch_calls().iter().filter(|c| c.0 == 0).map(|c| c.2).collect();
+            (limits, f.calls.iter().any(|c| matches!(c, Call::Champions(_))))
+        };
+        assert_eq!(run_with(-1), (vec![80], false));
+        assert_eq!(run_with(0), (vec![80], false), "below 1 is automatic");
+        assert_eq!(run_with(2000), (vec![80, 320], true), "a set budget is the bound");
+        assert_eq!(run_with(20_000), (vec![80], false));
+        assert_eq!(crate::lexical::auto_candidate_budget(0), 2000);
+        assert_eq!(crate::lexical::auto_candidate_budget(100_000), 2000);
+        assert_eq!(crate::lexical::auto_candidate_budget(551_000), 11_020);
+    }
+
+    #[test]
+    fn the_ts_rank_cd_scorer_reads_no_statistics() {
+        let mut f = default_fake();
+        let config = Config { scorer: Scorer::TsRankCd, ..Config::default() };
+        let rows = run(&mut f, args("lexical"), config).unwrap();
+        assert_eq!(rows.len(), 10);
+        assert!(!f.calls.iter().any(|c| matches!(c, Call::TermStats(_))));
+        let settings: Vec<&Vec<Setting>> = f
+            .calls
+            .iter()
+            .filter_map(|c| match c {
+                Call::Branch { settings, .. } => Some(settings),
+                _ => None,
+            })
+            .collect();
+        assert!(settings.iter().all(|s| s.is_empty()), "ts_rank_cd subplans run with the session's settings");
+    }
+}

@@ -89,3 +89,54 @@ pub(super) fn must_include(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use serde_json::json;
+
+    use crate::engine::tests::fake::*;
+    use crate::engine::Args;
+    use crate::model::{Branch, SearchRow};
+    use crate::testing::legal;
+
+    #[test]
+    fn a_must_include_class_is_always_among_the_rows() {
+        let mut c = legal();
+        c.must_include =
+            crate::augment::parse_must_include(&json!([{"name": "rules", "source": "halachot", "top": 2}]), &c)
+                .unwrap();
+        let c = Arc::new(c);
+        let mut f = default_fake();
+        // halachot are far from the query and hold none of its words: the search ranks them last
+        for i in f.items[1].iter_mut() {
+            i.distance += 5.0;
+            i.lexical = None;
+        }
+        let a = Args { max_per_parent: None, ..args("hybrid") };
+        let rows = run_on(c.clone(), &mut f, a.clone()).unwrap();
+        assert_eq!(rows.len(), 10);
+        let class: Vec<&SearchRow> = rows.iter().filter(|r| r.origin.is_some()).collect();
+        assert_eq!(class.len(), 2, "{rows:?}");
+        for (i, r) in class.iter().enumerate() {
+            assert_eq!(r.source, "halachot");
+            assert_eq!(r.origin.as_ref().unwrap()["class"], json!("rules"));
+            assert_eq!(r.origin.as_ref().unwrap()["class_rank"], json!(i + 1));
+        }
+        // they replaced the two lowest-ranked hits and come last
+        assert!(rows[8].origin.is_some() && rows[9].origin.is_some());
+        assert!(rows[..8].iter().all(|r| r.source == "chunks"));
+        // the class round searched only its source
+        let class_calls: Vec<(usize, Branch, i64)> = f.branch_calls().into_iter().filter(|c| c.2 == 20).collect();
+        assert!(!class_calls.is_empty() && class_calls.iter().all(|c| c.0 == 1), "{class_calls:?}");
+        // a class hit the search returns anyway is not added twice
+        let mut f = default_fake();
+        let rows = run_on(c, &mut f, a).unwrap();
+        assert_eq!(rows.len(), 10);
+        let mut ids: Vec<&str> = rows.iter().map(|r| r.item_id.as_str()).collect();
+        ids.sort();
+        ids.dedup();
+        assert_eq!(ids.len(), 10);
+    }
+}

@@ -273,3 +273,209 @@ pub(super) fn ids_per_source<'a>(
     }
     ids.into_iter().enumerate().filter(|(_, ids)| !ids.is_empty())
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use serde_json::json;
+
+    use crate::engine::tests::fake::*;
+    use crate::engine::{Config, Setting};
+    use crate::model::Branch;
+
+    #[test]
+    fn hybrid_runs_both_branches_of_every_source_and_fuses_them() {
+        let mut f = default_fake();
+        let rows = run(&mut f, args("hybrid"), Config::default()).unwrap();
+        assert_eq!(rows.len(), 10);
+        let branches = f.branch_calls();
+        assert_eq!(
+            branches,
+            vec![
+                (0, Branch::Semantic, 40),
+                (0, Branch::Lexical, 40),
+                (1, Branch::Semantic, 40),
+                (1, Branch::Lexical, 40)
+            ]
+        );
+        // ranks are 1..=k, scores non-increasing, every hit has the provenance of a branch
+        for (i, r) in rows.iter().enumerate() {
+            assert_eq!(r.rank as usize, i + 1);
+            assert!(r.semantic_rank.is_some() || r.lexical_rank.is_some());
+            assert_eq!(r.content.as_deref(), Some(format!("text of {}", r.item_id).as_str()));
+        }
+        assert!(rows.windows(2).all(|w| w[0].score >= w[1].score));
+        // the legal schema's sources share case_law: at most 3 hits per parent over both
+        let mut per_parent: HashMap<&str, usize> = HashMap::new();
+        for r in &rows {
+            *per_parent.entry(r.parent_id.as_str()).or_default() += 1;
+        }
+        assert!(per_parent.values().all(|&n| n <= 3), "{per_parent:?}");
+        // one round trip for the statistics of all keys, one reltuples read, one fetch per source
+        assert_eq!(f.calls.iter().filter(|c| matches!(c, Call::TermStats(_))).count(), 1);
+        assert_eq!(f.calls.iter().filter(|c| matches!(c, Call::TableRows)).count(), 1);
+        assert!(f.calls.iter().filter(|c| matches!(c, Call::Fetch(_))).count() <= 2);
+    }
+
+    #[test]
+    fn extra_queries_run_their_own_branches_and_are_fused_with_the_original() {
+        let mut f = default_fake();
+        f.df.insert("rewrite".into(), 20);
+        let mut a = args("hybrid");
+        a.extra_queries = json!([{"text": "rewrite"}, {"vector": extra_json(7.0), "label": "hyde"}]);
+        let rows = run(&mut f, a, Config::default()).unwrap();
+        assert_eq!(rows.len(), 10);
+        // per source: the original's two branches, the text query's lexical one, the vector query's
+        // semantic one; every subplan of a source is the same SQL shape (one builder, one predicate)
+        let branches = f.branch_calls();
+        let expected = vec![
+            (0, Branch::Semantic, 40),
+            (0, Branch::Lexical, 40),
+            (1, Branch::Semantic, 40),
+            (1, Branch::Lexical, 40),
+            (0, Branch::Lexical, 40),
+            (1, Branch::Lexical, 40),
+            (0, Branch::Semantic, 40),
+            (1, Branch::Semantic, 40),
+        ];
+        assert_eq!(branches, expected);
+        for c in &f.calls {
+            if let Call::Branch { sql, .. } = c {
+                assert!(sql.contains("p.\"source_kind\" = "), "every subplan carries the corpus predicate:\n{sql}");
+            }
+        }
+        // one statistics lookup for the keys of every text; one queue lookup per round
+        let stats: Vec<&Call> = f.calls.iter().filter(|c| matches!(c, Call::TermStats(_))).collect();
+        assert_eq!(stats.len(), 1);
+        let Call::TermStats(keys) = stats[0] else { unreachable!() };
+        assert!(keys.contains(&"rewrite".to_string()) && keys.contains(&"חוזה".to_string()), "{keys:?}");
+        let first_fetch = f.calls.iter().position(|c| matches!(c, Call::Fetch(_))).unwrap();
+        assert_eq!(f.calls[..first_fetch].iter().filter(|c| matches!(c, Call::Queued(_))).count(), 1, "one per round");
+        // provenance names the queries; the original's columns stay the original's
+        for r in &rows {
+            let labels: Vec<&str> =
+                r.query_ranks.as_array().unwrap().iter().map(|q| q["query"].as_str().unwrap()).collect();
+            assert!(labels.iter().all(|l| ["original", "extra_1", "hyde"].contains(l)), "{labels:?}");
+            let own = r
+                .query_ranks
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|q| q["query"] == "original" && q["branch"] == "semantic");
+            assert_eq!(own.map(|q| q["rank"].as_i64().unwrap() as i32), r.semantic_rank);
+        }
+    }
+
+    #[test]
+    fn an_extra_querys_bm25_subplans_run_with_the_bm25_settings() {
+        let mut f = default_fake();
+        let mut a = args("semantic");
+        a.mode = "hybrid".into();
+        a.extra_queries = json!([{"text": "שכירות"}]);
+        run(&mut f, a, Config::default()).unwrap();
+        let lexical: Vec<&Vec<Setting>> = f
+            .calls
+            .iter()
+            .filter_map(|c| match c {
+                Call::Branch { branch: Branch::Lexical, settings, .. } => Some(settings),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(lexical.len(), 2);
+        assert!(lexical.iter().all(|s| s.iter().any(|x| x.name == "random_page_cost")), "{lexical:?}");
+    }
+
+    #[test]
+    fn extra_queries_of_a_single_branch_mode_use_that_branch_only() {
+        let mut f = default_fake();
+        let mut a = args("semantic");
+        a.extra_queries = json!([{"vector": extra_json(2.0), "text": "ignored here"}]);
+        run(&mut f, a, Config::default()).unwrap();
+        assert!(f.branch_calls().iter().all(|(_, b, _)| *b == Branch::Semantic));
+        assert_eq!(f.branch_calls().len(), 4);
+        assert!(!f.calls.iter().any(|c| matches!(c, Call::TermStats(_))), "no lexical side at all");
+        let mut f = default_fake();
+        let mut a = args("lexical");
+        a.extra_queries = json!([{"text": "שכירות"}, {"text": "חוזה", "vector": extra_json(2.0)}]);
+        run(&mut f, a, Config::default()).unwrap();
+        assert!(f.branch_calls().iter().all(|(_, b, _)| *b == Branch::Lexical));
+        assert_eq!(f.branch_calls().len(), 6);
+    }
+
+    #[test]
+    fn stale_embeddings_are_dropped_from_the_semantic_branch_only_and_flagged() {
+        let mut f = default_fake();
+        let nearest: Vec<String> = f.items[0].iter().take(5).map(|i| i.id.clone()).collect();
+        f.stale = nearest.clone();
+        let mut a = args("hybrid");
+        a.max_per_parent = Some(0);
+        a.k = 200;
+        let rows = run(&mut f, a.clone(), Config::default()).unwrap();
+        assert!(rows.iter().any(|r| r.embedding_stale), "the stale items are found by their text");
+        for r in &rows {
+            let stale = nearest.contains(&r.item_id);
+            assert_eq!(r.embedding_stale, stale, "{r:?}");
+            if stale {
+                assert!(r.semantic_rank.is_none() && r.lexical_rank.is_some(), "found by its text only");
+            }
+        }
+        // one lookup per round and one for the final rows the semantic branch did not vouch for
+        let lookups: Vec<usize> = f
+            .calls
+            .iter()
+            .filter_map(|c| match c {
+                Call::Queued(n) => Some(*n),
+                _ => None,
+            })
+            .collect();
+        let lexical_only = rows.iter().filter(|r| r.semantic_rank.is_none()).count();
+        assert_eq!(lookups, vec![1600, lexical_only], "the round's 2 x 800 semantic hits, then the lexical-only rows");
+        a.include_stale = true;
+        let mut f2 = default_fake();
+        f2.stale = nearest.clone();
+        let rows = run(&mut f2, a, Config::default()).unwrap();
+        assert!(rows.iter().any(|r| nearest.contains(&r.item_id) && r.semantic_rank == Some(1) && r.embedding_stale));
+        assert_eq!(f2.calls.iter().filter(|c| matches!(c, Call::Queued(_))).count(), 1, "only the final rows");
+    }
+
+    #[test]
+    fn a_pruned_lexical_subplan_that_came_back_short_is_replanned_with_a_larger_budget() {
+        // every document holds only the common key: the plan is pruned (champion lists) and the
+        // fake returns only half of the matches for a pruned plan
+        let mut f = Fake::new(vec![items(0, 30, 1), items(1, 0, 1)]);
+        f.df = [("שכירות".to_string(), 3000u64), ("חוזה".to_string(), 2500)].into_iter().collect();
+        let mut a = args("lexical");
+        a.k = 20;
+        let rows = run(&mut f, a, Config::default()).unwrap();
+        let limits: Vec<i64> = f.branch_calls().iter().filter(|c| c.0 == 0).map(|c| c.2).collect();
+        // window 80 (4k), budget 2000: both keys common (champion lists), 15 of 30 found; window
+        // 320, budget 8000: both keys find candidates through the index, all 30 found
+        assert_eq!(limits, vec![80, 320]);
+        assert_eq!(rows.len(), 20);
+        assert!(f.calls.iter().any(|c| matches!(c, Call::Champions(_))), "champion heads were read");
+    }
+
+    #[test]
+    fn a_corpus_with_many_parents_checks_its_predicate_after_ranking() {
+        // 47.5% of a table: 47,500 parents (the estimate) make joining them dearer than scoring
+        // the other corpus' matches; 4,750 do not
+        for (parents, after_ranking) in [(47_500.0, true), (4_750.0, false)] {
+            let mut f = default_fake();
+            f.df = [("חוזה".to_string(), 1500u64), ("שכירות".to_string(), 400_000)].into_iter().collect();
+            f.documents = 475_000;
+            f.table_rows = vec![1_000_000.0, 1_000_000.0];
+            f.parent_rows = parents;
+            run(&mut f, args("lexical"), Config::default()).unwrap();
+            let sql = f
+                .calls
+                .iter()
+                .find_map(|c| match c {
+                    Call::Branch { branch: Branch::Lexical, sql, .. } => Some(sql.clone()),
+                    _ => None,
+                })
+                .unwrap();
+            assert_eq!(sql.contains("WHERE EXISTS (SELECT 1"), after_ranking, "{parents} parents: {sql}");
+        }
+    }
+}

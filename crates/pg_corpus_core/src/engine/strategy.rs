@@ -152,3 +152,309 @@ pub fn partial_index_probe(
     let p = plan::semantic(corpus, idx, conds, &probe, window as i64, Strategy::Approximate);
     (p, settings::ann(window, selectivity, max_scan_tuples))
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use serde_json::json;
+
+    use crate::engine::tests::fake::*;
+    use crate::engine::{explain, search, semantic_plans, validate, Args, Config, Request, Setting, SliceOf};
+    use crate::error::{Result, SqlState};
+    use crate::model::{Branch, Corpus, SearchRow, Strategy};
+    use crate::testing::legal;
+
+    #[test]
+    fn a_small_slice_is_searched_exactly_a_large_one_through_hnsw_with_its_scan_budget() {
+        let mut f = default_fake();
+        f.slice_rows = vec![3000.0, 20_000.0];
+        f.table_rows = vec![1_000_000.0, 200_000.0];
+        run(&mut f, args("semantic"), Config::default()).unwrap();
+        let strategies: Vec<(Strategy, Vec<Setting>)> = f
+            .calls
+            .iter()
+            .filter_map(|c| match c {
+                Call::Branch { strategy, settings, .. } => Some((*strategy, settings.clone())),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(strategies[0].0, Strategy::Exact);
+        assert!(strategies[0].1.is_empty(), "an exact subplan needs no settings");
+        assert_eq!(strategies[1].0, Strategy::Approximate);
+        let budget = strategies[1].1.iter().find(|s| s.name == "hnsw.max_scan_tuples").unwrap();
+        // 40 rows of a 10% slice, four times over: 1,600, raised to the 20,000 floor
+        assert_eq!(budget.value, "20000");
+        assert!(strategies[1].1.iter().any(|s| s.name == "hnsw.iterative_scan" && s.value == "relaxed_order"));
+    }
+
+    #[test]
+    fn a_small_slice_covered_by_a_partial_hnsw_index_uses_it() {
+        let mut f = default_fake();
+        f.slice_rows = vec![3000.0, 3000.0];
+        f.partial_index = vec![1];
+        run(&mut f, args("semantic"), Config::default()).unwrap();
+        let strategies: Vec<(usize, Strategy)> = f
+            .calls
+            .iter()
+            .filter_map(|c| match c {
+                Call::Branch { source, strategy, .. } => Some((*source, *strategy)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(strategies, vec![(0, Strategy::Exact), (1, Strategy::Approximate)]);
+        // a large slice is approximate anyway: the planner is not asked
+        let mut f = default_fake();
+        f.slice_rows = vec![50_000.0, 50_000.0];
+        run(&mut f, args("semantic"), Config::default()).unwrap();
+        assert!(!f.calls.iter().any(|c| matches!(c, Call::Partial(_))));
+    }
+
+    #[test]
+    fn an_empty_slice_is_probed_and_runs_no_subplan() {
+        for mode in ["hybrid", "semantic", "lexical"] {
+            let mut f = Fake::new(vec![items(0, 0, 1), items(1, 0, 1)]);
+            let rows = run(&mut f, args(mode), Config::default()).unwrap();
+            assert!(rows.is_empty());
+            assert!(f.branch_calls().is_empty(), "{mode}: no subplan for an empty corpus");
+            assert_eq!(f.calls.iter().filter(|c| matches!(c, Call::Probe(_))).count(), 2);
+        }
+        // a slice estimated at one row that holds items is searched
+        let mut f = default_fake();
+        f.slice_rows = vec![1.0, 1.0];
+        let rows = run(&mut f, args("hybrid"), Config::default()).unwrap();
+        assert_eq!(rows.len(), 10);
+        assert_eq!(f.branch_calls().len(), 4);
+        // larger estimates are not probed
+        let mut f = default_fake();
+        run(&mut f, args("hybrid"), Config::default()).unwrap();
+        assert!(!f.calls.iter().any(|c| matches!(c, Call::Probe(_))));
+        // an isolation value the parents' statistics do not know (estimated at one parent) is
+        // probed, though its items are estimated at ten per parent
+        let mut f = Fake::new(vec![items(0, 0, 1), items(1, 0, 1)]);
+        f.slice_rows = vec![10.0, 2.0];
+        f.parent_rows = 1.0;
+        assert!(run(&mut f, args("hybrid"), Config::default()).unwrap().is_empty());
+        assert!(f.branch_calls().is_empty());
+        // ... by one probe of the parents for both sources, which share them; no source probe
+        // and no slice estimate follow
+        let probes = |f: &Fake| {
+            (
+                f.calls.iter().filter(|c| matches!(c, Call::ParentProbe)).count(),
+                f.calls.iter().filter(|c| matches!(c, Call::Probe(_))).count(),
+            )
+        };
+        assert_eq!(probes(&f), (1, 0));
+        let a = args("semantic");
+        let checked = a.check(&Config::default()).unwrap();
+        let mut g = Fake::new(vec![items(0, 0, 1), items(1, 0, 1)]);
+        g.parent_rows = 1.0;
+        let req = Request::prepare(validate(corpus(), a, checked, Config::default()).unwrap(), &mut g).unwrap();
+        let estimates = g.calls.iter().filter(|c| matches!(c, Call::Estimate)).count();
+        let sem = semantic_plans(&req, &mut g).unwrap();
+        assert!(sem.iter().all(|s| s.empty == Some(SliceOf::Parents)), "{sem:?}");
+        assert_eq!(g.calls.iter().filter(|c| matches!(c, Call::Estimate)).count() - estimates, 2, "the parents' only");
+        let rows = explain(&req, &mut g).unwrap();
+        assert_eq!(rows.len(), 2);
+        for r in &rows {
+            assert_eq!((r.branch, r.strategy), ("none", "empty_slice"));
+            assert!(r.sql.starts_with("SELECT 1 FROM \"public\".\"case_law\" AS p\nWHERE"), "{}", r.sql);
+        }
+        // parents in the corpus but one source without items: each source is probed after the
+        // parents, and the other one is searched
+        let mut f = Fake::new(vec![items(0, 50, 1), items(1, 0, 1)]);
+        f.parent_rows = 1.0;
+        let rows = run(&mut f, args("hybrid"), Config::default()).unwrap();
+        assert_eq!(rows.len(), 10);
+        assert_eq!(probes(&f), (1, 2));
+        assert!(f.branch_calls().iter().all(|c| c.0 == 0));
+        // explain shows the probe of an empty source
+        let mut f = Fake::new(vec![items(0, 50, 1), items(1, 0, 1)]);
+        let a = args("hybrid");
+        let checked = a.check(&Config::default()).unwrap();
+        let req = Request::prepare(validate(corpus(), a, checked, Config::default()).unwrap(), &mut f).unwrap();
+        let rows = explain(&req, &mut f).unwrap();
+        let shown: Vec<(&str, &str, &str)> = rows.iter().map(|r| (r.source.as_str(), r.branch, r.strategy)).collect();
+        assert_eq!(
+            shown,
+            vec![
+                ("chunks", "semantic", "exact"),
+                ("chunks", "lexical", "text_match"),
+                ("halachot", "none", "empty_slice")
+            ]
+        );
+        assert!(rows[2].sql.starts_with("SELECT 1\nFROM \"public\".\"halachot\""), "{}", rows[2].sql);
+    }
+
+    /// The legal corpus with its item tables distributed by Citus on the parent key.
+    fn distributed_corpus() -> Arc<Corpus> {
+        let mut c = legal();
+        for s in &mut c.sources {
+            s.item.distribution = Some(s.parent_fk.column.clone());
+        }
+        Arc::new(c)
+    }
+
+    #[test]
+    fn a_distributed_source_is_planned_by_a_count_and_looked_up_by_its_parents() {
+        let mut f = default_fake();
+        let nearest: Vec<String> = f.items[0].iter().take(3).map(|i| i.id.clone()).collect();
+        f.stale = nearest.clone();
+        f.slice_rows = vec![3000.0, 20_000.0];
+        let rows = run_in(distributed_corpus(), &mut f, args("hybrid"), Config::default()).unwrap();
+        assert_eq!(rows.len(), 10);
+        // counted, never estimated or probed (Citus' estimate is a constant)
+        assert_eq!(f.calls.iter().filter(|c| matches!(c, Call::Count)).count(), 2);
+        assert!(!f
+            .calls
+            .iter()
+            .any(|c| matches!(c, Call::Estimate | Call::Probe(_) | Call::ParentProbe | Call::Partial(_))));
+        let sems: Vec<(Strategy, String)> = f
+            .calls
+            .iter()
+            .filter_map(|c| match c {
+                Call::Branch { branch: Branch::Semantic, strategy, sql, .. } => Some((*strategy, sql.clone())),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(sems.iter().map(|s| s.0).collect::<Vec<_>>(), vec![Strategy::Exact, Strategy::Approximate]);
+        for (_, sql) in &sems {
+            assert!(!sql.contains("OFFSET 0"), "no fence Citus would pull to the coordinator: {sql}");
+            assert!(sql.contains(", i.\"id\"::text\nLIMIT"), "ids break distance ties: {sql}");
+        }
+        // stale items never come from the semantic branch, and the lookup went through the items
+        assert!(rows.iter().all(|r| !nearest.contains(&r.item_id) || r.semantic_rank.is_none()));
+        assert!(f.calls.iter().any(|c| matches!(c, Call::Queued(n) if *n > 0)));
+        for c in &f.calls {
+            if let Call::Branch { branch: Branch::Lexical, sql, .. } = c {
+                assert!(!sql.contains("OFFSET 0"), "scored and cut on the shards: {sql}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_text_only_hybrid_search_with_vector_extra_queries_plans_its_semantic_branches() {
+        let mut f = default_fake();
+        f.slice_rows = vec![50_000.0, 50_000.0];
+        let mut a = args("lexical");
+        a.mode = "hybrid".into();
+        a.extra_queries = json!([{"vector": extra_json(2.0)}]);
+        run(&mut f, a, Config::default()).unwrap();
+        let strategies: Vec<Strategy> = f
+            .calls
+            .iter()
+            .filter_map(|c| match c {
+                Call::Branch { branch: Branch::Semantic, strategy, .. } => Some(*strategy),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            strategies,
+            vec![Strategy::Approximate; 2],
+            "a large slice goes through HNSW for an extra vector too"
+        );
+    }
+
+    fn pages_corpus() -> Arc<Corpus> {
+        Arc::new(
+            crate::definition::resolve(&serde_json::from_value(crate::testing::with_pages_def()).unwrap()).unwrap(),
+        )
+    }
+
+    fn pages_fake() -> Fake {
+        let mut f = Fake::new(vec![items(0, 500, 10), items(1, 500, 10), items(2, 500, 10)]);
+        f.df = [("חוזה".to_string(), 10u64), ("שכירות".to_string(), 40)].into_iter().collect();
+        f
+    }
+
+    fn run_pages(f: &mut Fake, a: Args) -> Result<Vec<SearchRow>> {
+        let config = Config::default();
+        let checked = a.check(&config)?;
+        let req = Request::prepare(validate(pages_corpus(), a, checked, config)?, f)?;
+        search(&req, f)
+    }
+
+    fn semantic_calls(f: &Fake) -> Vec<(usize, usize)> {
+        f.calls
+            .iter()
+            .filter_map(|c| match c {
+                Call::Branch { source, branch: Branch::Semantic, sql, .. } => {
+                    Some((*source, sql.matches("page_images").count()))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn each_embedding_space_is_searched_with_its_own_vector_and_fused_with_its_weight() {
+        // query_vec alone: the page images (another model) are not searched semantically
+        let mut f = pages_fake();
+        run_pages(&mut f, args("hybrid")).unwrap();
+        assert_eq!(semantic_calls(&f).iter().map(|c| c.0).collect::<Vec<_>>(), vec![0, 1]);
+        assert_eq!(f.branch_calls().iter().filter(|c| c.1 == Branch::Lexical).count(), 3);
+        // with the page space's vector: its sources' subplan, with that vector
+        let mut f = pages_fake();
+        f.boost_vector.push((0.25, "200005".into()));
+        let mut a = args("hybrid");
+        let mut page_vec = vec![0.5f32; 8];
+        page_vec[0] = 0.25;
+        a.query_vectors = json!({"page_image": page_vec});
+        let rows = run_pages(&mut f, Args { k: 100, max_per_parent: Some(0), ..a.clone() }).unwrap();
+        let calls: Vec<(usize, f32)> = f
+            .calls
+            .iter()
+            .filter_map(|c| match c {
+                Call::Branch { source, branch: Branch::Semantic, vector0, .. } => Some((*source, *vector0)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(calls.iter().map(|c| c.0).collect::<Vec<_>>(), vec![0, 1, 2]);
+        assert_eq!(calls[2].1, 0.25, "the page source is searched with the page vector");
+        assert!(calls[0].1 != 0.25 && calls[1].1 != 0.25);
+        // a page's semantic rank is within its space's list, weighted 0.5
+        let p = rows.iter().find(|r| r.item_id == "200005").expect("the page nearest to the page vector is a hit");
+        let sem = p.query_ranks.as_array().unwrap().iter().find(|q| q["branch"] == "semantic").unwrap();
+        assert_eq!((sem["rank"].as_i64(), sem["space"].as_str()), (Some(1), Some("page_image")));
+        assert_eq!(p.semantic_rank, Some(1), "its rank within its own space's list");
+        let mut f = pages_fake();
+        f.boost_vector.push((0.25, "200005".into()));
+        let mut b = a.clone();
+        b.mode = "semantic".into();
+        b.query_vec = None;
+        let rows = run_pages(&mut f, b).unwrap();
+        assert_eq!(
+            semantic_calls(&f).iter().map(|c| c.0).collect::<Vec<_>>(),
+            vec![2],
+            "only the page space has a vector"
+        );
+        assert_eq!(rows[0].item_id, "200005");
+        assert!((rows[0].score - 0.5 / 61.0).abs() < 1e-12, "{}", rows[0].score);
+        // mistakes
+        for (qv, state) in [
+            (json!({"page_image": [1.0, 2.0]}), SqlState::DataException),
+            (json!({"audio": [1.0]}), SqlState::InvalidParameterValue),
+            (json!({"default": vec384()}), SqlState::InvalidParameterValue),
+            (json!({"page_image": "x"}), SqlState::InvalidParameterValue),
+            (json!([1]), SqlState::InvalidParameterValue),
+            (json!({"page_image": [1e39, 0, 0, 0, 0, 0, 0, 0]}), SqlState::InvalidParameterValue),
+        ] {
+            let mut a = args("hybrid");
+            a.query_vectors = qv.clone();
+            let mut f = pages_fake();
+            let e = run_pages(&mut f, a).unwrap_err();
+            assert_eq!(e.state, state, "{qv}: {e}");
+            assert!(f.branch_calls().is_empty() && !e.hint.is_empty());
+        }
+        // explain says which sources are not searched semantically
+        let mut f = pages_fake();
+        let a = args("hybrid");
+        let config = Config::default();
+        let checked = a.check(&config).unwrap();
+        let req = Request::prepare(validate(pages_corpus(), a, checked, config).unwrap(), &mut f).unwrap();
+        let rows = explain(&req, &mut f).unwrap();
+        let none: Vec<(&str, &str)> =
+            rows.iter().filter(|r| r.strategy == "no_query_vector").map(|r| (r.source.as_str(), r.branch)).collect();
+        assert_eq!(none, vec![("pages", "semantic")]);
+    }
+}

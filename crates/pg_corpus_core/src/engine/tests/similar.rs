@@ -1,0 +1,86 @@
+//! `find_similar`'s tests against the fake executor.
+
+use crate::engine::tests::fake::*;
+use crate::engine::{find_similar, Args, Config, SimilarArgs};
+use crate::error::SqlState;
+use crate::model::Branch;
+
+fn similar(source: &str, id: &str, mode: &str, exclude_parent: bool) -> SimilarArgs {
+    SimilarArgs {
+        source: source.into(),
+        item_id: id.into(),
+        exclude_parent,
+        args: Args { query_vec: None, query_text: None, mode: mode.into(), max_per_parent: Some(0), ..Args::default() },
+    }
+}
+
+#[test]
+fn find_similar_searches_by_the_items_own_vector_and_text_and_never_returns_it() {
+    let mut f = default_fake();
+    // the seed is the nearest item to its own vector and the best match of its own text
+    f.boost_vector.push((9.0, "12".into()));
+    f.boost_key.push(("חוזה".into(), "12".into()));
+    let rows = find_similar(corpus(), similar("chunks", "12", "hybrid", false), Config::default(), &mut f).unwrap().0;
+    assert_eq!(rows.len(), 10);
+    assert!(rows.iter().all(|r| !(r.source == "chunks" && r.item_id == "12")), "the item itself is left out");
+    assert_eq!(f.calls[0], Call::Seed(0), "the item is looked up first");
+    let vectors = f.semantic_vectors();
+    assert!(!vectors.is_empty() && vectors.iter().all(|&v| v == 9.0), "its own vector: {vectors:?}");
+    assert!(f.branch_calls().iter().any(|(_, b, _)| *b == Branch::Lexical), "and its text");
+    // its parent's other items are left out too when asked: item 12 is in parent 1 (ids 11-20),
+    // and its siblings 13 and 14 are near it
+    let siblings = || {
+        let mut f = default_fake();
+        for id in ["12", "13", "14"] {
+            f.boost_vector.push((9.0, id.to_string()));
+            f.boost_key.push(("חוזה".into(), id.to_string()));
+        }
+        f
+    };
+    let rows =
+        find_similar(corpus(), similar("chunks", "12", "hybrid", false), Config::default(), &mut siblings()).unwrap().0;
+    let found: Vec<&str> = rows.iter().map(|r| r.item_id.as_str()).collect();
+    assert!(found.contains(&"13") && found.contains(&"14") && !found.contains(&"12"), "{found:?}");
+    let rows =
+        find_similar(corpus(), similar("chunks", "12", "hybrid", true), Config::default(), &mut siblings()).unwrap().0;
+    assert_eq!(rows.len(), 10, "still k rows");
+    assert!(rows.iter().all(|r| r.parent_id != "1"), "{:?}", rows.iter().map(|r| &r.parent_id).collect::<Vec<_>>());
+}
+
+#[test]
+fn find_similar_refuses_an_item_outside_the_corpus_without_saying_more() {
+    let cases = [("chunks", "999999"), ("chunks", "not-a-number"), ("chunks", "1e3"), ("halachot", "12")];
+    let mut messages = Vec::new();
+    for (source, id) in cases {
+        let mut f = default_fake();
+        let e = find_similar(corpus(), similar(source, id, "hybrid", false), Config::default(), &mut f).unwrap_err();
+        assert_eq!(e.state, SqlState::UndefinedObject, "{source} {id}: {e}");
+        assert!(!e.hint.is_empty());
+        assert!(f.branch_calls().is_empty(), "no search ran");
+        messages.push(e.message.replace(id, "ID").replace(source, "SRC"));
+    }
+    assert!(messages.windows(2).all(|w| w[0] == w[1]), "one message for every kind of absence: {messages:?}");
+    let e = find_similar(corpus(), similar("nope", "1", "hybrid", false), Config::default(), &mut default_fake())
+        .unwrap_err();
+    assert_eq!(e.state, SqlState::UndefinedObject);
+    assert!(e.hint.contains("'chunks'") && e.hint.contains("'halachot'"), "{}", e.hint);
+}
+
+#[test]
+fn find_similar_never_uses_a_stale_embedding_unless_asked() {
+    let mut f = default_fake();
+    f.stale.push("12".into());
+    let e = find_similar(corpus(), similar("chunks", "12", "semantic", false), Config::default(), &mut f).unwrap_err();
+    assert_eq!(e.state, SqlState::ObjectNotInPrerequisiteState);
+    let mut f = default_fake();
+    f.stale.push("12".into());
+    let rows = find_similar(corpus(), similar("chunks", "12", "hybrid", false), Config::default(), &mut f).unwrap().0;
+    assert_eq!(rows.len(), 10);
+    assert!(f.branch_calls().iter().all(|(_, b, _)| *b == Branch::Lexical), "a hybrid search by its text alone");
+    let mut f = default_fake();
+    f.stale.push("12".into());
+    let mut sim = similar("chunks", "12", "semantic", false);
+    sim.args.include_stale = true;
+    find_similar(corpus(), sim, Config::default(), &mut f).unwrap();
+    assert!(f.branch_calls().iter().all(|(_, b, _)| *b == Branch::Semantic));
+}
