@@ -104,9 +104,14 @@ pub fn audit_row(corpus: &Corpus, call: &Call) -> Option<AuditRow> {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
+    use serde_json::json;
+
     use crate::engine::tests::fake::*;
-    use crate::engine::Config;
+    use crate::engine::{Args, Config, SimilarArgs};
     use crate::error::{CoreError, SqlState};
+    use crate::testing::legal;
 
     #[test]
     fn an_executor_error_stops_the_search_with_that_error() {
@@ -120,5 +125,63 @@ mod tests {
                 assert_eq!(f.calls.len(), n + 1, "nothing runs after a failed call");
             }
         }
+    }
+
+    fn audited(query_text: bool) -> Arc<crate::model::Corpus> {
+        let mut c = legal();
+        c.audit.enabled = true;
+        c.audit.query_text = query_text;
+        Arc::new(c)
+    }
+
+    #[test]
+    fn a_logged_corpus_gets_the_audit_row_of_each_call_with_its_results() {
+        let search = |a: Args| super::Call::Search(a);
+        let out = super::run(corpus(), search(args("hybrid")), Config::default(), &mut default_fake()).unwrap();
+        assert_eq!(out.rows.len(), 10);
+        assert!(out.audit.is_none(), "a corpus that keeps no log");
+        let mut a = args("hybrid");
+        a.filters = json!({"court": "עליון", "judge": "x"});
+        a.filter_mode = "lenient".into();
+        a.extra_queries = json!([{"text": "rewrite"}]);
+        let out = super::run(audited(false), search(a), Config::default(), &mut default_fake()).unwrap();
+        let row = out.audit.unwrap();
+        assert_eq!(
+            (row.corpus.as_str(), row.function, row.mode.as_str(), row.k),
+            ("external_precedents", "corpus_hybrid_search", "hybrid", 10)
+        );
+        assert_eq!(row.query_text, None, "the text only where the corpus keeps it");
+        assert_eq!(row.results, crate::audit::results(&out.rows));
+        assert_eq!(row.filters, json!({"court": "עליון", "judge": "x"}), "the filters as given");
+        assert_eq!(out.rejected_filters.iter().map(|r| r.field.as_str()).collect::<Vec<_>>(), vec!["judge"]);
+        assert_eq!(
+            row.options,
+            json!({"max_per_parent": 3, "candidates": null, "rrf_k": 60, "include_stale": false, "feedback": null,
+                   "extra_queries": 1, "filter_mode": "lenient", "query_vectors": [], "evidence": false,
+                   "expand": null, "item": null})
+        );
+        let out = super::run(audited(true), search(args("lexical")), Config::default(), &mut default_fake()).unwrap();
+        assert_eq!(out.audit.unwrap().query_text.as_deref(), Some("חוזה שכירות"));
+    }
+
+    #[test]
+    fn a_similar_calls_audit_row_names_its_item_and_a_failed_call_has_none() {
+        let mut f = default_fake();
+        f.boost_vector.push((9.0, "12".into()));
+        let sim = SimilarArgs {
+            source: "chunks".into(),
+            item_id: "12".into(),
+            exclude_parent: false,
+            args: Args { query_vec: None, query_text: None, mode: "hybrid".into(), ..Args::default() },
+        };
+        let out = super::run(audited(true), super::Call::Similar(sim), Config::default(), &mut f).unwrap();
+        let row = out.audit.unwrap();
+        assert_eq!((row.function, row.query_text.as_deref()), ("corpus_find_similar", None));
+        assert_eq!(row.options["item"], json!({"source": "chunks", "item_id": "12"}));
+        assert_eq!(row.results, crate::audit::results(&out.rows));
+        let mut a = args("hybrid");
+        a.k = 0;
+        let e = super::run(audited(true), super::Call::Search(a), Config::default(), &mut default_fake()).unwrap_err();
+        assert_eq!(e.state, SqlState::InvalidParameterValue);
     }
 }
