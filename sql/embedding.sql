@@ -778,314 +778,46 @@ END
 $$;
 
 -- ------------------------------------------------------------------------------------------
--- Worker API. These run with the caller's rights: grant a worker role
---   GRANT SELECT, UPDATE, DELETE ON corpus.embedding_queue TO embedder;
--- and on each item table SELECT on the id and input columns and UPDATE on the embedding column.
--- The item table itself is read and written as its owner, in a restricted security context,
--- once those privileges are checked (src/worker.rs): a tenant's triggers, row-level security
--- policies and generated columns run with the tenant's rights, never with the worker's, which
--- reach every table it serves. A worker under row-level security on a table is refused (42501).
+-- Worker API (claim, complete, fail, release, retry, enqueue): the library's (src/queue.rs),
+-- with the caller's rights; what only SQL expresses for it on Citus is here.
 -- ------------------------------------------------------------------------------------------
 
 -- A claimed item as another Citus node's claim answers it (JSON rows of this type).
 CREATE TYPE corpus._claimed_item AS (item_table regclass, embedding_column name, item_id text, version bigint,
                                      content text, model text, dimensions integer, reason text, attempts integer);
 
--- Claim up to batch_size items (oldest first) for `lease`; a crashed worker's items come back
--- when its lease runs out. Returns the text to embed and the version to hand back.
-CREATE FUNCTION corpus.corpus_embedding_claim(batch_size integer DEFAULT 16,
-                                              lease interval DEFAULT '5 minutes',
-                                              worker text DEFAULT NULL,
-                                              only_table regclass DEFAULT NULL)
-RETURNS TABLE (item_table regclass, embedding_column name, item_id text, version bigint, content text,
-               model text, dimensions integer, reason text, attempts integer)
+-- On a Citus coordinator, a claim of the queue entries of distributed tables on the other nodes,
+-- node after node (each in its own transaction) until `wanted` items are claimed; a node that
+-- cannot be reached is skipped with a WARNING (its items wait for the next claim). The worker API
+-- itself is the library's (corpus_embedding_claim).
+CREATE FUNCTION corpus._citus_claim(wanted integer, lease interval, worker text, only_table regclass)
+RETURNS SETOF corpus._claimed_item
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    r       record;
-    slot    corpus.embedding_slots;
-    cols    record;
-    txt     text;
-    got     integer := 0;
-    node    record;
-    answer  jsonb;
-    claimed corpus._claimed_item;
+    node   record;
+    answer jsonb;
+    got    integer := 0;
 BEGIN
-    IF batch_size IS NULL OR batch_size < 1 OR batch_size > 10000 THEN
-        RAISE EXCEPTION USING ERRCODE = '22023',
-            MESSAGE = format('batch_size must be between 1 and 10000, got %s', batch_size),
-            HINT = 'Claim what one embedding call can take, typically 16 to 256 items.';
+    IF NOT corpus._citus_coordinator()
+       OR (only_table IS NOT NULL AND corpus._citus_table_kind(only_table) IS DISTINCT FROM 'distributed') THEN
+        RETURN;
     END IF;
-    IF lease IS NULL OR lease <= interval '0' THEN
-        RAISE EXCEPTION USING ERRCODE = '22023',
-            MESSAGE = format('lease must be a positive interval, got %s', lease),
-            HINT = 'The lease is how long a claimed item stays yours, e.g. ''5 minutes''.';
-    END IF;
-    FOR r IN
-        WITH picked AS (
-            SELECT q.item_table, q.embedding_column, q.item_id
-              FROM corpus.embedding_queue q
-             WHERE (q.state = 'pending' OR (q.state = 'claimed' AND q.lease_until < clock_timestamp()))
-               AND (only_table IS NULL OR q.item_table = only_table)
-             ORDER BY q.enqueued_at, q.item_id
-             LIMIT batch_size
-               FOR UPDATE SKIP LOCKED)
-        UPDATE corpus.embedding_queue q
-           SET state = 'claimed', claimed_by = COALESCE(worker, session_user::text || '@' || pg_backend_pid()),
-               claimed_at = clock_timestamp(), lease_until = clock_timestamp() + lease,
-               attempts = q.attempts + 1
-          FROM picked
-         WHERE (q.item_table, q.embedding_column, q.item_id) = (picked.item_table, picked.embedding_column, picked.item_id)
-        RETURNING q.*
-    LOOP
-        SELECT * INTO slot FROM corpus.embedding_slots s
-         WHERE s.item_table = r.item_table AND s.embedding_column = r.embedding_column;
-        cols := corpus._slot_attnums(slot);
-        IF corpus._slot_column(r.item_table, cols.id_attnum) IS NULL
-           OR EXISTS (SELECT 1 FROM unnest(cols.input_attnums) a WHERE corpus._slot_column(r.item_table, a) IS NULL) THEN
-            -- a column of the slot was dropped (with CASCADE, which dropped its trigger too):
-            -- nothing to embed from; a dead letter the health check reports
-            UPDATE corpus.embedding_queue q
-               SET state = 'dead', claimed_by = NULL, claimed_at = NULL, lease_until = NULL,
-                   last_error = 'a column the embedding is computed from was dropped'
-             WHERE (q.item_table, q.embedding_column, q.item_id) = (r.item_table, r.embedding_column, r.item_id);
+    FOR node IN SELECT * FROM corpus._citus_other_nodes() LOOP
+        EXIT WHEN got >= wanted;
+        BEGIN
+            SELECT a::jsonb INTO answer FROM corpus._citus_on_nodes(ARRAY[node.node_name], ARRAY[node.node_port],
+                format('SELECT coalesce(jsonb_agg(c), ''[]'')::text FROM corpus.corpus_embedding_claim(%L::integer, %L::interval, %L, %L::regclass) c',
+                       wanted - got, lease, COALESCE(worker, session_user::text || '@' || pg_backend_pid()),
+                       only_table::text)) a;
+        EXCEPTION WHEN connection_failure THEN
+            RAISE WARNING 'pg_corpus: %', SQLERRM USING HINT = 'Its queue entries are claimed once it answers again.';
             CONTINUE;
-        END IF;
-        -- read as the table's owner once this role's privileges are checked (src/worker.rs):
-        -- the tenant's policies and functions never run with the worker's rights
-        txt := corpus._embedding_item_text(r.item_table::oid, cols.id_attnum, cols.input_attnums, r.item_id);
-        IF txt IS NULL THEN
-            -- the item is gone: nothing to embed
-            DELETE FROM corpus.embedding_queue q
-             WHERE (q.item_table, q.embedding_column, q.item_id) = (r.item_table, r.embedding_column, r.item_id);
-            CONTINUE;
-        END IF;
-        item_table := r.item_table; embedding_column := r.embedding_column; item_id := r.item_id;
-        version := r.version; content := txt; model := slot.model; dimensions := slot.dimensions;
-        reason := r.reason; attempts := r.attempts;
-        got := got + 1;
-        RETURN NEXT;
+        END;
+        got := got + jsonb_array_length(answer);
+        RETURN QUERY SELECT * FROM jsonb_populate_recordset(NULL::corpus._claimed_item, answer);
     END LOOP;
-    -- On a Citus coordinator, the queue entries of distributed tables are on the nodes holding
-    -- their shards: claimed there, node after node, until the batch is full (oldest first on
-    -- each node, not across them).
-    IF got < batch_size AND corpus._citus_coordinator()
-       AND (only_table IS NULL OR corpus._citus_table_kind(only_table) = 'distributed') THEN
-        FOR node IN SELECT * FROM corpus._citus_other_nodes() LOOP
-            EXIT WHEN got >= batch_size;
-            -- (each node claims in its own transaction; one that cannot be reached is skipped:
-            -- its items wait for the next claim)
-            BEGIN
-                SELECT a::jsonb INTO answer FROM corpus._citus_on_nodes(ARRAY[node.node_name], ARRAY[node.node_port],
-                    format('SELECT coalesce(jsonb_agg(c), ''[]'')::text FROM corpus.corpus_embedding_claim(%L::integer, %L::interval, %L, %L::regclass) c',
-                           batch_size - got, lease, COALESCE(worker, session_user::text || '@' || pg_backend_pid()),
-                           only_table::text)) a;
-            EXCEPTION WHEN connection_failure THEN
-                RAISE WARNING 'pg_corpus: %', SQLERRM
-                      USING HINT = 'Its queue entries are claimed once it answers again.';
-                CONTINUE;
-            END;
-            FOR claimed IN SELECT * FROM jsonb_populate_recordset(NULL::corpus._claimed_item, answer) LOOP
-                item_table := claimed.item_table; embedding_column := claimed.embedding_column;
-                item_id := claimed.item_id; version := claimed.version; content := claimed.content;
-                model := claimed.model; dimensions := claimed.dimensions; reason := claimed.reason;
-                attempts := claimed.attempts;
-                got := got + 1;
-                RETURN NEXT;
-            END LOOP;
-        END LOOP;
-    END IF;
-END
-$$;
-
--- Store a worker's embedding. Returns 'stored', 'requeued' (the text changed since the claim:
--- the result describes old text and is refused) or 'not_queued' (nothing to do any more).
-CREATE FUNCTION corpus.corpus_embedding_complete(item_table regclass, embedding_column name, item_id text,
-                                                 version bigint, embedding vector, model text DEFAULT NULL)
-RETURNS text
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    q    corpus.embedding_queue;
-    slot corpus.embedding_slots;
-    cols record;
-BEGIN
-    slot := corpus._embedding_slot(item_table, embedding_column);
-    IF embedding IS NULL THEN
-        RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'embedding is NULL',
-            DETAIL = '{"kind": "bad_vector"}',
-            HINT = 'Report a failed item with corpus.corpus_embedding_fail instead.';
-    END IF;
-    -- (array_length of the real[] cast: pgvector's functions are not on the pinned search_path)
-    IF array_length(embedding::real[], 1) <> slot.dimensions THEN
-        RAISE EXCEPTION USING ERRCODE = '22000',
-            MESSAGE = format('embedding has %s dimensions, %s.%s has %s', array_length(embedding::real[], 1), item_table,
-                             embedding_column, slot.dimensions),
-            HINT = 'The worker embeds with a different model than the column was declared for.';
-    END IF;
-    IF model IS NOT NULL AND slot.model IS NOT NULL AND model <> slot.model THEN
-        RAISE EXCEPTION USING ERRCODE = '22023',
-            MESSAGE = format('embedding of model "%s" offered for %s.%s, which holds model "%s"', model,
-                             item_table, embedding_column, slot.model),
-            HINT = 'Configure the worker with the model the source records, or change the source''s model.';
-    END IF;
-    -- Lock the item row before the queue row, the order in which the (AFTER UPDATE) trigger of a
-    -- concurrent writer takes them; the opposite order deadlocks with that writer.
-    -- (as the table's owner once this role's privileges are checked, like the store below:
-    -- the tenant's triggers on its table run with the tenant's rights, src/worker.rs)
-    cols := corpus._slot_attnums(slot);
-    PERFORM corpus._embedding_item_lock(item_table::oid, cols.id_attnum, cols.embedding_attnum, item_id);
-    SELECT * INTO q FROM corpus.embedding_queue e
-     WHERE e.item_table = corpus_embedding_complete.item_table
-       AND e.embedding_column = corpus_embedding_complete.embedding_column
-       AND e.item_id = corpus_embedding_complete.item_id
-       FOR UPDATE;
-    IF NOT FOUND THEN
-        -- On a Citus coordinator: the entry of a distributed table's item is on the node
-        -- holding its shard, which stores the embedding there (its own transaction)
-        RETURN coalesce((SELECT a FROM corpus._citus_fan_out(item_table,
-                    format('SELECT corpus.corpus_embedding_complete(%L::regclass, %L, %L, %L::bigint, %L, %L)',
-                           item_table::text, embedding_column, item_id, version, embedding::text, model)) a
-                  WHERE a <> 'not_queued' LIMIT 1), 'not_queued');
-    END IF;
-    IF q.version <> corpus_embedding_complete.version THEN
-        -- The text changed after the claim; the trigger already made the item pending again (and
-        -- another worker may hold a claim of the new version: leave the row alone).
-        RETURN 'requeued';
-    END IF;
-    PERFORM corpus._embedding_item_store(item_table::oid, cols.id_attnum, cols.embedding_attnum, item_id, embedding);
-    DELETE FROM corpus.embedding_queue e
-     WHERE e.item_table = q.item_table AND e.embedding_column = q.embedding_column AND e.item_id = q.item_id;
-    RETURN 'stored';
-END
-$$;
-
--- A worker could not embed an item: count the attempt; after max_attempts it becomes a dead
--- letter (state 'dead': not claimed again, reported by the health check).
-CREATE FUNCTION corpus.corpus_embedding_fail(item_table regclass, embedding_column name, item_id text,
-                                             version bigint, error text, max_attempts integer DEFAULT 5)
-RETURNS text
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    q corpus.embedding_queue;
-BEGIN
-    UPDATE corpus.embedding_queue e
-       SET state = CASE WHEN e.attempts >= max_attempts THEN 'dead' ELSE 'pending' END,
-           claimed_by = NULL, claimed_at = NULL, lease_until = NULL, last_error = error
-     WHERE e.item_table = corpus_embedding_fail.item_table
-       AND e.embedding_column = corpus_embedding_fail.embedding_column
-       AND e.item_id = corpus_embedding_fail.item_id
-       AND e.version = corpus_embedding_fail.version
-    RETURNING * INTO q;
-    IF NOT FOUND THEN
-        RETURN coalesce((SELECT a FROM corpus._citus_fan_out(item_table,
-                    format('SELECT corpus.corpus_embedding_fail(%L::regclass, %L, %L, %L::bigint, %L, %L::integer)',
-                           item_table::text, embedding_column, item_id, version, error, max_attempts)) a
-                  WHERE a <> 'not_queued' LIMIT 1), 'not_queued');
-    END IF;
-    RETURN q.state;
-END
-$$;
-
--- A worker gives a claimed item back without having tried it (shutdown, or a slot whose model it
--- does not serve): pending again at once, the claim's attempt not counted. Returns 'released' or
--- 'not_claimed' (another version, not claimed, or claimed by someone else when worker is given).
-CREATE FUNCTION corpus.corpus_embedding_release(item_table regclass, embedding_column name, item_id text,
-                                                version bigint, worker text DEFAULT NULL)
-RETURNS text
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    UPDATE corpus.embedding_queue e
-       SET state = 'pending', claimed_by = NULL, claimed_at = NULL, lease_until = NULL,
-           attempts = greatest(e.attempts - 1, 0)
-     WHERE e.item_table = corpus_embedding_release.item_table
-       AND e.embedding_column = corpus_embedding_release.embedding_column
-       AND e.item_id = corpus_embedding_release.item_id
-       AND e.version = corpus_embedding_release.version
-       AND e.state = 'claimed'
-       AND (worker IS NULL OR e.claimed_by = worker);
-    IF NOT FOUND THEN
-        IF EXISTS (SELECT 1 FROM corpus._citus_fan_out(item_table,
-                       format('SELECT corpus.corpus_embedding_release(%L::regclass, %L, %L, %L::bigint, %L)',
-                              item_table::text, embedding_column, item_id, version, worker)) a
-                    WHERE a = 'released') THEN
-            PERFORM pg_notify('pg_corpus_embedding', item_table::text);
-            RETURN 'released';
-        END IF;
-        RETURN 'not_claimed';
-    END IF;
-    PERFORM pg_notify('pg_corpus_embedding', item_table::text);
-    RETURN 'released';
-END
-$$;
-
--- Dead letters back into the queue (after the cause is fixed).
-CREATE FUNCTION corpus.corpus_embedding_retry_dead(only_table regclass DEFAULT NULL) RETURNS bigint
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    t regclass;
-    k bigint;
-    n bigint := 0;
-BEGIN
-    FOR t, k IN
-        WITH retried AS (
-            UPDATE corpus.embedding_queue q SET state = 'pending', attempts = 0, enqueued_at = now()
-             WHERE q.state = 'dead' AND (only_table IS NULL OR q.item_table = only_table)
-            RETURNING q.item_table)
-        SELECT r.item_table, count(*) FROM retried r GROUP BY r.item_table
-    LOOP
-        PERFORM pg_notify('pg_corpus_embedding', t::text);   -- wake the workers
-        n := n + k;
-    END LOOP;
-    IF corpus._citus_coordinator()
-       AND (only_table IS NULL OR corpus._citus_table_kind(only_table) = 'distributed') THEN
-        k := coalesce((SELECT sum(a::bigint) FROM corpus._citus_on_other_nodes(
-                 format('SELECT corpus.corpus_embedding_retry_dead(%L::regclass)', only_table::text)) a), 0);
-        IF k > 0 THEN
-            PERFORM pg_notify('pg_corpus_embedding', coalesce(only_table::text, ''));
-        END IF;
-        n := n + k;
-    END IF;
-    RETURN n;
-END
-$$;
-
--- Queue every item of a slot (only_missing: those without an embedding) in one statement —
--- after a bulk load with pg_corpus.defer_embedding_queue = on, or to re-embed on purpose.
--- Holds the queue while it runs (corpus._lock_queue): writes that queue an item wait for it.
-CREATE FUNCTION corpus.corpus_embedding_enqueue(item_table regclass, embedding_column name,
-                                                only_missing boolean DEFAULT true)
-RETURNS bigint
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    slot   corpus.embedding_slots;
-    n      bigint;
-    remote bigint;
-BEGIN
-    slot := corpus._embedding_slot(item_table, embedding_column);
-    -- On a Citus coordinator, first the nodes holding the shards of a distributed table (each
-    -- in its own transaction, which waits for its node's writers): this transaction holds no
-    -- queue while it waits for them.
-    -- (only_missing NULL: every item, as a CASE on it always read)
-    remote := coalesce((SELECT sum(a::bigint) FROM corpus._citus_fan_out(item_table,
-                  format('SELECT corpus.corpus_embedding_enqueue(%L::regclass, %L, %L)',
-                         item_table::text, slot.embedding_column, coalesce(only_missing, false))) a), 0);
-    PERFORM corpus._lock_queue(ARRAY(SELECT r FROM corpus._local_relations(item_table) AS r));
-    n := corpus._enqueue_local(slot, coalesce(only_missing, false), true);
-    IF remote > 0 THEN
-        PERFORM pg_notify('pg_corpus_embedding', item_table::text);   -- (the workers listen here)
-    END IF;
-    RETURN n + remote;
 END
 $$;
 

@@ -18,6 +18,7 @@ mod gucs;
 mod health;
 mod jsonb;
 mod lexical;
+mod queue;
 mod registry;
 mod regtypes;
 mod search;

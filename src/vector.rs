@@ -71,3 +71,33 @@ unsafe impl<'fcx> ArgAbi<'fcx> for TsVectorArg {
 }
 
 impl_sql_translatable!(TsVectorArg, arg_only = "tsvector");
+
+/// pgvector's `vector` as an argument passed on unchanged (to be stored): its datum, and its
+/// dimension read from the header.
+pub struct VectorDatum {
+    pub datum: pg_sys::Datum,
+    pub dimensions: usize,
+}
+
+impl FromDatum for VectorDatum {
+    unsafe fn from_polymorphic_datum(datum: pg_sys::Datum, is_null: bool, _typoid: pg_sys::Oid) -> Option<Self> {
+        if is_null {
+            return None;
+        }
+        // SAFETY: the datum is a vector (the argument's declared type): its int16 dimension
+        // follows the varlena header.
+        unsafe {
+            let ptr = pg_sys::pg_detoast_datum(datum.cast_mut_ptr());
+            let dim = (ptr as *const u8).add(4).cast::<i16>().read_unaligned();
+            Some(VectorDatum { datum: pg_sys::Datum::from(ptr), dimensions: usize::try_from(dim).unwrap_or(0) })
+        }
+    }
+}
+
+unsafe impl<'fcx> ArgAbi<'fcx> for VectorDatum {
+    unsafe fn unbox_arg_unchecked(arg: Arg<'_, 'fcx>) -> Self {
+        unsafe { arg.unbox_arg_using_from_datum().expect("a non-null vector argument") }
+    }
+}
+
+impl_sql_translatable!(VectorDatum, arg_only = "vector");

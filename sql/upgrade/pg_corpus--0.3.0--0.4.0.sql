@@ -50,3 +50,54 @@ RETURNS void VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'corpus_g
 CREATE OR REPLACE FUNCTION corpus.corpus_compare_queries(run_a bigint, run_b bigint, metric text DEFAULT 'ndcg')
 RETURNS TABLE (query_id text, value_a float8, value_b float8, delta float8)
 STABLE PARALLEL SAFE LANGUAGE c AS 'MODULE_PATHNAME', 'corpus_compare_queries_wrapper';
+
+-- The re-embed queue's worker API; Citus claims on the other nodes through corpus._citus_claim.
+CREATE FUNCTION corpus._citus_claim(wanted integer, lease interval, worker text, only_table regclass)
+RETURNS SETOF corpus._claimed_item
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    node   record;
+    answer jsonb;
+    got    integer := 0;
+BEGIN
+    IF NOT corpus._citus_coordinator()
+       OR (only_table IS NOT NULL AND corpus._citus_table_kind(only_table) IS DISTINCT FROM 'distributed') THEN
+        RETURN;
+    END IF;
+    FOR node IN SELECT * FROM corpus._citus_other_nodes() LOOP
+        EXIT WHEN got >= wanted;
+        BEGIN
+            SELECT a::jsonb INTO answer FROM corpus._citus_on_nodes(ARRAY[node.node_name], ARRAY[node.node_port],
+                format('SELECT coalesce(jsonb_agg(c), ''[]'')::text FROM corpus.corpus_embedding_claim(%L::integer, %L::interval, %L, %L::regclass) c',
+                       wanted - got, lease, COALESCE(worker, session_user::text || '@' || pg_backend_pid()),
+                       only_table::text)) a;
+        EXCEPTION WHEN connection_failure THEN
+            RAISE WARNING 'pg_corpus: %', SQLERRM USING HINT = 'Its queue entries are claimed once it answers again.';
+            CONTINUE;
+        END;
+        got := got + jsonb_array_length(answer);
+        RETURN QUERY SELECT * FROM jsonb_populate_recordset(NULL::corpus._claimed_item, answer);
+    END LOOP;
+END
+$$;
+CREATE OR REPLACE FUNCTION corpus.corpus_embedding_claim(batch_size integer DEFAULT 16,
+    lease interval DEFAULT '5 minutes', worker text DEFAULT NULL, only_table regclass DEFAULT NULL)
+RETURNS TABLE (item_table regclass, embedding_column name, item_id text, version bigint, content text,
+               model text, dimensions integer, reason text, attempts integer)
+VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'corpus_embedding_claim_wrapper';
+CREATE OR REPLACE FUNCTION corpus.corpus_embedding_complete(item_table regclass, embedding_column name,
+    item_id text, version bigint, embedding vector, model text DEFAULT NULL)
+RETURNS text VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'corpus_embedding_complete_wrapper';
+CREATE OR REPLACE FUNCTION corpus.corpus_embedding_fail(item_table regclass, embedding_column name,
+    item_id text, version bigint, error text, max_attempts integer DEFAULT 5)
+RETURNS text VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'corpus_embedding_fail_wrapper';
+CREATE OR REPLACE FUNCTION corpus.corpus_embedding_release(item_table regclass, embedding_column name,
+    item_id text, version bigint, worker text DEFAULT NULL)
+RETURNS text VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'corpus_embedding_release_wrapper';
+CREATE OR REPLACE FUNCTION corpus.corpus_embedding_retry_dead(only_table regclass DEFAULT NULL)
+RETURNS bigint VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'corpus_embedding_retry_dead_wrapper';
+CREATE OR REPLACE FUNCTION corpus.corpus_embedding_enqueue(item_table regclass, embedding_column name,
+    only_missing boolean DEFAULT true)
+RETURNS bigint VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'corpus_embedding_enqueue_wrapper';

@@ -10,6 +10,7 @@ pub mod catalog;
 pub mod eval;
 pub mod health;
 pub mod items;
+pub mod queue;
 pub mod registry;
 pub mod search;
 pub mod stats;

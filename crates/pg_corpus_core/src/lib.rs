@@ -28,6 +28,7 @@ pub mod lexical;
 pub mod metrics;
 pub mod model;
 pub mod plan;
+pub mod queue;
 pub mod registry;
 pub mod sql;
 pub mod statistics;
