@@ -147,6 +147,16 @@ pub fn with_settings<T>(settings: &[(&str, String)], f: impl FnOnce() -> T) -> T
     out
 }
 
+/// Run one statement that writes (not read-only: a hot standby refuses it), and read what it
+/// returns.
+pub(crate) fn write<R>(
+    sql: &str,
+    args: &[DatumWithOid<'_>],
+    read: impl FnOnce(pgrx::spi::SpiTupleTable<'_>) -> Result<R, pgrx::spi::SpiError>,
+) -> Result<R, CoreError> {
+    Spi::connect_mut(|client| read(client.update(sql, None, args)?)).map_err(spi_failure)
+}
+
 /// Whether this transaction can write (not a standby, not read-only).
 pub(crate) fn can_write() -> bool {
     // SAFETY: reads of backend-global state.

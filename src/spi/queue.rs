@@ -6,17 +6,8 @@
 use pg_corpus_core::CoreError;
 use pgrx::datum::DatumWithOid;
 use pgrx::prelude::*;
-use pgrx::spi::SpiTupleTable;
 
-use super::spi_failure;
-
-fn write<R>(
-    sql: &str,
-    args: &[DatumWithOid<'_>],
-    read: impl FnOnce(SpiTupleTable<'_>) -> Result<R, pgrx::spi::SpiError>,
-) -> Result<R, CoreError> {
-    Spi::connect_mut(|client| read(client.update(sql, None, args)?)).map_err(spi_failure)
-}
+use super::{spi_failure, write};
 
 /// The first column of the first row (None: no row, or NULL).
 fn one_text(sql: &str, args: &[DatumWithOid<'_>]) -> Result<Option<String>, CoreError> {

@@ -5,19 +5,9 @@
 use pg_corpus_core::CoreError;
 use pgrx::datum::DatumWithOid;
 use pgrx::prelude::*;
-use pgrx::spi::SpiTupleTable;
 
-use super::{select_bool, spi_failure};
+use super::{select_bool, spi_failure, write};
 use crate::jsonb::JsonbText;
-
-/// Run one statement that writes, and read what it returns.
-fn write<R>(
-    sql: &str,
-    args: &[DatumWithOid<'_>],
-    read: impl FnOnce(SpiTupleTable<'_>) -> Result<R, pgrx::spi::SpiError>,
-) -> Result<R, CoreError> {
-    Spi::connect_mut(|client| read(client.update(sql, None, args)?)).map_err(spi_failure)
-}
 
 /// Run one statement that writes; the number of rows it processed.
 fn execute(sql: &str, args: &[DatumWithOid<'_>]) -> Result<usize, CoreError> {
