@@ -396,3 +396,10 @@ fn corpus_list() -> TableIterator<
         )
     }))
 }
+
+/// A table's description as corpus definitions carry it (its live columns and their types).
+#[pg_extern(stable, parallel_safe)]
+fn _relation_json(rel: Option<RegClass>) -> Option<JsonbText> {
+    let rel = rel?;
+    spi::pinned_search_path(|| spi::catalog::relation_json(rel.as_i64())).or_raise()
+}

@@ -101,3 +101,9 @@ RETURNS bigint VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'corpus
 CREATE OR REPLACE FUNCTION corpus.corpus_embedding_enqueue(item_table regclass, embedding_column name,
     only_missing boolean DEFAULT true)
 RETURNS bigint VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'corpus_embedding_enqueue_wrapper';
+
+-- Corpus definitions are read by the library's own query; a table's description stays callable.
+CREATE OR REPLACE FUNCTION corpus._relation_json(rel regclass)
+RETURNS jsonb STABLE PARALLEL SAFE LANGUAGE c AS 'MODULE_PATHNAME', '_relation_json_wrapper';
+DROP FUNCTION corpus._corpus_definition(text);
+DROP FUNCTION corpus._snapshot_column_types(text, text);

@@ -215,18 +215,139 @@ fn syscache_dependencies(relids: &[i64]) -> Result<Vec<(i32, u32)>, CoreError> {
     Ok(out)
 }
 
+/// A table's description as a definition carries it: its OID, schema, name, kind, Citus
+/// distribution column, and every live column with its type, the type under any domains and
+/// whether that type is built in (so renamed, dropped or retyped columns are seen).
+const RELATION_JSON: &str = r#"
+SELECT jsonb_build_object(
+        'oid', c.oid::bigint,
+        'schema', n.nspname::text,
+        'name', c.relname::text,
+        'kind', c.relkind::text,
+        'distribution', corpus._citus_distribution_column(c.oid),
+        'columns', COALESCE((
+            SELECT jsonb_object_agg(a.attname::text, jsonb_build_object(
+                       'type', format_type(a.atttypid, a.atttypmod),
+                       'typname', t.typname::text,
+                       'category', t.typcategory::text,
+                       'typmod', a.atttypmod,
+                       'not_null', a.attnotnull,
+                       'base_type', format_type(b.oid, -1),
+                       'base_typname', b.typname::text,
+                       'base_schema', bn.nspname::text,
+                       'builtin', b.oid < 16384))
+              FROM pg_attribute a
+              JOIN pg_type t ON t.oid = a.atttypid
+              -- the type under any domains: what values are compared and cast as
+              CROSS JOIN LATERAL (
+                  WITH RECURSIVE d(oid, typtype, typbasetype, depth) AS (
+                      SELECT t.oid, t.typtype, t.typbasetype, 0
+                      UNION ALL
+                      SELECT u.oid, u.typtype, u.typbasetype, d.depth + 1
+                        FROM d JOIN pg_type u ON u.oid = d.typbasetype
+                       WHERE d.typtype = 'd' AND d.depth < 64)
+                  SELECT d.oid FROM d WHERE d.typtype <> 'd' ORDER BY d.depth LIMIT 1) AS bt
+              JOIN pg_type b ON b.oid = bt.oid
+              JOIN pg_namespace bn ON bn.oid = b.typnamespace
+             WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped), '{}'::jsonb))
+      FROM pg_class c
+      JOIN pg_namespace n ON n.oid = c.relnamespace
+     WHERE c.oid = $1::oid"#;
+
+/// The catalog's description of one corpus (`pg_corpus_core::model::CorpusDef`'s JSON): its
+/// rows with the live description of every item, parent and edge table.
+const CORPUS_DEFINITION: &str = r#"
+(SELECT jsonb_build_object(
+         'name', c.name,
+         'description', c.description,
+         'isolation', c.isolation,
+         'required_filters', to_jsonb(c.required_filters),
+         'filter_fields', c.filter_fields,
+         'spaces', c.spaces,
+         'evidence', c.evidence,
+         'must_include', c.must_include,
+         'graph', c.graph,
+         'audit', c.audit,
+         'edges', COALESCE((
+             SELECT jsonb_agg(jsonb_build_object(
+                        'name', e.name,
+                        'table', corpus._relation_json(e.edge_table),
+                        'table_oid', e.edge_table::oid::bigint,
+                        'from_source', e.from_source,
+                        'from_column', e.from_column::text,
+                        'to_source', e.to_source,
+                        'to_column', e.to_column::text) ORDER BY e.name)
+               FROM corpus.edges e
+              WHERE e.corpus = c.name), '[]'::jsonb),
+         -- searches measure text with corpus._content_length (absent from older catalogs)
+         'content_function', true,
+         'vector_schema', (SELECT n.nspname::text FROM pg_extension e
+                             JOIN pg_namespace n ON n.oid = e.extnamespace
+                            WHERE e.extname = 'vector'),
+         'sources', COALESCE((
+             SELECT jsonb_agg(jsonb_build_object(
+                        'name', s.name,
+                        'item', corpus._relation_json(s.item_table),
+                        'item_oid', s.item_table::oid::bigint,
+                        'id_column', s.id_column::text,
+                        'text_column', s.text_column::text,
+                        'tsv_column', s.tsv_column::text,
+                        'embedding_column', s.embedding_column::text,
+                        'embedding_inputs', to_jsonb(s.embedding_inputs::text[]),
+                        'distance', s.distance,
+                        'parent', CASE WHEN s.parent_table IS NULL THEN NULL
+                                       ELSE corpus._relation_json(s.parent_table) END,
+                        'parent_oid', s.parent_table::oid::bigint,
+                        'parent_fk', s.parent_fk::text,
+                        'parent_key', s.parent_key::text,
+                        'parent_required', to_jsonb(s.parent_required),
+                        'rule', s.rule,
+                        'locator', s.locator,
+                        'metadata', s.metadata,
+                        'min_length', s.min_length,
+                        'ts_config', s.ts_config::oid::bigint,
+                        'language', s.language,
+                        'semantic_weight', s.semantic_weight,
+                        'lexical_weight', s.lexical_weight,
+                        'column_types', s.column_types,
+                        'space', s.space)
+                      ORDER BY s.name)
+               FROM corpus.sources s
+              WHERE s.corpus = c.name), '[]'::jsonb))
+       FROM corpus.corpora c
+      WHERE c.name = $1)"#;
+
+/// A table's description (None: no such table).
+pub fn relation_json(table: i64) -> Result<Option<JsonbText>, CoreError> {
+    super::select_saved(RELATION_JSON, &[DatumWithOid::from(table)], |t| {
+        if t.is_empty() {
+            Ok(None)
+        } else {
+            t.first().get_one::<JsonbText>()
+        }
+    })
+}
+
+/// The expression of a corpus' definition (its name is `$1`): a catalog of an earlier release,
+/// served until `ALTER EXTENSION pg_corpus UPDATE`, has a SQL function of its own for it.
+fn definition_expression() -> &'static str {
+    if super::has_function("corpus._corpus_definition(text)") {
+        "corpus._corpus_definition($1)"
+    } else {
+        CORPUS_DEFINITION
+    }
+}
+
 /// Read and resolve a definition from the catalog (uncached), with the catalog tables' OIDs.
 fn read_corpus(name: &str) -> Result<(Corpus, Vec<i64>), CoreError> {
     let (json, corpora, sources, edges) = Spi::connect(|client| {
-        let row = client
-            .select(
-                "SELECT corpus._corpus_definition($1), 'corpus.corpora'::pg_catalog.regclass::pg_catalog.oid::int8,
-                        'corpus.sources'::pg_catalog.regclass::pg_catalog.oid::int8,
-                        pg_catalog.to_regclass('corpus.edges')::pg_catalog.oid::int8",
-                None,
-                &[DatumWithOid::from(name)],
-            )?
-            .first();
+        let sql = format!(
+            "SELECT {}, 'corpus.corpora'::pg_catalog.regclass::pg_catalog.oid::int8,
+                    'corpus.sources'::pg_catalog.regclass::pg_catalog.oid::int8,
+                    pg_catalog.to_regclass('corpus.edges')::pg_catalog.oid::int8",
+            definition_expression()
+        );
+        let row = client.select(&sql, None, &[DatumWithOid::from(name)])?.first();
         Ok::<_, pgrx::spi::SpiError>((
             row.get::<JsonbText>(1)?,
             row.get::<i64>(2)?,

@@ -258,13 +258,19 @@ pub fn vector_typmod(table: i64, column: &str) -> Option<i32> {
 /// Record the column types of a corpus' sources (of one source only, when given): a later retype
 /// shows as catalog drift.
 pub fn snapshot_column_types(corpus: &str, source: Option<&str>) -> Result<(), CoreError> {
-    let sql = match source {
-        Some(_) => "SELECT corpus._snapshot_column_types($1, $2)",
-        None => "SELECT corpus._snapshot_column_types($1)",
-    };
-    let mut args = vec![DatumWithOid::from(corpus)];
-    args.extend(source.map(DatumWithOid::from));
-    execute(sql, &args).map(drop)
+    execute(
+        r#"
+UPDATE corpus.sources s
+       SET column_types = jsonb_build_object(
+               'item', (SELECT jsonb_object_agg(c.key, c.value->>'type')
+                          FROM jsonb_each(corpus._relation_json(s.item_table)->'columns') c),
+               'parent', CASE WHEN s.parent_table IS NULL THEN '{}'::jsonb ELSE
+                         (SELECT jsonb_object_agg(c.key, c.value->>'type')
+                            FROM jsonb_each(corpus._relation_json(s.parent_table)->'columns') c) END)
+     WHERE s.corpus = $1 AND ($2::text IS NULL OR s.name = $2)"#,
+        &[DatumWithOid::from(corpus), DatumWithOid::from(source)],
+    )
+    .map(drop)
 }
 
 /// Keep a source's embeddings honest: its re-embed slot, trigger and queue.

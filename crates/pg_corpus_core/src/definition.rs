@@ -1,4 +1,4 @@
-//! Corpus definitions: the JSON the catalog hands out (`corpus._corpus_definition`), checked
+//! Corpus definitions: the JSON the catalog query hands out (src/spi/catalog.rs), checked
 //! and resolved against the live column lists it carries into the [`crate::model`]. The same
 //! code validates a definition when it is made and resolves it for every search, so a mapping
 //! that would fail at search time fails at definition time, and catalog drift (a column dropped

@@ -1,4 +1,4 @@
-//! The catalog's description of a corpus, as `corpus._corpus_definition` hands it out: the
+//! The catalog's description of a corpus, as the extension's catalog query hands it out: the
 //! registered mappings with the live column lists of their tables. [`crate::definition`] checks
 //! it and resolves it into a [`super::Corpus`].
 
