@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 
 use pg_corpus_core::health::{
-    self, AuditDepth, CheckRow, ContractFigures, IndexInfo, IsolationFacts, LexicalFacts, Probing, Sampling,
+    self, AuditDepth, CheckRow, ContractFigures, IndexInfo, IsolationFacts, Probing, Sampling,
 };
 use pg_corpus_core::model::Corpus;
 use pg_corpus_core::CoreError;
@@ -165,16 +165,7 @@ fn lexical_statistics(corpus: &Corpus) -> Result<CheckRow, CoreError> {
     if !spi::stats::reads_corpus_in_full(&corpus.name)? {
         return Ok(health::lexical_unreadable(&corpus.name));
     }
-    let state = spi::stats::lexical_state(&corpus.name, &tables)?;
-    let facts = LexicalFacts {
-        refreshed: state.refreshed,
-        documents: state.documents,
-        terms: state.terms,
-        total_length: state.total_length,
-        changes_at_refresh: state.changes_at_refresh,
-        changes_now: state.changes_now,
-        reset_since: state.reset_since,
-    };
+    let facts = spi::stats::lexical_state(&corpus.name, &tables)?;
     // SAFETY: reads the recovery state of this server.
     let in_recovery = unsafe { pgrx::pg_sys::RecoveryInProgress() };
     Ok(health::judge_lexical_statistics(&corpus.name, &facts, in_recovery))

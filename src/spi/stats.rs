@@ -3,6 +3,7 @@
 //! `plan::lexical_champions_sql`); this module runs them.
 
 use pg_corpus_core::engine::{ChampionList, ChampionRequest, TermStats};
+use pg_corpus_core::health::LexicalFacts;
 use pg_corpus_core::statistics::{self, Refresh};
 use pg_corpus_core::CoreError;
 use pgrx::datum::DatumWithOid;
@@ -83,36 +84,8 @@ pub fn reads_corpus_in_full(corpus: &str) -> Result<bool, CoreError> {
     })
 }
 
-/// Where a corpus' lexical statistics stand.
-pub struct LexicalState {
-    pub refreshed: bool,
-    pub documents: i64,
-    pub terms: i64,
-    pub total_length: i64,
-    pub changes_at_refresh: i64,
-    /// Inserted + updated + deleted rows of the corpus' tables now (pg_stat_all_tables).
-    pub changes_now: i64,
-    /// The database's statistics were reset since the refresh.
-    pub reset_since: bool,
-}
-
-impl LexicalState {
-    /// Stale when never refreshed, or when more rows changed since than `fraction` of the
-    /// documents (at least one).
-    pub fn is_stale(&self, fraction: f64) -> bool {
-        !self.refreshed
-            || self.counters_reset()
-            || (self.changes_now - self.changes_at_refresh) as f64 > (fraction * self.documents as f64).max(0.5)
-    }
-
-    /// The statistics counters went backwards (reset, crash recovery, restored backup): the
-    /// changes since the refresh cannot be known.
-    pub fn counters_reset(&self) -> bool {
-        self.refreshed && (self.reset_since || self.changes_now < self.changes_at_refresh)
-    }
-}
-
-pub fn lexical_state(corpus: &str, tables: &[i64]) -> Result<LexicalState, CoreError> {
+/// Where a corpus' lexical statistics stand (its staleness is the core's rule).
+pub fn lexical_state(corpus: &str, tables: &[i64]) -> Result<LexicalFacts, CoreError> {
     let mut tables = tables.to_vec();
     tables.sort_unstable();
     // (the same for every corpus of these tables: read once per whole-database operation)
@@ -127,7 +100,7 @@ pub fn lexical_state(corpus: &str, tables: &[i64]) -> Result<LexicalState, CoreE
     Spi::connect(|client| {
         let row = client.select(statistics::STATE, Some(1), &[DatumWithOid::from(corpus)])?.first();
         let refreshed = row.get::<bool>(1)?.unwrap_or(false);
-        Ok(LexicalState {
+        Ok(LexicalFacts {
             refreshed,
             documents: row.get::<i64>(2)?.unwrap_or(0),
             terms: row.get::<i64>(3)?.unwrap_or(0),
