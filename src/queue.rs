@@ -60,9 +60,9 @@ fn corpus_embedding_claim(
     let rows = spi::pinned_search_path(|| -> Result<Vec<ClaimRow>, CoreError> {
         spi::require_writable("corpus_embedding_claim")?;
         let batch_size = queue::check_batch_size(batch_size)?;
-        let (lease_text, positive) = q::interval_facts(lease)?;
-        let Some(lease) = lease.filter(|_| positive) else {
-            return Err(queue::bad_lease(lease_text.as_deref()));
+        let lease = match (lease, spi::interval_sign(lease)?) {
+            (Some(lease), Some((_, std::cmp::Ordering::Greater))) => lease,
+            (_, shown) => return Err(queue::bad_lease(shown.map(|(text, _)| text).as_deref())),
         };
         let only = only_table.map(RegClass::as_i64);
         let mut out: Vec<ClaimRow> = Vec::new();

@@ -6,7 +6,6 @@
 
 use pg_corpus_core::registry::{self, Named, Shape};
 use pg_corpus_core::{CoreError, SqlState};
-use pgrx::datum::DatumWithOid;
 use pgrx::prelude::*;
 
 use crate::error::OrRaise;
@@ -328,23 +327,10 @@ fn corpus_drop_edges(corpus: Option<&str>, name: Option<&str>) {
 fn corpus_audit_purge(older_than: Option<pgrx::datum::Interval>, corpus: default!(Option<&str>, "NULL")) -> i64 {
     spi::pinned_search_path(|| -> Result<i64, CoreError> {
         spi::require_writable("corpus_audit_purge")?;
-        let text = older_than.map(|i| {
-            Spi::connect(|client| {
-                client
-                    .select(
-                        "SELECT $1::interval::text, $1::interval < interval '0'",
-                        Some(1),
-                        &[DatumWithOid::from(i)],
-                    )?
-                    .first()
-                    .get_two::<String, bool>()
-            })
-            .map_err(spi::spi_failure)
-        });
-        let text = match text.transpose()? {
-            Some((Some(t), Some(false))) => t,
+        let text = match spi::interval_sign(older_than)? {
+            Some((text, std::cmp::Ordering::Equal | std::cmp::Ordering::Greater)) => text,
             other => {
-                let shown = other.and_then(|(t, _)| t).unwrap_or_else(|| "NULL".to_string());
+                let shown = other.map_or_else(|| "NULL".to_string(), |(text, _)| text);
                 return Err(CoreError::new(
                     SqlState::InvalidParameterValue,
                     format!("older_than must be a non-negative interval, got {shown}"),

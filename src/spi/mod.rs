@@ -157,6 +157,26 @@ pub(crate) fn write<R>(
     Spi::connect_mut(|client| read(client.update(sql, None, args)?)).map_err(spi_failure)
 }
 
+/// An interval argument's text (as the session shows it) and its sign against zero (None:
+/// NULL): what the functions that take a duration check and quote in their errors.
+pub(crate) fn interval_sign(
+    value: Option<pgrx::datum::Interval>,
+) -> Result<Option<(String, std::cmp::Ordering)>, CoreError> {
+    let Some(value) = value else { return Ok(None) };
+    let (text, sign) = Spi::connect(|client| {
+        client
+            .select(
+                "SELECT $1::interval::text, pg_catalog.interval_cmp($1::interval, interval '0')",
+                Some(1),
+                &[DatumWithOid::from(value)],
+            )?
+            .first()
+            .get_two::<String, i32>()
+    })
+    .map_err(spi_failure)?;
+    Ok(Some((text.unwrap_or_default(), sign.unwrap_or(0).cmp(&0))))
+}
+
 /// Whether this transaction can write (not a standby, not read-only).
 pub(crate) fn can_write() -> bool {
     // SAFETY: reads of backend-global state.

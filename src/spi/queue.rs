@@ -5,9 +5,8 @@
 
 use pg_corpus_core::CoreError;
 use pgrx::datum::DatumWithOid;
-use pgrx::prelude::*;
 
-use super::{spi_failure, write};
+use super::write;
 
 /// The first column of the first row (None: no row, or NULL).
 fn one_text(sql: &str, args: &[DatumWithOid<'_>]) -> Result<Option<String>, CoreError> {
@@ -16,19 +15,6 @@ fn one_text(sql: &str, args: &[DatumWithOid<'_>]) -> Result<Option<String>, Core
 
 fn one_i64(sql: &str, args: &[DatumWithOid<'_>]) -> Result<Option<i64>, CoreError> {
     write(sql, args, |t| if t.is_empty() { Ok(None) } else { t.first().get_one::<i64>() })
-}
-
-/// An interval argument's text and whether it is positive (its text None: NULL).
-pub fn interval_facts(lease: Option<pgrx::datum::Interval>) -> Result<(Option<String>, bool), CoreError> {
-    let Some(lease) = lease else { return Ok((None, false)) };
-    Spi::connect(|client| {
-        client
-            .select("SELECT $1::interval::text, $1::interval > interval '0'", Some(1), &[DatumWithOid::from(lease)])?
-            .first()
-            .get_two::<String, bool>()
-    })
-    .map(|(t, positive)| (t, positive.unwrap_or(false)))
-    .map_err(spi_failure)
 }
 
 /// One queue row a claim took.
