@@ -66,7 +66,7 @@ CASES = {
 }
 COLUMNS = "id, case_law_id, chunk_index, page_number, content, embedding"
 VARIANTS = {
-    "stock": "the trigger the extension generates (AFTER INSERT OR DELETE OR UPDATE OF ... FOR EACH ROW)",
+    "stock": "the extension's trigger (AFTER INSERT OR DELETE OR UPDATE OF ... FOR EACH ROW)",
     "when": "experiment: the INSERT event split off into its own row trigger with "
             "WHEN (NEW.embedding IS NULL), so rows that bring an embedding never call the function",
     "statement": "experiment: the INSERT event split off into a statement trigger with a transition "
@@ -119,18 +119,19 @@ def make_copy_data(rows, dim, seed):
 # --------------------------------------------------------------------------------------------
 
 def apply_variant(conn, variant):
-    """Reshape the generated trigger of precedent_chunks (bench database only; the extension's
-    sql/embedding.sql is untouched). The UPDATE/DELETE path keeps the generated function."""
+    """Reshape the re-embed trigger of precedent_chunks (bench database only). The UPDATE/DELETE
+    path keeps the library's trigger function."""
     if variant == "stock":
         return
-    tname, fname = conn.execute("SELECT trigger_name, trigger_function FROM corpus.embedding_slots "
-                                "WHERE item_table = 'precedent_chunks'::regclass").fetchone()
+    tname, fname, column = conn.execute(
+        "SELECT trigger_name, trigger_function, quote_literal(embedding_column) FROM corpus.embedding_slots "
+        "WHERE item_table = 'precedent_chunks'::regclass").fetchone()
     conn.execute(f'DROP TRIGGER "{tname}" ON precedent_chunks')
     conn.execute(f'CREATE TRIGGER "{tname}" AFTER DELETE OR UPDATE OF content, embedding, id ON precedent_chunks '
-                 f'FOR EACH ROW EXECUTE FUNCTION corpus."{fname}"()')
+                 f'FOR EACH ROW EXECUTE FUNCTION corpus."{fname}"({column})')
     if variant == "when":
         conn.execute(f'CREATE TRIGGER "{tname}_ins" AFTER INSERT ON precedent_chunks FOR EACH ROW '
-                     f'WHEN (NEW.embedding IS NULL) EXECUTE FUNCTION corpus."{fname}"()')
+                     f'WHEN (NEW.embedding IS NULL) EXECUTE FUNCTION corpus."{fname}"({column})')
     elif variant == "statement":
         conn.execute("""
             CREATE FUNCTION corpus.bench_queue_inserted() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER

@@ -145,5 +145,10 @@ pub fn init() {
 /// current_setting would let any writer skip the queue.)
 #[pgrx::pg_extern(stable, parallel_safe)]
 fn _embedding_queue_deferred() -> bool {
+    embedding_queue_deferred()
+}
+
+/// Whether this session defers the re-embed queue (the trigger's first question).
+pub fn embedding_queue_deferred() -> bool {
     DEFER_EMBEDDING_QUEUE.get()
 }

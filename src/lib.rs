@@ -23,6 +23,7 @@ mod registry;
 mod regtypes;
 mod search;
 mod spi;
+mod trigger;
 mod vector;
 mod worker;
 

@@ -9,11 +9,13 @@
 //! statements `spi::queue`'s.
 
 use pg_corpus_core::queue::{self, Completion};
+use pg_corpus_core::slots;
 use pg_corpus_core::CoreError;
 use pgrx::datum::{DatumWithOid, Interval};
 use pgrx::prelude::*;
 
 use crate::error::OrRaise;
+use crate::jsonb::JsonbText;
 use crate::regtypes::{Name, RegClass};
 use crate::spi;
 use crate::spi::queue as q;
@@ -244,6 +246,53 @@ fn corpus_embedding_enqueue(
         let table = item_table.map_or(0, RegClass::as_i64);
         let column = embedding_column.as_ref().map_or("", |n| n.0.as_str());
         q::enqueue(table, column, only_missing.unwrap_or(false))
+    })
+    .or_raise()
+}
+
+/// On a Citus worker: this node's copy of a slot the coordinator registered or changed, and the
+/// first backlog of the shards placed here (the coordinator calls it on every other node).
+#[pg_extern(volatile, parallel_unsafe)]
+fn _embedding_slot_replica(slot: Option<JsonbText>) -> i64 {
+    spi::pinned_search_path(|| spi::slots::replica(slot.as_ref().map_or("null", |s| s.0.as_str()))).or_raise()
+}
+
+/// A model change's first step: the slot records the new model (here and on the other Citus
+/// nodes); answers how many items the table has. CALL corpus.corpus_set_embedding_model runs it.
+#[pg_extern(volatile, parallel_unsafe)]
+fn _embedding_model_start(item_table: Option<RegClass>, embedding_column: Option<Name>, model: Option<&str>) -> i64 {
+    spi::pinned_search_path(|| {
+        let model = slots::check_model(model)?;
+        let column = embedding_column.as_ref().map_or("", |n| n.0.as_str());
+        spi::slots::model_start(item_table.map_or(0, RegClass::as_i64), column, model)
+    })
+    .or_raise()
+}
+
+/// One batch of a model change on this node, each in its own transaction (the procedure
+/// commits between them; a coordinator drives the other nodes' batches through it): `state` is
+/// where the previous batch ended (`{}` to begin); answers the next state with the batch's size
+/// `n`, or `{"done": true}`.
+#[pg_extern(volatile, parallel_unsafe)]
+fn _embedding_model_step(
+    item_table: Option<RegClass>,
+    embedding_column: Option<Name>,
+    state: Option<JsonbText>,
+    batch_size: Option<i32>,
+) -> JsonbText {
+    spi::pinned_search_path(|| {
+        let column = embedding_column.as_ref().map_or("", |n| n.0.as_str());
+        let state = match state.as_ref() {
+            Some(s) => s.parse("state")?,
+            None => serde_json::json!({}),
+        };
+        let next = spi::slots::model_step(
+            item_table.map_or(0, RegClass::as_i64),
+            column,
+            &state,
+            batch_size.unwrap_or(10_000),
+        )?;
+        Ok(JsonbText(next.to_string()))
     })
     .or_raise()
 }

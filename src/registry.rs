@@ -119,7 +119,7 @@ fn corpus_drop(name: Option<&str>, if_exists: default!(Option<bool>, false)) {
         let name = name.unwrap_or("");
         if catalog::delete_corpus(name)? {
             for (table, column) in catalog::slots()? {
-                catalog::detach_embedding_slot(table, &column)?;
+                spi::slots::detach(table, &column)?;
             }
         } else if !if_exists.unwrap_or(false) {
             return Err(registry::no_corpus(name, "Pass if_exists => true to ignore a missing corpus."));
@@ -214,14 +214,7 @@ fn corpus_add_source(
         // only the new source: another source's retype stays visible as drift
         catalog::snapshot_column_types(corpus, Some(source))?;
         let dimensions = catalog::vector_typmod(item_table.as_i64(), embedding_column);
-        catalog::attach_embedding_slot(
-            item_table.as_i64(),
-            embedding_column,
-            id_column,
-            &inputs,
-            embedding_model,
-            dimensions,
-        )?;
+        spi::slots::attach(item_table.as_i64(), embedding_column, id_column, &inputs, embedding_model, dimensions)?;
         // BM25 statistics over the corpus' new extent
         catalog::refresh_lexical_stats(corpus)
     })
@@ -246,7 +239,7 @@ fn corpus_drop_source(corpus: Option<&str>, source: Option<&str>) {
         let Some((table, column)) = catalog::delete_source(corpus, source)? else {
             return Err(registry::no_source(corpus, source, "See the sources of each corpus in corpus.corpus_list()."));
         };
-        catalog::detach_embedding_slot(table, &column)?;
+        spi::slots::detach(table, &column)?;
         catalog::refresh_lexical_stats(corpus)
     })
     .or_raise()

@@ -16,9 +16,22 @@ SELECT corpus.corpus_add_source('d', 'docs', 'docs', text_column => 'body', embe
 SELECT item_table, embedding_column, id_column, id_type, input_columns, model, dimensions FROM corpus.embedding_slots;
 -- registration queued the item that has no embedding yet
 SELECT item_id, reason, version, state FROM corpus.embedding_queue ORDER BY item_id;
--- the generated trigger function: SECURITY DEFINER with search_path pinned, not executable by PUBLIC
-SELECT p.prosecdef, p.proconfig, has_function_privilege('public', p.oid, 'EXECUTE') AS public_execute
-  FROM pg_trigger t JOIN pg_proc p ON p.oid = t.tgfoid WHERE t.tgrelid = 'docs'::regclass AND NOT t.tgisinternal;
+-- the library's trigger function, the slot's column as argument: SECURITY DEFINER with
+-- search_path pinned
+SELECT t.tgname, p.proname, p.prosecdef, p.proconfig, encode(t.tgargs, 'escape') AS args
+  FROM pg_trigger t JOIN pg_proc p ON p.oid = t.tgfoid WHERE t.tgrelid = 'docs'::regclass AND NOT t.tgisinternal
+ ORDER BY 1;
+-- called other than as registration makes it, it refuses (0A000)
+\set VERBOSITY terse
+SELECT corpus._embedding_trigger();
+CREATE TABLE misfired (id int);
+CREATE TRIGGER before_insert BEFORE INSERT ON misfired FOR EACH ROW EXECUTE FUNCTION corpus._embedding_trigger('emb');
+INSERT INTO misfired VALUES (1);
+DROP TRIGGER before_insert ON misfired;
+CREATE TRIGGER per_statement AFTER INSERT ON misfired FOR EACH STATEMENT EXECUTE FUNCTION corpus._embedding_trigger('emb');
+INSERT INTO misfired VALUES (1);
+DROP TABLE misfired;
+\set VERBOSITY default
 -- inserts: with an embedding nothing happens, without one the item is queued
 INSERT INTO docs VALUES (3, 'T3', 'third document about plums', 2, '[0, 1]'), (4, 'T4', 'fourth', 2, NULL);
 -- a text change marks the embedding stale; an unrelated change does not

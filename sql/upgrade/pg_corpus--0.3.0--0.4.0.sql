@@ -107,3 +107,34 @@ CREATE OR REPLACE FUNCTION corpus._relation_json(rel regclass)
 RETURNS jsonb STABLE PARALLEL SAFE LANGUAGE c AS 'MODULE_PATHNAME', '_relation_json_wrapper';
 DROP FUNCTION corpus._corpus_definition(text);
 DROP FUNCTION corpus._snapshot_column_types(text, text);
+
+-- The re-embed trigger is the library's: every slot's triggers call it with the slot's column,
+-- and the functions generated per slot (and what wrote them) go.
+DROP EVENT TRIGGER pg_corpus_follow_item_tables;
+DROP FUNCTION corpus._follow_item_table_changes();
+DROP FUNCTION corpus._attach_embedding_slot(regclass, name, name, name[], text, integer);
+DROP FUNCTION corpus._detach_embedding_slot(regclass, name);
+DROP FUNCTION corpus._write_embedding_trigger(corpus.embedding_slots);
+DROP FUNCTION corpus._announce_work(oid, oid);
+CREATE FUNCTION corpus._embedding_trigger() RETURNS trigger LANGUAGE c SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp AS 'MODULE_PATHNAME', '_embedding_trigger_wrapper';
+CREATE FUNCTION corpus._embedding_triggers_renew() RETURNS bigint
+LANGUAGE c AS 'MODULE_PATHNAME', '_embedding_triggers_renew_wrapper';
+SELECT corpus._embedding_triggers_renew();
+DROP FUNCTION corpus._embedding_triggers_renew();
+
+-- The queue's DBA operations are the library's: a model change's steps, a slot's copy on
+-- another Citus node; what only they used goes.
+CREATE OR REPLACE FUNCTION corpus._embedding_slot_replica(slot jsonb)
+RETURNS bigint VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', '_embedding_slot_replica_wrapper';
+CREATE OR REPLACE FUNCTION corpus._embedding_model_start(item_table regclass, embedding_column name, model text)
+RETURNS bigint VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', '_embedding_model_start_wrapper';
+CREATE OR REPLACE FUNCTION corpus._embedding_model_step(item_table regclass, embedding_column name, state jsonb,
+    batch_size integer)
+RETURNS jsonb VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', '_embedding_model_step_wrapper';
+DROP FUNCTION corpus._embedding_model_batch(regclass, name, regclass, text, integer);
+DROP FUNCTION corpus._enqueue_local(corpus.embedding_slots, boolean, boolean);
+DROP FUNCTION corpus._lock_queue(regclass[]);
+DROP FUNCTION corpus._embedding_slot(regclass, name);
+DROP FUNCTION corpus._require_slot_columns(corpus.embedding_slots, name, name);
+DROP FUNCTION corpus._trigger_slot_table(oid, name);

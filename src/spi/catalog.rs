@@ -91,19 +91,13 @@ pub fn init() {
 #[no_mangle]
 #[pg_guard]
 pub unsafe extern "C-unwind" fn _catalog_changed_wrapper(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
-    // SAFETY: PostgreSQL passes a valid fcinfo; `context` is a TriggerData node exactly when
-    // the function is called by the trigger manager (CALLED_AS_TRIGGER).
+    // SAFETY: the fcinfo PostgreSQL passed to this function.
     let trigger = unsafe {
-        let context = (*fcinfo).context;
-        (!context.is_null() && (*context).type_ == pg_sys::NodeTag::T_TriggerData)
-            .then_some(context as *mut pg_sys::TriggerData)
-    };
-    let Some(trigger) = trigger else {
-        crate::error::raise(CoreError::new(
-            SqlState::FeatureNotSupported,
-            "corpus._catalog_changed() can only be called as a trigger".to_string(),
+        crate::trigger::trigger_data(
+            fcinfo,
+            "corpus._catalog_changed()",
             "It runs on changes of pg_corpus' catalog tables; change definitions with the corpus_* functions.",
-        ))
+        )
     };
     // SAFETY: a trigger call carries the open relation it fires on; the invalidation names it.
     unsafe {

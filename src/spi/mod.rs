@@ -13,6 +13,7 @@ pub mod items;
 pub mod queue;
 pub mod registry;
 pub mod search;
+pub mod slots;
 pub mod stats;
 
 use std::cell::RefCell;
@@ -68,29 +69,34 @@ pub(crate) fn select_saved<R>(
     args: &[DatumWithOid<'_>],
     read: impl FnOnce(pgrx::spi::SpiTupleTable<'_>) -> pgrx::spi::SpiResult<R>,
 ) -> Result<R, CoreError> {
+    let plan = saved_plan(sql, args).map_err(spi_failure)?;
+    Spi::connect(|client| read(client.select(&*plan, None, args)?)).map_err(spi_failure)
+}
+
+/// Run a statement that writes through a saved plan, as [`select_saved`] does for reads: for
+/// statements run once per row (the re-embed trigger's). Returns the rows it processed.
+pub(crate) fn write_saved(sql: &str, args: &[DatumWithOid<'_>]) -> Result<usize, CoreError> {
+    let plan = saved_plan(sql, args).map_err(spi_failure)?;
+    Spi::connect_mut(|client| Ok(client.update(&*plan, None, args)?.len())).map_err(spi_failure)
+}
+
+/// The saved plan of `sql` for the types of `args` (prepared and kept on first use).
+fn saved_plan(sql: &str, args: &[DatumWithOid<'_>]) -> pgrx::spi::SpiResult<Rc<OwnedPreparedStatement>> {
     let types: Vec<u32> = args.iter().map(|a| a.oid().to_u32()).collect();
     let key = (sql.to_string(), types);
-    Spi::connect(|client| {
-        let cached = PLANS.with(|p| p.borrow().get(&key).cloned());
-        let plan = match cached {
-            Some(plan) => plan,
-            None => {
-                let oids: Vec<PgOid> = args.iter().map(|a| PgOid::from_untagged(a.oid())).collect();
-                let plan = Rc::new(client.prepare(sql, &oids)?.keep());
-                PLANS.with(|p| {
-                    let mut p = p.borrow_mut();
-                    if p.len() >= MAX_SAVED_PLANS {
-                        p.clear();
-                    }
-                    p.insert(key, plan.clone());
-                });
-                plan
-            }
-        };
-        let table = client.select(&*plan, None, args)?;
-        read(table)
-    })
-    .map_err(spi_failure)
+    if let Some(plan) = PLANS.with(|p| p.borrow().get(&key).cloned()) {
+        return Ok(plan);
+    }
+    let oids: Vec<PgOid> = args.iter().map(|a| PgOid::from_untagged(a.oid())).collect();
+    let plan = Rc::new(Spi::connect(|client| client.prepare(sql, &oids).map(|p| p.keep()))?);
+    PLANS.with(|p| {
+        let mut p = p.borrow_mut();
+        if p.len() >= MAX_SAVED_PLANS {
+            p.clear();
+        }
+        p.insert(key, plan.clone());
+    });
+    Ok(plan)
 }
 
 /// Run `f` with `search_path = pg_catalog, pg_temp`: the SQL pg_corpus generates names its own

@@ -119,18 +119,14 @@ pub fn slot_of(
     item_table: Option<i64>,
     embedding_column: &str,
 ) -> Result<(String, String, Option<String>, Option<i32>), CoreError> {
+    let slot = super::slots::slot_named(item_table.unwrap_or(0), embedding_column)?;
     write(
-        "SELECT $1::oid::regclass::text, s.embedding_column::text, s.model, s.dimensions
-           FROM corpus._embedding_slot($1::oid::regclass, $2::name) s",
-        &[DatumWithOid::from(item_table), DatumWithOid::from(embedding_column)],
+        "SELECT s.model, s.dimensions FROM corpus.embedding_slots s
+          WHERE s.item_table = $1::oid::regclass AND s.embedding_column = $2::name",
+        &[DatumWithOid::from(slot.item_table), DatumWithOid::from(slot.registered.as_str())],
         |t| {
             let row = t.first();
-            Ok((
-                row.get::<String>(1)?.unwrap_or_default(),
-                row.get::<String>(2)?.unwrap_or_default(),
-                row.get::<String>(3)?,
-                row.get::<i32>(4)?,
-            ))
+            Ok((slot.table_text.clone(), slot.registered.clone(), row.get::<String>(1)?, row.get::<i32>(2)?))
         },
     )
 }
@@ -349,24 +345,21 @@ pub fn retry_dead(only_table: Option<i64>) -> Result<i64, CoreError> {
 /// Queue every item of a slot (only_missing: those without an embedding): first on the other
 /// Citus nodes (each in its own transaction), then here holding the queue; how many.
 pub fn enqueue(item_table: i64, embedding_column: &str, only_missing: bool) -> Result<i64, CoreError> {
+    let slot = super::slots::slot_named(item_table, embedding_column)?;
     let remote = one_i64(
         "SELECT coalesce((SELECT sum(a::bigint) FROM corpus._citus_fan_out($1::oid::regclass,
                     format('SELECT corpus.corpus_embedding_enqueue(%L::regclass, %L, %L)',
-                           $1::oid::regclass::text, s.embedding_column, $3)) a), 0)::int8
-           FROM corpus._embedding_slot($1::oid::regclass, $2::name) s",
-        &[DatumWithOid::from(item_table), DatumWithOid::from(embedding_column), DatumWithOid::from(only_missing)],
+                           $1::oid::regclass::text, $2, $3)) a), 0)::int8",
+        &[
+            DatumWithOid::from(item_table),
+            DatumWithOid::from(slot.registered.as_str()),
+            DatumWithOid::from(only_missing),
+        ],
     )?
     .unwrap_or(0);
-    write(
-        "SELECT corpus._lock_queue(ARRAY(SELECT r FROM corpus._local_relations($1::oid::regclass) AS r))",
-        &[DatumWithOid::from(item_table)],
-        |_| Ok(()),
-    )?;
-    let n = one_i64(
-        "SELECT corpus._enqueue_local(s, $3, true) FROM corpus._embedding_slot($1::oid::regclass, $2::name) s",
-        &[DatumWithOid::from(item_table), DatumWithOid::from(embedding_column), DatumWithOid::from(only_missing)],
-    )?
-    .unwrap_or(0);
+    slot.columns()?;
+    super::slots::lock_queue(&super::slots::local_relations(item_table)?)?;
+    let n = super::slots::enqueue_local(&slot, only_missing, true)?;
     if remote > 0 {
         notify(item_table)?;
     }

@@ -273,38 +273,6 @@ UPDATE corpus.sources s
     .map(drop)
 }
 
-/// Keep a source's embeddings honest: its re-embed slot, trigger and queue.
-pub fn attach_embedding_slot(
-    item_table: i64,
-    embedding_column: &str,
-    id_column: &str,
-    inputs: &[String],
-    model: Option<&str>,
-    dimensions: Option<i32>,
-) -> Result<(), CoreError> {
-    execute(
-        "SELECT corpus._attach_embedding_slot($1::oid::regclass, $2::name, $3::name, $4::text[]::name[], $5, $6)",
-        &[
-            DatumWithOid::from(item_table),
-            DatumWithOid::from(embedding_column),
-            DatumWithOid::from(id_column),
-            DatumWithOid::from(inputs.to_vec()),
-            DatumWithOid::from(model),
-            DatumWithOid::from(dimensions),
-        ],
-    )
-    .map(drop)
-}
-
-/// Release a slot no source uses any more.
-pub fn detach_embedding_slot(item_table: i64, embedding_column: &str) -> Result<(), CoreError> {
-    execute(
-        "SELECT corpus._detach_embedding_slot($1::oid::regclass, $2::name)",
-        &[DatumWithOid::from(item_table), DatumWithOid::from(embedding_column)],
-    )
-    .map(drop)
-}
-
 /// Refresh a corpus' lexical statistics over its new extent.
 pub fn refresh_lexical_stats(corpus: &str) -> Result<(), CoreError> {
     execute("SELECT 1 FROM corpus.corpus_refresh_lexical_stats($1)", &[DatumWithOid::from(corpus)]).map(drop)

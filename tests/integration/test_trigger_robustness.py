@@ -31,21 +31,39 @@ def test_writes_survive_the_extension_being_dropped_and_created_again(db):
     register(db, "notes_c", "notes")
     db.execute("UPDATE notes SET body = %s WHERE id = 1", [LONG.format("changed")])
     assert queue(db, "notes") == {"1": "text_changed"}
+    # the table's triggers call the extension's function: dropping it alone is refused, naming them
+    with pytest.raises(psycopg.errors.DependentObjectsStillExist) as e:
+        db.execute("DROP EXTENSION pg_corpus")
+    assert "pg_corpus_embedding_" in (e.value.diag.message_detail or ""), e.value.diag.message_detail
     db.execute("DROP EXTENSION pg_corpus CASCADE")
     db.execute("CREATE EXTENSION pg_corpus")
-    # the triggers are still there (created at registration), the new catalog is empty
+    # CASCADE took the triggers with it: the table is as it was before registration
     assert db.execute("SELECT count(*) FROM pg_trigger WHERE tgrelid = 'notes'::regclass "
-                      "AND NOT tgisinternal").fetchone()[0] >= 1
+                      "AND NOT tgisinternal").fetchone()[0] == 0
     db.execute("INSERT INTO notes (id, pid, body) VALUES (2, 1, %s)", [LONG.format(2)])
     db.execute("UPDATE notes SET body = %s WHERE id = 1", [LONG.format("again")])
     db.execute("DELETE FROM notes WHERE id = 2")
     db.execute("TRUNCATE notes")
     assert queue(db, "notes") == {}
-    # registering again adopts the trigger: changes are queued again
+    # registering again puts the triggers back: changes are queued again
     db.execute("INSERT INTO notes (id, pid, body, emb) VALUES (3, 1, %s, '[1,2,3]')", [LONG.format(3)])
     register(db, "notes_c", "notes")
     db.execute("UPDATE notes SET body = %s WHERE id = 3", [LONG.format("new")])
     assert queue(db, "notes") == {"3": "text_changed"}
+
+
+def test_a_trigger_whose_slot_row_is_gone_never_fails_a_write(db):
+    """A slot row deleted by hand (its queue goes with it) leaves the triggers in place: writes
+    of every kind still work and queue nothing until the source is registered again."""
+    db.execute("""CREATE TABLE orphan (id int PRIMARY KEY, pid int NOT NULL, body text NOT NULL,
+                      tsv tsvector, emb vector(3))""")
+    register(db, "orphan_c", "orphan")
+    db.execute("DELETE FROM corpus.embedding_slots WHERE item_table = 'orphan'::regclass")
+    db.execute("INSERT INTO orphan (id, pid, body) VALUES (1, 1, %s)", [LONG.format(1)])
+    db.execute("UPDATE orphan SET body = %s, emb = NULL WHERE id = 1", [LONG.format("x")])
+    db.execute("DELETE FROM orphan WHERE id = 1")
+    db.execute("TRUNCATE orphan")
+    assert queue(db, "orphan") == {}
 
 
 def test_a_partitioned_table_is_kept_fresh_through_its_partitions(db):
@@ -159,17 +177,51 @@ def test_dropping_a_registered_column_needs_cascade_and_then_writes_still_work(d
     assert rows == [("fail", "42703")], rows
 
 
-def test_the_rename_follower_rewrites_only_functions_registration_made(db):
-    """The event trigger runs with the extension owner's rights: a slot row written by hand
-    that names another function must not make it create or replace that function."""
-    db.execute("""CREATE TABLE planted (id int PRIMARY KEY, pid int NOT NULL, body text NOT NULL,
-                      tsv tsvector, emb vector(3))""")
+def test_one_library_trigger_serves_every_slot_and_registration_creates_no_function(db):
+    """Every slot's triggers call the extension's own function (SECURITY DEFINER, search_path
+    pinned) with the slot's column as argument; registering a source defines no function."""
+    before = db.execute("SELECT count(*) FROM pg_proc").fetchone()[0]
+    db.execute("""CREATE TABLE shared (id int PRIMARY KEY, pid int NOT NULL, body text NOT NULL,
+                      tsv tsvector, emb vector(3), emb2 vector(3))""")
+    register(db, "shared_c", "shared")
+    db.execute("""SELECT corpus.corpus_add_source('shared_c', 'items2', 'shared', text_column => 'body',
+                      tsv_column => 'tsv', embedding_column => 'emb2', parent_fk => 'pid', min_length => 5)""")
+    assert db.execute("SELECT count(*) FROM pg_proc").fetchone()[0] == before
+    rows = db.execute("""SELECT t.tgname, p.proname, p.prosecdef, p.proconfig, d.deptype,
+                                encode(t.tgargs, 'escape')
+                           FROM pg_trigger t JOIN pg_proc p ON p.oid = t.tgfoid
+                           LEFT JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid
+                                                AND d.refclassid = 'pg_extension'::regclass
+                          WHERE t.tgrelid = 'shared'::regclass AND NOT t.tgisinternal
+                          ORDER BY t.tgname""").fetchall()
+    assert [(r[0], r[5]) for r in rows] == [
+        ("pg_corpus_embedding_5", "emb\\000"), ("pg_corpus_embedding_5_truncate", "emb\\000"),
+        ("pg_corpus_embedding_6", "emb2\\000"), ("pg_corpus_embedding_6_truncate", "emb2\\000")], rows
+    assert {(r[1], r[2], tuple(r[3]), r[4]) for r in rows} == {
+        ("_embedding_trigger", True, ("search_path=pg_catalog, pg_temp",), "e")}
+    db.execute("INSERT INTO shared (id, pid, body, emb) VALUES (1, 1, %s, '[1,2,3]')", [LONG.format(1)])
+    assert db.execute("SELECT embedding_column, reason FROM corpus.embedding_queue "
+                      "WHERE item_table = 'shared'::regclass").fetchall() == [("emb2", "missing")]
+
+
+def test_a_slot_row_edited_to_name_a_column_of_an_owner_defined_type_runs_no_cast(db):
+    """The trigger turns ids into text with its owner's rights: a slot row pointed by hand at a
+    column whose cast to text a table owner wrote makes the trigger do nothing, never run it."""
+    db.execute("""CREATE TYPE pair AS (a int, b int);
+                  CREATE FUNCTION pair_text(pair) RETURNS text LANGUAGE plpgsql AS
+                      $$ BEGIN RAISE EXCEPTION 'the owner''s cast ran'; END $$;
+                  CREATE CAST (pair AS text) WITH FUNCTION pair_text(pair);
+                  CREATE TABLE planted (id int PRIMARY KEY, pid int NOT NULL, body text NOT NULL,
+                      tsv tsvector, emb vector(3), alt pair)""")
     register(db, "planted_c", "planted")
-    db.execute("UPDATE corpus.embedding_slots SET trigger_function = 'corpus_hybrid_search' "
-               "WHERE item_table = 'planted'::regclass")
-    db.execute("ALTER TABLE planted RENAME COLUMN body TO content")
-    assert db.execute("SELECT count(*) FROM pg_proc WHERE pronamespace = 'corpus'::regnamespace "
-                      "AND proname = 'corpus_hybrid_search' AND pronargs = 0").fetchone()[0] == 0
+    db.execute("""UPDATE corpus.embedding_slots SET id_column = 'alt',
+                      id_attnum = (SELECT attnum FROM pg_attribute WHERE attrelid = 'planted'::regclass
+                                    AND attname = 'alt')
+                   WHERE item_table = 'planted'::regclass""")
+    db.execute("INSERT INTO planted (id, pid, body, alt) VALUES (1, 1, %s, '(1,2)')", [LONG.format(1)])
+    db.execute("UPDATE planted SET body = %s WHERE id = 1", [LONG.format("x")])
+    db.execute("DELETE FROM planted WHERE id = 1")
+    assert queue(db, "planted") == {}
 
 
 def test_an_id_of_a_type_a_table_owner_defines_is_refused(db):

@@ -30,6 +30,7 @@ pub mod model;
 pub mod plan;
 pub mod queue;
 pub mod registry;
+pub mod slots;
 pub mod sql;
 pub mod statistics;
 pub mod tsvector;
