@@ -44,37 +44,6 @@ CREATE TABLE corpus.lexical_totals (
     stats_reset_at     timestamptz
 );
 
--- Inserted + updated + deleted rows of these tables (pg_stat_all_tables' flushed counters, plus
--- this transaction's own changes, flushed at its commit): what staleness is judged by. A Citus
--- distributed table's rows are on its shards, whose counters are on the nodes holding them: on
--- the coordinator, every node's are added up (each node counts the shards placed on it).
-CREATE FUNCTION corpus._table_changes(tables oid[]) RETURNS bigint
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    n bigint;
-BEGIN
-    SELECT coalesce(sum(s.n_tup_ins + s.n_tup_upd + s.n_tup_del
-                        + pg_stat_get_xact_tuples_inserted(s.relid)
-                        + pg_stat_get_xact_tuples_updated(s.relid)
-                        + pg_stat_get_xact_tuples_deleted(s.relid)), 0)::bigint
-      INTO n
-      FROM pg_stat_all_tables s
-     WHERE s.relid IN (SELECT r::oid FROM unnest(tables) t, corpus._local_relations(t::regclass) r);
-    -- (a reference table's changes are its placement's here; only distributed tables have
-    -- shards elsewhere, and only they are named to the other nodes)
-    IF corpus._citus_coordinator()
-       AND EXISTS (SELECT 1 FROM unnest(tables) t WHERE corpus._citus_table_kind(t::regclass) = 'distributed') THEN
-        n := n + coalesce((SELECT sum(a::bigint) FROM corpus._citus_on_other_nodes(
-                 format('SELECT corpus._table_changes(%L::text[]::regclass[]::oid[])',
-                        (SELECT array_agg(t::regclass::text) FROM unnest(tables) t
-                          WHERE corpus._citus_table_kind(t::regclass) = 'distributed'))) a), 0);
-    END IF;
-    RETURN n;
-END
-$$;
-
 REVOKE ALL ON corpus.lexical_stats, corpus.lexical_totals FROM PUBLIC;
 -- rows only of the corpora a role reads in full (row-level security: sql/access.sql); searches
 -- read the statistics of their own query keys with the extension owner's rights

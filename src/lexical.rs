@@ -234,3 +234,11 @@ fn corpus_refresh_lexical_stats(
     .or_raise();
     TableIterator::new(rows)
 }
+
+/// Inserted + updated + deleted rows of these tables, on a Citus coordinator over every node
+/// (what the statistics' staleness is judged by; the coordinator asks the other nodes here).
+#[pg_extern(volatile, parallel_unsafe)]
+fn _table_changes(tables: Option<Vec<Option<pg_sys::Oid>>>) -> i64 {
+    let tables: Vec<i64> = tables.unwrap_or_default().into_iter().flatten().map(|o| i64::from(o.to_u32())).collect();
+    spi::pinned_search_path(|| spi::stats::table_changes(&tables)).or_raise()
+}

@@ -138,3 +138,5 @@ DROP FUNCTION corpus._lock_queue(regclass[]);
 DROP FUNCTION corpus._embedding_slot(regclass, name);
 DROP FUNCTION corpus._require_slot_columns(corpus.embedding_slots, name, name);
 DROP FUNCTION corpus._trigger_slot_table(oid, name);
+CREATE OR REPLACE FUNCTION corpus._table_changes(tables oid[])
+RETURNS bigint VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', '_table_changes_wrapper';

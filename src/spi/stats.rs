@@ -155,3 +155,34 @@ pub fn clear_lexical_stats(corpus: &str) -> Result<(), CoreError> {
     })
     .map_err(spi_failure)
 }
+
+/// Inserted + updated + deleted rows of these tables (pg_stat_all_tables' flushed counters, plus
+/// this transaction's own changes, flushed at its commit): what staleness is judged by. A Citus
+/// distributed table's rows are on its shards, whose counters are on the nodes holding them: on
+/// the coordinator, every node's are added up (each node counts the shards placed on it).
+pub fn table_changes(tables: &[i64]) -> Result<i64, CoreError> {
+    let args = [DatumWithOid::from(tables.to_vec())];
+    let one = |sql: &str| -> Result<i64, CoreError> {
+        Spi::connect(|client| client.select(sql, Some(1), &args)?.first().get_one::<i64>())
+            .map(Option::unwrap_or_default)
+            .map_err(spi_failure)
+    };
+    let here = one(
+        "SELECT coalesce(sum(s.n_tup_ins + s.n_tup_upd + s.n_tup_del
+                             + pg_stat_get_xact_tuples_inserted(s.relid)
+                             + pg_stat_get_xact_tuples_updated(s.relid)
+                             + pg_stat_get_xact_tuples_deleted(s.relid)), 0)::int8
+           FROM pg_stat_all_tables s
+          WHERE s.relid IN (SELECT r::oid FROM unnest($1::int8[]::oid[]) AS t, corpus._local_relations(t::regclass) AS r)",
+    )?;
+    // (a reference table's changes are its placement's here; only distributed tables have
+    // shards elsewhere, and only they are named to the other nodes)
+    let elsewhere = one(
+        "SELECT coalesce(sum(a::bigint), 0)::int8
+           FROM (SELECT array_agg(t::regclass::text) AS names FROM unnest($1::int8[]::oid[]) AS t
+                  WHERE corpus._citus_table_kind(t::regclass) = 'distributed') AS d,
+                corpus._citus_on_other_nodes(format('SELECT corpus._table_changes(%L::text[]::regclass[]::oid[])', d.names)) AS a
+          WHERE d.names IS NOT NULL AND corpus._citus_coordinator()",
+    )?;
+    Ok(here + elsewhere)
+}
