@@ -21,6 +21,7 @@ fn code(state: SqlState) -> PgSqlErrorCode {
         SqlState::StatementTooComplex => ERRCODE_STATEMENT_TOO_COMPLEX,
         SqlState::WrongObjectType => ERRCODE_WRONG_OBJECT_TYPE,
         SqlState::FeatureNotSupported => ERRCODE_FEATURE_NOT_SUPPORTED,
+        SqlState::ConnectionFailure => ERRCODE_CONNECTION_FAILURE,
     }
 }
 
@@ -55,4 +56,29 @@ impl<T> OrRaise<T> for Result<T, CoreError> {
             Err(e) => raise(e),
         }
     }
+}
+
+/// Raise an error another node raised, with its own SQLSTATE (a code PostgreSQL does not define
+/// is reported as P0001, raise_exception), message, detail and hint.
+pub fn raise_as(sqlstate: &str, message: String, detail: Option<String>, hint: Option<String>) -> ! {
+    let b = sqlstate.as_bytes();
+    let code = if b.len() == 5 {
+        // MAKE_SQLSTATE: six bits per character, the first in the lowest bits
+        b.iter().enumerate().fold(0i32, |acc, (i, c)| acc | ((i32::from(*c) - i32::from(b'0')) & 0x3F) << (6 * i))
+    } else {
+        0
+    };
+    let mut state = PgSqlErrorCode::from(code);
+    if state == PgSqlErrorCode::ERRCODE_INTERNAL_ERROR && sqlstate != "XX000" {
+        state = PgSqlErrorCode::ERRCODE_RAISE_EXCEPTION;
+    }
+    let mut report = ErrorReport::new(state, message, "pg_corpus");
+    if let Some(detail) = detail {
+        report = report.set_detail(detail);
+    }
+    if let Some(hint) = hint {
+        report = report.set_hint(hint);
+    }
+    report.report(PgLogLevel::ERROR);
+    unreachable!("ereport(ERROR) returned")
 }

@@ -10,6 +10,7 @@
 
 use pgrx::prelude::*;
 
+mod citus;
 mod compat;
 mod content;
 mod error;

@@ -140,3 +140,7 @@ DROP FUNCTION corpus._require_slot_columns(corpus.embedding_slots, name, name);
 DROP FUNCTION corpus._trigger_slot_table(oid, name);
 CREATE OR REPLACE FUNCTION corpus._table_changes(tables oid[])
 RETURNS bigint VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', '_table_changes_wrapper';
+CREATE OR REPLACE FUNCTION corpus._citus_on_nodes(names text[], ports integer[], command text)
+RETURNS SETOF text VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', '_citus_on_nodes_wrapper';
+CREATE OR REPLACE FUNCTION corpus._citus_on_other_nodes(command text)
+RETURNS SETOF text VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', '_citus_on_other_nodes_wrapper';

@@ -34,6 +34,8 @@ pub enum SqlState {
     WrongObjectType,
     /// 0A000
     FeatureNotSupported,
+    /// 08006
+    ConnectionFailure,
 }
 
 impl SqlState {
@@ -53,6 +55,7 @@ impl SqlState {
             SqlState::StatementTooComplex => "54001",
             SqlState::WrongObjectType => "42809",
             SqlState::FeatureNotSupported => "0A000",
+            SqlState::ConnectionFailure => "08006",
         }
     }
 }
