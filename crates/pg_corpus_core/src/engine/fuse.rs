@@ -85,7 +85,7 @@ mod tests {
     use serde_json::json;
 
     use crate::engine::tests::fake::*;
-    use crate::engine::Config;
+    use crate::engine::{Args, Config};
     use crate::model::Branch;
 
     #[test]
@@ -189,6 +189,133 @@ mod tests {
         }
         // the original's best hit of each branch is still there: the original is always fused
         assert!(rows.iter().any(|r| r.semantic_rank == Some(1)) || rows.iter().any(|r| r.lexical_rank == Some(1)));
+    }
+
+    /// The fake of the multi-query tests: each extra query has an item only it finds first (by
+    /// its vector's first component, or by its text's key), far down the original's lists.
+    fn multi_query_fake() -> Fake {
+        let mut f = default_fake();
+        for (src, j) in [(1, 19), (1, 29), (0, 24)] {
+            let i = &mut f.items[src][j];
+            i.distance += 9.0;
+            i.lexical = Some(0.001);
+        }
+        f.boost_vector.push((3.0, "100020".into()));
+        f.boost_vector.push((5.0, "100030".into()));
+        f.boost_key.push(("rewrite".into(), "25".into()));
+        f.df.insert("rewrite".into(), 20);
+        f
+    }
+
+    /// One window, never widened: the lists a search fuses are the lists a search with the same
+    /// window ranks.
+    fn one_window() -> Config {
+        Config { max_candidates: 40, ..Config::default() }
+    }
+
+    /// One query's branch list as a plain single-branch search reports it, whole: (source, item) →
+    /// rank.
+    fn alone(vector: Option<Vec<f32>>, text: Option<&str>) -> HashMap<(String, String), i32> {
+        let mode = if vector.is_some() { "semantic" } else { "lexical" };
+        let a = Args {
+            query_vec: vector,
+            query_text: text.map(str::to_string),
+            mode: mode.into(),
+            k: 160,
+            max_per_parent: Some(0),
+            candidates: Some(40),
+            ..Args::default()
+        };
+        let rows = run(&mut multi_query_fake(), a, one_window()).unwrap();
+        rows.into_iter()
+            .filter_map(|r| {
+                let rank = if mode == "semantic" { r.semantic_rank } else { r.lexical_rank };
+                rank.map(|rank| ((r.source, r.item_id), rank))
+            })
+            .collect()
+    }
+
+    fn multi_query_args(extra: serde_json::Value) -> Args {
+        Args { k: 30, max_per_parent: Some(0), candidates: Some(40), extra_queries: extra, ..args("hybrid") }
+    }
+
+    #[test]
+    fn the_fusion_is_rrf_over_the_lists_each_query_ranks_alone_with_its_weight() {
+        let extra = json!([
+            {"vector": extra_json(3.0), "text": "rewrite", "weight": 0.7, "label": "rewrite"},
+            {"vector": extra_json(5.0), "weight": 50}
+        ]);
+        let lists = [
+            (1.0, "original", "semantic", alone(Some(vec384()), None)),
+            (1.0, "original", "lexical", alone(None, Some("חוזה שכירות"))),
+            (0.7, "rewrite", "semantic", alone(Some(vector_starting(3.0)), None)),
+            (0.7, "rewrite", "lexical", alone(None, Some("rewrite"))),
+            (50.0, "extra_2", "semantic", alone(Some(vector_starting(5.0)), None)),
+        ];
+        let fused = run(&mut multi_query_fake(), multi_query_args(extra), one_window()).unwrap();
+        assert_eq!(fused.len(), 30);
+        for r in &fused {
+            let item = (r.source.clone(), r.item_id.clone());
+            let mut want: Vec<(String, String, i64)> = lists
+                .iter()
+                .filter_map(|(_, label, branch, ranks)| {
+                    ranks.get(&item).map(|&rank| (label.to_string(), branch.to_string(), i64::from(rank)))
+                })
+                .collect();
+            want.sort();
+            let mut got: Vec<(String, String, i64)> = r
+                .query_ranks
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|q| {
+                    (
+                        q["query"].as_str().unwrap().into(),
+                        q["branch"].as_str().unwrap().into(),
+                        q["rank"].as_i64().unwrap(),
+                    )
+                })
+                .collect();
+            got.sort();
+            assert_eq!(got, want, "{item:?}");
+            let score: f64 = lists
+                .iter()
+                .filter_map(|(w, _, _, ranks)| ranks.get(&item).map(|&rank| w / (60.0 + f64::from(rank))))
+                .sum();
+            assert!((r.score - score).abs() <= 1e-12 * score, "{item:?}: {} vs {score}", r.score);
+            // the classic columns stay the original query's
+            assert_eq!(r.semantic_rank, lists[0].3.get(&item).copied(), "{item:?}");
+            assert_eq!(r.lexical_rank, lists[1].3.get(&item).copied(), "{item:?}");
+        }
+        assert!(fused.windows(2).all(|w| w[0].score >= w[1].score));
+        // the extra queries changed the result, and the heavy one's best item came in
+        let plain = run(&mut multi_query_fake(), multi_query_args(serde_json::Value::Null), one_window()).unwrap();
+        let ids = |rows: &[crate::model::SearchRow]| -> Vec<(String, String)> {
+            rows.iter().map(|r| (r.source.clone(), r.item_id.clone())).collect()
+        };
+        assert_ne!(ids(&plain), ids(&fused));
+        let best = lists[4].3.iter().min_by_key(|(_, &rank)| rank).unwrap().0;
+        assert!(ids(&plain).iter().all(|i| i != best) && ids(&fused).contains(best), "{best:?}");
+    }
+
+    #[test]
+    fn the_original_query_is_always_fused_and_an_empty_list_is_no_extra_query() {
+        let heavy = json!([
+            {"vector": extra_json(3.0), "text": "rewrite", "weight": 100},
+            {"vector": extra_json(5.0), "weight": 100}
+        ]);
+        let rows =
+            run(&mut multi_query_fake(), Args { extra_queries: heavy, ..args("hybrid") }, Config::default()).unwrap();
+        assert!(
+            rows.iter().flat_map(|r| r.query_ranks.as_array().unwrap()).any(|q| q["query"] == "original"),
+            "the original query's lists are in the fusion however heavy the extra queries"
+        );
+        let key = |rows: Vec<crate::model::SearchRow>| -> Vec<(String, String, f64)> {
+            rows.into_iter().map(|r| (r.source, r.item_id, r.score)).collect()
+        };
+        let none = key(run(&mut multi_query_fake(), args("hybrid"), Config::default()).unwrap());
+        let empty = Args { extra_queries: json!([]), ..args("hybrid") };
+        assert_eq!(key(run(&mut multi_query_fake(), empty, Config::default()).unwrap()), none);
     }
 
     /// The rows one can get from all eligible items: fused over the full lists, capped.
