@@ -1,8 +1,11 @@
 """Several embedding spaces in one corpus (page images embedded by a multimodal model,
 fused with the text hits). Page images (8-d, space "page_image", weight 0.5) join the legal
-corpora next to the 384-d text sources: each space is searched with its own query vector,
-a space without one is not searched semantically (and explain says so), its list enters RRF
-with its weight, and the corpus predicate holds on it like on every other subplan.
+corpora next to the 384-d text sources. Which sources a query vector searches, and how a space's
+list enters RRF with its weight, are the core's rules (engine/strategy.rs and
+engine/tests/similar.rs); here: the page subplan's SQL finds the nearest page by the image
+vector, the corpus predicate holds on it like on every other subplan, explain says which
+sources have no vector, mistakes are refused at definition and search time, and the health
+check audits every space.
 """
 import json
 
@@ -72,27 +75,6 @@ def images(v):
     return Jsonb({"page_image": [float(x) for x in v]})
 
 
-def test_each_space_is_searched_with_its_own_vector(db):
-    conn = db["conn"]
-    plain = search(conn, EXT, db["text"], None, mode="semantic", k=50, max_per_parent=0)
-    assert plain and all(r["source"] != "pages" for r in plain), "no page vector: pages are not searched semantically"
-    both = search(conn, EXT, db["text"], None, mode="semantic", k=300, max_per_parent=0,
-                  query_vectors=images(db["image"]))
-    pages = [r for r in both if r["source"] == "pages"]
-    assert pages and all(r["semantic_rank"] is not None for r in pages)
-    assert all(q.get("space") == "page_image" for r in pages for q in r["query_ranks"])
-    # the page list enters RRF with weight 0.5: its first item scores 0.5 / 61
-    first = min(pages, key=lambda r: r["semantic_rank"])
-    assert first["semantic_rank"] == 1 and first["score"] == pytest.approx(0.5 / 61, rel=1e-12)
-    # its distances are the page space's: the nearest page by the image vector, in SQL
-    nearest = conn.execute("SELECT p.id::text FROM page_images p JOIN case_law c ON c.id = p.case_law_id "
-                           "WHERE c.source_kind = 'external_upload' ORDER BY p.embedding <=> %s::vector LIMIT 1",
-                           [vtext(db["image"])]).fetchone()[0]
-    assert first["item_id"] == nearest
-    only_images = search(conn, EXT, None, None, mode="semantic", k=5, query_vectors=images(db["image"]))
-    assert only_images and {r["source"] for r in only_images} == {"pages"}
-
-
 def test_the_planted_internal_page_never_reaches_an_external_search(db):
     conn = db["conn"]
     for mode in ("semantic", "hybrid"):
@@ -118,16 +100,6 @@ def test_explain_says_which_sources_have_no_vector(db):
     assert ("pages", "semantic") in {(r[0], r[1]) for r in rows if r[2] != "no_query_vector"}
     for source, branch, strategy, sql, params in rows:
         assert "source_kind" in sql and "external_upload" in params, (source, branch)
-
-
-def test_find_similar_from_a_page_searches_its_space(db):
-    conn = db["conn"]
-    page = conn.execute("SELECT p.id::text FROM page_images p JOIN case_law c ON c.id = p.case_law_id "
-                        "WHERE c.source_kind = 'external_upload' ORDER BY p.id LIMIT 1").fetchone()[0]
-    with conn.cursor(row_factory=psycopg.rows.dict_row) as cur:
-        rows = cur.execute("SELECT * FROM corpus.corpus_find_similar(%s, 'pages', %s, mode => 'semantic', k => 5)",
-                           [EXT, page]).fetchall()
-    assert rows and {r["source"] for r in rows} == {"pages"} and page not in {r["item_id"] for r in rows}
 
 
 def test_mistakes_are_refused_at_definition_and_search_time(db):

@@ -355,18 +355,6 @@ mod tests {
         );
     }
 
-    fn pages_corpus() -> Arc<Corpus> {
-        Arc::new(
-            crate::definition::resolve(&serde_json::from_value(crate::testing::with_pages_def()).unwrap()).unwrap(),
-        )
-    }
-
-    fn pages_fake() -> Fake {
-        let mut f = Fake::new(vec![items(0, 500, 10), items(1, 500, 10), items(2, 500, 10)]);
-        f.df = [("חוזה".to_string(), 10u64), ("שכירות".to_string(), 40)].into_iter().collect();
-        f
-    }
-
     fn run_pages(f: &mut Fake, a: Args) -> Result<Vec<SearchRow>> {
         let config = Config::default();
         let checked = a.check(&config)?;
@@ -456,5 +444,41 @@ mod tests {
         let none: Vec<(&str, &str)> =
             rows.iter().filter(|r| r.strategy == "no_query_vector").map(|r| (r.source.as_str(), r.branch)).collect();
         assert_eq!(none, vec![("pages", "semantic")]);
+    }
+    #[test]
+    fn a_space_without_a_query_vector_is_not_searched_and_one_with_it_ranks_in_its_own_list() {
+        let semantic = |query_vec: Option<Vec<f32>>, page: Option<f32>| {
+            let mut f = pages_fake();
+            f.boost_vector.push((0.25, "200005".into()));
+            let query_vectors = page.map_or(serde_json::Value::Null, |first| {
+                let mut v = vec![0.5f32; 8];
+                v[0] = first;
+                json!({ "page_image": v })
+            });
+            let a = Args { query_vec, query_vectors, k: 300, max_per_parent: Some(0), ..args("semantic") };
+            run_pages(&mut f, a).unwrap()
+        };
+        // no page vector: the pages are not searched semantically
+        let plain = semantic(Some(vec384()), None);
+        assert!(!plain.is_empty() && plain.iter().all(|r| r.source != "pages"));
+        // with it: every page is ranked in the page space's list, which counts with its weight 0.5
+        let both = semantic(Some(vec384()), Some(0.25));
+        let pages: Vec<&SearchRow> = both.iter().filter(|r| r.source == "pages").collect();
+        assert!(!pages.is_empty() && pages.iter().all(|r| r.semantic_rank.is_some()));
+        for r in &pages {
+            let spaces: Vec<&serde_json::Value> =
+                r.query_ranks.as_array().unwrap().iter().map(|q| &q["space"]).collect();
+            assert!(!spaces.is_empty() && spaces.iter().all(|s| *s == "page_image"), "{}", r.query_ranks);
+        }
+        let first = pages.iter().min_by_key(|r| r.semantic_rank).unwrap();
+        assert_eq!((first.item_id.as_str(), first.semantic_rank), ("200005", Some(1)), "the nearest page");
+        assert!((first.score - 0.5 / 61.0).abs() < 1e-12, "{}", first.score);
+        // the text sources' ranks are their own list's: a page does not push them down
+        let text_ranks: Vec<i32> =
+            both.iter().filter(|r| r.source != "pages").filter_map(|r| r.semantic_rank).take(3).collect();
+        assert_eq!(text_ranks, vec![1, 2, 3]);
+        // the page vector alone: only the pages
+        let only = semantic(None, Some(0.25));
+        assert!(!only.is_empty() && only.iter().all(|r| r.source == "pages"));
     }
 }

@@ -87,6 +87,9 @@ pub struct Fake {
     pub terms: HashMap<String, Vec<String>>,
     /// Seed id → the (item id, parent id) its edges point to.
     pub cites: HashMap<String, Vec<(String, String)>>,
+    /// Source → the stored vector of its items a find-similar search starts from (else a
+    /// vector of the default space starting with 9.0).
+    pub seed_vectors: HashMap<usize, Vec<f32>>,
 }
 
 impl Fake {
@@ -110,6 +113,7 @@ impl Fake {
             boost_key: Vec::new(),
             terms: HashMap::new(),
             cites: HashMap::new(),
+            seed_vectors: HashMap::new(),
         }
     }
 
@@ -298,7 +302,7 @@ impl Executor for Fake {
         Ok(self.items[src].iter().find(|i| i.id == wanted).map(|i| SeedItem {
             item_id: i.id.clone(),
             parent_id: Some(i.parent.clone()),
-            embedding: Some(vector_starting(9.0)),
+            embedding: Some(self.seed_vectors.get(&src).cloned().unwrap_or_else(|| vector_starting(9.0))),
             content: Some("חוזה שכירות".into()),
         }))
     }
@@ -407,6 +411,18 @@ pub fn vector_starting(first: f32) -> Vec<f32> {
 
 pub fn extra_json(first: f32) -> Value {
     Value::from(vector_starting(first).into_iter().map(f64::from).collect::<Vec<f64>>())
+}
+
+/// The legal corpus with page images in a second embedding space ([`crate::testing::with_pages_def`]).
+pub fn pages_corpus() -> Arc<Corpus> {
+    Arc::new(crate::definition::resolve(&serde_json::from_value(crate::testing::with_pages_def()).unwrap()).unwrap())
+}
+
+/// 500 items of each of the pages corpus' three sources.
+pub fn pages_fake() -> Fake {
+    let mut f = Fake::new(vec![items(0, 500, 10), items(1, 500, 10), items(2, 500, 10)]);
+    f.df = [("חוזה".to_string(), 10u64), ("שכירות".to_string(), 40)].into_iter().collect();
+    f
 }
 
 pub fn evidence_corpus(cfg: Value) -> Arc<Corpus> {

@@ -84,3 +84,21 @@ fn find_similar_never_uses_a_stale_embedding_unless_asked() {
     find_similar(corpus(), sim, Config::default(), &mut f).unwrap();
     assert!(f.branch_calls().iter().all(|(_, b, _)| *b == Branch::Semantic));
 }
+
+#[test]
+fn find_similar_from_an_item_of_another_space_searches_that_space_only() {
+    let mut f = pages_fake();
+    let mut page = vec![0.5f32; 8];
+    page[0] = 0.75;
+    f.seed_vectors.insert(2, page);
+    f.boost_vector.push((0.75, "200004".into()));
+    let rows = find_similar(pages_corpus(), similar("pages", "200003", "semantic", false), Config::default(), &mut f)
+        .unwrap()
+        .0;
+    assert!(!rows.is_empty() && rows.iter().all(|r| r.source == "pages"), "{rows:?}");
+    assert!(rows.iter().all(|r| r.item_id != "200003"), "the item itself is left out");
+    assert_eq!(rows[0].item_id, "200004", "the nearest page to its vector");
+    let searched: Vec<(usize, Branch, i64)> = f.branch_calls();
+    assert!(searched.iter().all(|&(source, branch, _)| source == 2 && branch == Branch::Semantic), "{searched:?}");
+    assert!(f.semantic_vectors().iter().all(|&v| v == 0.75), "by the page's own vector");
+}
