@@ -100,10 +100,7 @@ mod tests {
     fn expansion_adds_the_seeds_forward_neighbours_within_its_limits() {
         let mut f = default_fake();
         // halachot are far: only the graph brings them in
-        for i in f.items[1].iter_mut() {
-            i.distance += 5.0;
-            i.lexical = None;
-        }
+        unmatched(&mut f, 1);
         for seed in 1..=8u32 {
             let cited: Vec<(String, String)> =
                 (0..5).map(|j| (format!("{}", 100_000 + seed * 10 + j), "77".into())).collect();
@@ -133,5 +130,20 @@ mod tests {
         let e = run_on(corpus(), &mut f, Args { expand: Some(true), ..args("hybrid") }).unwrap_err();
         assert_eq!(e.state, SqlState::InvalidParameterValue);
         assert!(e.hint.contains("corpus_add_edges"));
+    }
+
+    #[test]
+    fn only_the_edges_direction_is_followed() {
+        let mut f = default_fake();
+        // the chunks are far: the halachot are the best hits, and the seeds
+        unmatched(&mut f, 0);
+        // were a halacha's edges followed backwards, it would bring in a chunk
+        f.cites.insert("100001".into(), vec![("4321".into(), "432".into())]);
+        let a = Args { expand: Some(true), max_per_parent: None, ..args("hybrid") };
+        let rows = run_on(graph_corpus(), &mut f, a).unwrap();
+        assert_eq!(rows[0].item_id, "100001");
+        assert!(rows.iter().all(|r| r.origin.is_none() && r.item_id != "4321"), "{rows:?}");
+        let asked: Vec<&Call> = f.calls.iter().filter(|c| matches!(c, Call::Neighbours(_))).collect();
+        assert!(asked.is_empty(), "no seed is of the edge set's from-source: {asked:?}");
     }
 }

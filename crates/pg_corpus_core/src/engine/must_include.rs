@@ -98,22 +98,24 @@ mod tests {
 
     use crate::engine::tests::fake::*;
     use crate::engine::Args;
-    use crate::model::{Branch, SearchRow};
+    use crate::model::{Branch, Corpus, SearchRow};
     use crate::testing::legal;
 
-    #[test]
-    fn a_must_include_class_is_always_among_the_rows() {
+    /// The legal corpus with one class: the two best halachot.
+    fn rules_corpus() -> Arc<Corpus> {
         let mut c = legal();
         c.must_include =
             crate::augment::parse_must_include(&json!([{"name": "rules", "source": "halachot", "top": 2}]), &c)
                 .unwrap();
-        let c = Arc::new(c);
+        Arc::new(c)
+    }
+
+    #[test]
+    fn a_must_include_class_is_always_among_the_rows() {
+        let c = rules_corpus();
         let mut f = default_fake();
         // halachot are far from the query and hold none of its words: the search ranks them last
-        for i in f.items[1].iter_mut() {
-            i.distance += 5.0;
-            i.lexical = None;
-        }
+        unmatched(&mut f, 1);
         let a = Args { max_per_parent: None, ..args("hybrid") };
         let rows = run_on(c.clone(), &mut f, a.clone()).unwrap();
         assert_eq!(rows.len(), 10);
@@ -138,5 +140,33 @@ mod tests {
         ids.sort();
         ids.dedup();
         assert_eq!(ids.len(), 10);
+    }
+
+    #[test]
+    fn class_hits_say_where_they_came_from_and_take_the_last_rows_down_to_one() {
+        let c = rules_corpus();
+        let far_halachot = || {
+            let mut f = default_fake();
+            unmatched(&mut f, 1);
+            f
+        };
+        let rows =
+            run_on(c.clone(), &mut far_halachot(), Args { k: 5, max_per_parent: None, ..args("hybrid") }).unwrap();
+        assert_eq!(rows.len(), 5);
+        for r in &rows {
+            match &r.origin {
+                Some(o) => {
+                    assert_eq!((o["kind"].as_str(), o["class"].as_str()), (Some("must_include"), Some("rules")), "{o}");
+                    assert_eq!(r.source, "halachot");
+                }
+                None => assert_eq!(r.source, "chunks", "only the class brings halachot in: {r:?}"),
+            }
+        }
+        assert_eq!(rows.iter().filter(|r| r.source == "halachot").count(), 2);
+        // k = 1: the class takes the only row
+        let rows = run_on(c, &mut far_halachot(), Args { k: 1, ..args("hybrid") }).unwrap();
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].source, "halachot");
+        assert_eq!(rows[0].origin.as_ref().unwrap()["class_rank"], json!(1));
     }
 }

@@ -369,6 +369,15 @@ pub fn items(src: usize, n: usize, per_parent: usize) -> Vec<Item> {
         .collect()
 }
 
+/// Make every item of source `src` far from the query and without any of its words: a search
+/// ranks them last.
+pub fn unmatched(f: &mut Fake, src: usize) {
+    for i in f.items[src].iter_mut() {
+        i.distance += 5.0;
+        i.lexical = None;
+    }
+}
+
 pub fn corpus() -> Arc<Corpus> {
     Arc::new(legal())
 }
