@@ -7,7 +7,9 @@ The corpus is the seed's own regression case, in Czech, with real multilingual-e
 among them a short record mentioning "Novákovi" whose vector is worse than several long records
 about who is who, and an unrelated record about sparrows nesting on a green fence. The vector
 thresholds are calibrated on the fixture's answerable gold questions by
-corpus_calibrate_evidence, as a user would; the assertions are the seed's two cases.
+corpus_calibrate_evidence, as a user would; the assertions are the seed's two cases. Whether
+a search filters (the corpus' `enabled` default, the call's `evidence`) is the core's rule
+(engine/evidence.rs).
 """
 import base64
 import json
@@ -134,16 +136,6 @@ def test_a_question_the_corpus_cannot_answer_returns_no_rows(db, calibrated):
     words = ex[0]["params"]["rare_words"]["words"]
     counted = [w for w in words if w["rare"]]
     assert len(counted) >= 4 and sum(1 for w in counted if w["df"] == 0) >= 2, words
-
-
-def test_the_corpus_default_and_the_call(db, calibrated):
-    db.execute("SELECT corpus.corpus_alter(%s, evidence => %s)",
-               [CORPUS, Jsonb(dict(calibrated["stored"], enabled=True))])
-    try:
-        assert search(db, "kolibrik") == []
-        assert len(search(db, "kolibrik", evidence=False)) == 10
-    finally:
-        db.execute("SELECT corpus.corpus_alter(%s, evidence => %s)", [CORPUS, Jsonb(calibrated["stored"])])
 
 
 def test_thresholds_of_another_model_are_refused(db, calibrated):

@@ -258,4 +258,47 @@ mod tests {
         assert_eq!(rows.len(), 10);
         assert!(rows.iter().all(|r| r.evidence.is_none()));
     }
+
+    #[test]
+    fn the_corpus_enables_the_filter_by_default_and_the_call_decides() {
+        // thresholds nothing is near enough to, and no item holds a query word: no evidence
+        let none = json!({"vector": {"default": {"max_distance": 0.05, "max_gap": 0.01}}});
+        let mut enabled = none.clone();
+        enabled["enabled"] = json!(true);
+        let by_default = run_on(evidence_corpus(enabled.clone()), &mut default_fake(), args("hybrid")).unwrap();
+        assert!(by_default.is_empty(), "the corpus' default filters a call that does not say: {by_default:?}");
+        let off = Args { evidence: Some(false), ..args("hybrid") };
+        let rows = run_on(evidence_corpus(enabled), &mut default_fake(), off).unwrap();
+        assert_eq!(rows.len(), 10, "the call turns it off");
+        assert!(rows.iter().all(|r| r.evidence.is_none()));
+        // asked for on a corpus that does not enable it: no rows in every mode
+        for mode in ["hybrid", "semantic", "lexical"] {
+            let a = Args { evidence: Some(true), ..args(mode) };
+            let rows = run_on(evidence_corpus(none.clone()), &mut default_fake(), a).unwrap();
+            assert!(rows.is_empty(), "{mode}: {rows:?}");
+        }
+        let plain = run_on(evidence_corpus(none), &mut default_fake(), args("hybrid")).unwrap();
+        assert_eq!(plain.len(), 10, "off unless the corpus or the call turns it on");
+    }
+
+    #[test]
+    fn thresholds_calibrated_for_another_model_are_refused_by_a_search_that_needs_them() {
+        let mut c = crate::testing::legal();
+        c.spaces[0].model = Some("bge-m3".into());
+        c.evidence = crate::evidence::parse(
+            &json!({"vector": {"default": {"max_distance": 0.2, "max_gap": 0.03, "model": "e5-small"}}}),
+            &c.spaces,
+        )
+        .unwrap();
+        let c = std::sync::Arc::new(c);
+        let e = run_on(c.clone(), &mut default_fake(), evidence_args(None)).unwrap_err();
+        assert_eq!(e.state, SqlState::ObjectNotInPrerequisiteState);
+        assert!(e.message.contains("bge-m3") && e.hint.contains("corpus_calibrate_evidence"), "{e:?}");
+        // a lexical search needs no vector thresholds: its rare-words rule still admits
+        let mut f = default_fake();
+        f.terms.insert("7".into(), vec!["חוזה".into(), "שכירות".into()]);
+        let rows = run_on(c, &mut f, Args { evidence: Some(true), ..args("lexical") }).unwrap();
+        let ids: Vec<&str> = rows.iter().map(|r| r.item_id.as_str()).collect();
+        assert_eq!(ids, vec!["7"]);
+    }
 }
