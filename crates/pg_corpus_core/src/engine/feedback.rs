@@ -78,8 +78,12 @@ pub(super) fn feedback_round(
 
 #[cfg(test)]
 mod tests {
+    use std::collections::HashMap;
+
+    use serde_json::json;
+
     use crate::engine::tests::fake::*;
-    use crate::engine::Config;
+    use crate::engine::{Args, Config};
     use crate::error::SqlState;
 
     #[test]
@@ -117,5 +121,67 @@ mod tests {
         a.feedback = Some(true);
         let e = run(&mut default_fake(), a, config).unwrap_err();
         assert_eq!(e.state, SqlState::InvalidParameterValue);
+    }
+
+    /// A row as the comparisons see it: source, item, score, semantic and lexical rank.
+    type Key = (String, String, f64, Option<i32>, Option<i32>);
+
+    fn key(rows: Vec<crate::model::SearchRow>) -> Vec<Key> {
+        rows.into_iter().map(|r| (r.source, r.item_id, r.score, r.semantic_rank, r.lexical_rank)).collect()
+    }
+
+    #[test]
+    fn the_setting_is_the_arguments_default_and_the_argument_decides() {
+        let on = Config { hybrid_feedback: true, ..Config::default() };
+        let search = |feedback: Option<bool>, config: &Config| {
+            key(run(&mut default_fake(), Args { feedback, ..args("hybrid") }, config.clone()).unwrap())
+        };
+        let plain = search(None, &Config::default());
+        let fed = search(Some(true), &Config::default());
+        assert_ne!(plain, fed, "feedback changes the fusion");
+        assert_eq!(search(None, &on), fed, "the setting turns it on");
+        assert_eq!(search(Some(false), &on), plain, "the argument turns it off");
+        // where feedback cannot apply, the setting is ignored
+        let semantic = |feedback: Option<bool>, config: &Config| {
+            key(run(&mut default_fake(), Args { feedback, ..args("semantic") }, config.clone()).unwrap())
+        };
+        assert_eq!(semantic(None, &on), semantic(Some(false), &Config::default()));
+    }
+
+    #[test]
+    fn the_semantic_list_is_the_moved_vectors_and_the_lexical_rank_the_first_rounds() {
+        // the fake's feedback documents all have the vector (1, …, 1): the query vector moves to
+        // normalise(q̂ + 0.5·(1, …, 1)/√384)
+        let q: Vec<f64> = vec384().into_iter().map(f64::from).collect();
+        let norm = q.iter().map(|x| x * x).sum::<f64>().sqrt();
+        let moved: Vec<f64> = q.iter().map(|x| x / norm + 0.5 / 384f64.sqrt()).collect();
+        let moved0 = (moved[0] / moved.iter().map(|x| x * x).sum::<f64>().sqrt()) as f32;
+        let fake = || {
+            let mut f = default_fake();
+            // an item the original query ranks last, the moved vector's nearest
+            f.items[1][40] = Item { distance: 9.0, lexical: None, ..f.items[1][40].clone() };
+            f.boost_vector.push((moved0, "100041".into()));
+            // the feedback round's lexical list differs from the first round's: an expansion
+            // key of the feedback documents finds item 33 first
+            f.boost_key.push(("term1".into(), "33".into()));
+            f
+        };
+        let one_window = Config { max_candidates: 40, ..Config::default() };
+        // (k 100: an item of one list of the three ranks below the 80 the three lists share)
+        let fed =
+            Args { feedback: Some(true), k: 100, max_per_parent: Some(0), candidates: Some(40), ..args("hybrid") };
+        let rows = run(&mut fake(), fed, one_window.clone()).unwrap();
+        let hit = rows.iter().find(|r| r.item_id == "100041").expect("the moved vector's nearest item");
+        assert_eq!((hit.semantic_rank, hit.lexical_rank), (Some(1), None), "{hit:?}");
+        assert_eq!(hit.query_ranks, json!([{"query": "feedback", "branch": "semantic", "rank": 1, "distance": 0.0}]));
+        // the lexical rank is the first round's BM25 list's, as the plain search reports it
+        let plain = Args { k: 200, max_per_parent: Some(0), candidates: Some(40), ..args("hybrid") };
+        let first: HashMap<String, Option<i32>> =
+            run(&mut fake(), plain, one_window).unwrap().into_iter().map(|r| (r.item_id, r.lexical_rank)).collect();
+        let lexical: Vec<&crate::model::SearchRow> = rows.iter().filter(|r| r.lexical_rank.is_some()).collect();
+        assert!(lexical.len() >= 5);
+        for r in lexical {
+            assert_eq!(Some(r.lexical_rank), first.get(&r.item_id).copied(), "{}", r.item_id);
+        }
     }
 }

@@ -78,8 +78,8 @@ pub struct Fake {
     pub parents_in_corpus: Option<bool>,
     /// Sources whose champion lists the caller may not read (none come back).
     pub unlisted: Vec<String>,
-    /// (first component of a query vector, item id): a semantic subplan with that vector finds
-    /// the item nearest of all (distance 0.0).
+    /// (first component of a query vector, item id): a semantic subplan with that vector (to
+    /// within 1e-6) finds the item nearest of all (distance 0.0).
     pub boost_vector: Vec<(f32, String)>,
     /// (query key, item id): a lexical subplan scoring that key finds the item best of all.
     pub boost_key: Vec<(String, String)>,
@@ -170,7 +170,9 @@ impl Executor for Fake {
             _ => Vec::new(),
         };
         let boosted: Vec<&String> = match p.branch {
-            Branch::Semantic => self.boost_vector.iter().filter(|(v, _)| *v == vector0).map(|(_, id)| id).collect(),
+            Branch::Semantic => {
+                self.boost_vector.iter().filter(|(v, _)| (v - vector0).abs() < 1e-6).map(|(_, id)| id).collect()
+            }
             Branch::Lexical => self.boost_key.iter().filter(|(k, _)| keys.contains(k)).map(|(_, id)| id).collect(),
         };
         let mut rows: Vec<(&Item, f64)> = match p.branch {
