@@ -642,6 +642,105 @@ mod tests {
         }
     }
 
+    /// The legal corpus with a required scope filter on court.
+    fn scoped() -> std::sync::Arc<crate::model::Corpus> {
+        let mut d = crate::testing::legal_def();
+        d["required_filters"] = json!(["court"]);
+        std::sync::Arc::new(crate::definition::resolve(&serde_json::from_value(d).unwrap()).unwrap())
+    }
+
+    /// A 384-d vector with `bad` in its middle.
+    fn with(bad: f32) -> Option<Vec<f32>> {
+        let mut v = vec384();
+        v[192] = bad;
+        Some(v)
+    }
+
+    #[test]
+    fn every_search_mistake_gets_its_sqlstate_and_names_what_is_wrong() {
+        use SqlState::*;
+        let hybrid = || args("hybrid");
+        let semantic = || args("semantic");
+        // a search of the scoped corpus: its court, and these filters
+        let court = |f: Value| {
+            let mut filters = json!({"court": "עליון"});
+            filters.as_object_mut().unwrap().extend(f.as_object().unwrap().clone());
+            Args { filters, ..hybrid() }
+        };
+        let text_only = |t: Option<&str>| Args { query_vec: None, query_text: t.map(str::to_string), ..hybrid() };
+        // (SQLSTATE, what the message or its detail names, the search; of the scoped corpus?)
+        let cases: Vec<(SqlState, Option<&str>, Args, bool)> = vec![
+            (InvalidParameterValue, Some("court"), hybrid(), true),
+            (InvalidParameterValue, Some("court"), Args { filters: json!({"page_number": 1}), ..hybrid() }, true),
+            (UndefinedColumn, Some("judge"), Args { filters: json!({"judge": "x"}), ..hybrid() }, false),
+            (DatatypeMismatch, Some("page_number"), court(json!({"page_number": "abc"})), true),
+            (DatatypeMismatch, Some("page_number"), court(json!({"page_number": [1, "abc"]})), true),
+            (DatatypeMismatch, Some("page_number"), court(json!({"page_number": {"gte": "abc"}})), true),
+            (InvalidParameterValue, Some("like"), court(json!({"page_number": {"like": 5}})), true),
+            (InsufficientPrivilege, Some("source_kind"), court(json!({"source_kind": "internal_committee"})), true),
+            (InsufficientPrivilege, Some("source_kind"), court(json!({"source_kind": "external_upload"})), true),
+            (
+                InsufficientPrivilege,
+                Some("source_kind"),
+                Args { filters: json!({"source_kind": ["internal_committee", "external_upload"]}), ..hybrid() },
+                false,
+            ),
+            (NullValueNotAllowed, None, Args { query_vec: None, ..semantic() }, false),
+            (DataException, Some("dimensions"), Args { query_vec: Some(vec![1.0, 2.0, 3.0]), ..hybrid() }, false),
+            (DataException, Some("dimensions"), Args { query_vec: Some(vec![0.05; 383]), ..hybrid() }, false),
+            (DataException, Some("dimensions"), Args { query_vec: Some(vec![0.05; 385]), ..semantic() }, false),
+            (DataException, Some("nan"), Args { query_vec: with(f32::NAN), ..hybrid() }, false),
+            (DataException, Some("infinity"), Args { query_vec: with(f32::INFINITY), ..hybrid() }, false),
+            (DataException, Some("infinity"), Args { query_vec: with(f32::NEG_INFINITY), ..semantic() }, false),
+            (InvalidParameterValue, Some("k must be"), Args { k: 0, ..hybrid() }, false),
+            (InvalidParameterValue, Some("k must be"), Args { k: -1, ..hybrid() }, false),
+            (InvalidParameterValue, Some("k must be"), Args { k: 1_000_000, ..hybrid() }, false),
+            (InvalidParameterValue, Some("k must be"), Args { k: i32::MAX, ..hybrid() }, false),
+            (InvalidParameterValue, Some("nothing to search for"), text_only(Some("")), false),
+            (InvalidParameterValue, Some("nothing to search for"), text_only(Some("   \t\n ")), false),
+            (InvalidParameterValue, Some("nothing to search for"), text_only(None), false),
+            (
+                InvalidParameterValue,
+                Some("lexical search needs"),
+                Args { query_text: Some("  ".into()), ..args("lexical") },
+                false,
+            ),
+            (InvalidParameterValue, Some("fuzzy"), Args { mode: "fuzzy".into(), ..hybrid() }, false),
+            (InvalidParameterValue, Some("mode"), Args { mode: String::new(), ..hybrid() }, false),
+            (InvalidParameterValue, Some("candidates"), Args { candidates: Some(-1), ..hybrid() }, false),
+            (InvalidParameterValue, Some("rrf_k"), Args { rrf_k: -1, ..hybrid() }, false),
+            (InvalidParameterValue, Some("max_per_parent"), Args { max_per_parent: Some(-1), ..hybrid() }, false),
+            (InvalidParameterValue, Some("feedback"), Args { feedback: Some(true), ..semantic() }, false),
+            (
+                InvalidParameterValue,
+                Some("feedback"),
+                Args { feedback: Some(true), query_text: None, ..hybrid() },
+                false,
+            ),
+            (
+                InvalidParameterValue,
+                Some("feedback"),
+                Args { feedback: Some(true), query_vec: None, ..hybrid() },
+                false,
+            ),
+        ];
+        for (i, (state, mention, a, scoped_corpus)) in cases.into_iter().enumerate() {
+            let mut f = default_fake();
+            let c = if scoped_corpus { scoped() } else { corpus() };
+            let e = run_in(c, &mut f, a, Config::default()).unwrap_err();
+            assert_eq!(e.state, state, "case {i}: {e}");
+            assert!(!e.message.trim().is_empty() && !e.hint.trim().is_empty(), "case {i}: {e:?}");
+            if let Some(m) = mention {
+                let text = format!("{} {}", e.message, e.detail.as_deref().unwrap_or("")).to_lowercase();
+                assert!(text.contains(m), "case {i}: the message names {m:?}: {}", e.message);
+            }
+            assert!(f.branch_calls().is_empty(), "case {i}: no subplan ran");
+        }
+        // the valid variant of the scoped cases runs
+        let ok = court(json!({"page_number": {"gte": 1}}));
+        assert_eq!(run_in(scoped(), &mut default_fake(), ok, Config::default()).unwrap().len(), 10);
+    }
+
     #[test]
     fn bad_extra_queries_fail_before_any_query_runs() {
         let v = extra_json(1.0);
@@ -693,6 +792,30 @@ mod tests {
         let e = run(&mut default_fake(), a, Config::default()).unwrap_err();
         assert_eq!(e.state, SqlState::InvalidParameterValue);
         assert!(e.hint.contains("do not replace"), "{}", e.hint);
+    }
+
+    #[test]
+    fn extra_query_mistakes_name_what_is_wrong() {
+        let many: Vec<Value> = (0..17).map(|i| json!({"text": format!("q{i}")})).collect();
+        let cases: Vec<(&str, Value, SqlState, &str)> = vec![
+            ("hybrid", json!({"text": "x"}), SqlState::InvalidParameterValue, "must be a JSON array"),
+            ("hybrid", json!([{"text": "x", "weight": 0}]), SqlState::InvalidParameterValue, "weight"),
+            ("hybrid", json!([{"text": "x", "weight": 1000}]), SqlState::InvalidParameterValue, "weight"),
+            ("hybrid", json!([{"text": "x", "label": "original"}]), SqlState::InvalidParameterValue, "reserved"),
+            ("hybrid", json!([{"text": "x", "colour": "red"}]), SqlState::InvalidParameterValue, "unknown key"),
+            ("hybrid", json!([{}]), SqlState::InvalidParameterValue, "nothing to search for"),
+            ("hybrid", json!([{"vector": [1, 2, 3]}]), SqlState::DataException, "dimensions"),
+            ("hybrid", json!([{"vector": "not an array"}]), SqlState::InvalidParameterValue, "array of numbers"),
+            ("hybrid", Value::Array(many), SqlState::InvalidParameterValue, "at most 16"),
+            ("semantic", json!([{"text": "a rewrite"}]), SqlState::InvalidParameterValue, "a vector"),
+        ];
+        for (mode, extra, state, words) in cases {
+            let a = Args { extra_queries: extra.clone(), ..args(mode) };
+            let e = run(&mut default_fake(), a, Config::default()).unwrap_err();
+            assert_eq!(e.state, state, "{extra}: {e}");
+            assert!(e.message.contains(words), "{extra}: the message says {words:?}: {}", e.message);
+            assert!(!e.hint.is_empty());
+        }
     }
 
     #[test]

@@ -102,3 +102,39 @@ fn find_similar_from_an_item_of_another_space_searches_that_space_only() {
     assert!(searched.iter().all(|&(source, branch, _)| source == 2 && branch == Branch::Semantic), "{searched:?}");
     assert!(f.semantic_vectors().iter().all(|&v| v == 0.75), "by the page's own vector");
 }
+
+#[test]
+fn find_similar_checks_its_arguments_before_it_looks_the_item_up() {
+    let mut d = crate::testing::legal_def();
+    d["required_filters"] = serde_json::json!(["court"]);
+    let scoped = std::sync::Arc::new(crate::definition::resolve(&serde_json::from_value(d).unwrap()).unwrap());
+    type Mutation = Box<dyn Fn(&mut SimilarArgs)>;
+    let cases: Vec<(Mutation, SqlState, &str)> = vec![
+        (Box::new(|s| s.args.k = 0), SqlState::InvalidParameterValue, "k must be"),
+        (Box::new(|s| s.args.mode = "fuzzy".into()), SqlState::InvalidParameterValue, "fuzzy"),
+        (
+            Box::new(|s| s.args.filters = serde_json::json!({"source_kind": "internal_committee"})),
+            SqlState::InsufficientPrivilege,
+            "source_kind",
+        ),
+        (Box::new(|s| s.source = "nope".into()), SqlState::UndefinedObject, "no source"),
+    ];
+    for (change, state, words) in cases {
+        let mut sim = similar("chunks", "12", "hybrid", false);
+        change(&mut sim);
+        let mut f = default_fake();
+        let e = find_similar(corpus(), sim, Config::default(), &mut f).unwrap_err();
+        assert_eq!(e.state, state, "{e}");
+        assert!(e.message.contains(words) && !e.hint.is_empty(), "{e:?}");
+        assert!(f.calls.is_empty(), "nothing was looked up: {:?}", f.calls);
+    }
+    // without its required scope filter, the same error whether or not the item exists
+    for id in ["12", "987654321"] {
+        let mut f = default_fake();
+        let e = find_similar(scoped.clone(), similar("chunks", id, "hybrid", false), Config::default(), &mut f)
+            .unwrap_err();
+        assert_eq!(e.state, SqlState::InvalidParameterValue);
+        assert!(e.message.contains("court"), "{e}");
+        assert!(f.calls.is_empty(), "the item is not looked up: {:?}", f.calls);
+    }
+}
