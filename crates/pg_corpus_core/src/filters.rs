@@ -642,14 +642,15 @@ mod tests {
         let c = limited();
         let ok = parse(&c, &json!({"practice_area": "tax", "court": "עליון", "page_number": {"gte": 1, "lte": 500}}));
         assert_eq!(ok.unwrap().len(), 4);
-        for bad in [
-            json!({"practice_area": "tax", "court": "צבאי"}),
-            json!({"practice_area": "tax", "court": ["עליון", "צבאי"]}),
-            json!({"practice_area": "tax", "page_number": 0}),
-            json!({"practice_area": "tax", "page_number": {"lt": 501, "gt": 900}}),
+        for (bad, words) in [
+            (json!({"practice_area": "tax", "court": "צבאי"}), "not an allowed value"),
+            (json!({"practice_area": "tax", "court": ["עליון", "צבאי"]}), "not an allowed value"),
+            (json!({"practice_area": "tax", "page_number": 0}), "outside the range"),
+            (json!({"practice_area": "tax", "page_number": {"lt": 501, "gt": 900}}), "outside the range"),
         ] {
             let e = parse(&c, &bad).unwrap_err();
             assert_eq!(e.state, SqlState::InvalidParameterValue, "{bad}");
+            assert!(e.message.contains(words), "{bad}: {}", e.message);
             assert!(!e.hint.is_empty());
         }
     }
@@ -664,6 +665,9 @@ mod tests {
             (json!({"type": "text", "min": 1}), bad),
             (json!({"type": "integer", "min": 5, "max": 1}), bad),
             (json!({"type": "date", "max": "2024/01/01"}), SqlState::DatatypeMismatch),
+            // a value or a bound of the wrong type, alike
+            (json!({"type": "integer", "values": ["x"]}), SqlState::DatatypeMismatch),
+            (json!({"type": "date", "max": 5}), SqlState::DatatypeMismatch),
             (json!({"type": "integer", "colour": 1}), bad),
             (json!({"values": ["a"]}), bad),
             (json!(5), bad),

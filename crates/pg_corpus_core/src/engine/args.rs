@@ -819,6 +819,41 @@ mod tests {
     }
 
     #[test]
+    fn a_lenient_search_is_the_strict_search_of_the_kept_conditions() {
+        let proposed = json!({"court": "עליון", "judge": "כהן", "page_number": {"gte": 2, "lt": "ten"}});
+        let kept = json!({"court": "עליון", "page_number": {"gte": 2}});
+        let search = |filters: Value, filter_mode: &str| {
+            let a = Args { filters, filter_mode: filter_mode.into(), ..args("hybrid") };
+            let mut f = default_fake();
+            let out = crate::engine::run(corpus(), crate::engine::Call::Search(a), Config::default(), &mut f).unwrap();
+            let sql: Vec<String> = f
+                .calls
+                .into_iter()
+                .filter_map(|c| if let Call::Branch { sql, .. } = c { Some(sql) } else { None })
+                .collect();
+            let rows: Vec<(String, String, f64)> =
+                out.rows.into_iter().map(|r| (r.source, r.item_id, r.score)).collect();
+            (rows, sql, out.rejected_filters)
+        };
+        let (lenient_rows, lenient_sql, dropped) = search(proposed, "lenient");
+        let (strict_rows, strict_sql, none) = search(kept, "strict");
+        assert!(none.is_empty());
+        assert_eq!(lenient_rows, strict_rows);
+        assert_eq!(lenient_sql, strict_sql, "the same subplans run");
+        let (_, unfiltered_sql, _) = search(json!({}), "strict");
+        assert_ne!(lenient_sql, unfiltered_sql, "the kept conditions narrow the subplans");
+        // the caller learns what was dropped, each with the SQLSTATE a strict search raises
+        let report = crate::filters::rejected_json(&dropped);
+        let got: Vec<(Value, &str)> = report
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| (d["condition"].clone(), d["sqlstate"].as_str().unwrap()))
+            .collect();
+        assert_eq!(got, vec![(json!({"judge": "כהן"}), "42703"), (json!({"page_number": {"lt": "ten"}}), "42804")]);
+    }
+
+    #[test]
     fn a_lenient_search_runs_with_the_valid_conditions_only() {
         let mut a = args("hybrid");
         a.filters = json!({"court": "עליון", "judge": "x", "page_number": "five"});
