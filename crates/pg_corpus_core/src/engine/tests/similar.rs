@@ -138,3 +138,24 @@ fn find_similar_checks_its_arguments_before_it_looks_the_item_up() {
         assert!(f.calls.is_empty(), "the item is not looked up: {:?}", f.calls);
     }
 }
+
+#[test]
+fn find_similar_by_vector_is_the_search_of_the_items_vector_without_the_item() {
+    let fake = || {
+        let mut f = default_fake();
+        // the item's stored vector (the fake's seeds start with 9.0) finds the item first, and
+        // an item far down the list of any other vector next
+        f.boost_vector.push((9.0, "12".into()));
+        f.boost_vector.push((9.0, "4000".into()));
+        f
+    };
+    let own = Args { query_vec: Some(vector_starting(9.0)), k: 11, max_per_parent: Some(0), ..args("semantic") };
+    let own = run(&mut fake(), own, Config::default()).unwrap();
+    assert_eq!((own[0].source.as_str(), own[0].item_id.as_str()), ("chunks", "12"), "its own nearest item is itself");
+    let mut sim = similar("chunks", "12", "semantic", false);
+    sim.args.k = 10;
+    let got = find_similar(corpus(), sim, Config::default(), &mut fake()).unwrap().0;
+    assert_eq!(got[0].item_id, "4000");
+    let key = |r: &crate::model::SearchRow| (r.source.clone(), r.item_id.clone(), r.semantic_distance);
+    assert_eq!(got.iter().map(key).collect::<Vec<_>>(), own[1..].iter().map(key).collect::<Vec<_>>());
+}
