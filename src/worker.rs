@@ -1,7 +1,8 @@
-//! The embedding worker's access to item tables, called by `corpus.corpus_embedding_claim` and
-//! `corpus.corpus_embedding_complete` (sql/embedding.sql). Columns come as attribute numbers (a
-//! rename never breaks the worker); the statements run as the table's owner once the worker's
-//! own privileges are checked (src/spi/items.rs).
+//! The embedding worker's access to item tables as release 0.3.0's SQL worker API calls it (its
+//! PL/pgSQL claim and completion), for a database whose library is newer than its extension
+//! until `ALTER EXTENSION pg_corpus UPDATE`: no SQL of their own (the current worker API calls
+//! `spi::items` itself). Columns come as attribute numbers; the statements run as the table's
+//! owner once the worker's own privileges are checked (src/spi/items.rs).
 
 use pgrx::datum::DatumWithOid;
 use pgrx::prelude::*;
@@ -11,7 +12,7 @@ use crate::error::OrRaise;
 use crate::spi;
 
 /// The text to embed for one queued item, NULL when the item is gone.
-#[pg_extern(volatile, strict, parallel_unsafe)]
+#[pg_extern(volatile, strict, parallel_unsafe, sql = false)]
 fn _embedding_item_text(
     item_table: pg_sys::Oid,
     id_attnum: i16,
@@ -26,7 +27,7 @@ fn _embedding_item_text(
 }
 
 /// Lock a queued item's row before its queue row (false: the item is gone).
-#[pg_extern(volatile, strict, parallel_unsafe)]
+#[pg_extern(volatile, strict, parallel_unsafe, sql = false)]
 fn _embedding_item_lock(item_table: pg_sys::Oid, id_attnum: i16, embedding_attnum: i16, item_id: &str) -> bool {
     spi::pinned_search_path(|| {
         spi::items::require_worker()?;
@@ -36,7 +37,7 @@ fn _embedding_item_lock(item_table: pg_sys::Oid, id_attnum: i16, embedding_attnu
 }
 
 /// Store a worker's embedding for a queued item (false: no row has that id).
-#[pg_extern(volatile, strict, parallel_unsafe)]
+#[pg_extern(volatile, strict, parallel_unsafe, sql = false)]
 fn _embedding_item_store(
     item_table: pg_sys::Oid,
     id_attnum: i16,

@@ -144,3 +144,8 @@ CREATE OR REPLACE FUNCTION corpus._citus_on_nodes(names text[], ports integer[],
 RETURNS SETOF text VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', '_citus_on_nodes_wrapper';
 CREATE OR REPLACE FUNCTION corpus._citus_on_other_nodes(command text)
 RETURNS SETOF text VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', '_citus_on_other_nodes_wrapper';
+
+-- The worker API reads and writes items itself: its owner-rights accessors leave the SQL surface.
+DROP FUNCTION corpus._embedding_item_text(oid, smallint, smallint[], text);
+DROP FUNCTION corpus._embedding_item_lock(oid, smallint, smallint, text);
+DROP FUNCTION corpus._embedding_item_store(oid, smallint, smallint, text, anyelement);

@@ -120,34 +120,41 @@ def test_the_worker_needs_its_column_privileges_and_is_told_which(db):
     assert db.execute("SELECT count(*) FROM items WHERE emb IS NOT NULL").fetchone()[0] == 0
 
 
-def test_only_a_worker_may_call_the_owner_rights_accessors(db):
-    # the tenant owns nothing here but could call the internal functions directly
-    for sql in ("SELECT corpus._embedding_item_text('items'::regclass::oid, 1::int2, '{3}', '1')",
-                "SELECT corpus._embedding_item_lock('items'::regclass::oid, 1::int2, 5::int2, '1')",
-                "SELECT corpus._embedding_item_store('items'::regclass::oid, 1::int2, 5::int2, '1', '[1,1,1]'::vector)"):
-        db.execute(f"SET ROLE {OTHER}")
+def test_only_a_worker_reaches_items_with_the_owners_rights(db):
+    """The owner-rights accessors are no SQL functions: only the worker API reaches them, and
+    it refuses a role that is no embedding worker before anything is read or written."""
+    assert db.execute("SELECT count(*) FROM pg_proc WHERE pronamespace = 'corpus'::regnamespace "
+                      "AND proname LIKE '\\_embedding\\_item\\_%'").fetchone()[0] == 0
+    version = db.execute("SELECT version FROM corpus.embedding_queue WHERE item_id = '1'").fetchone()[0]
+    for call in (lambda: claim(db, OTHER), lambda: complete(db, "1", version, OTHER)):
         with pytest.raises(psycopg.errors.InsufficientPrivilege) as e:
-            db.execute(sql)
-        assert "embedding worker" in e.value.diag.message_primary
-        assert e.value.diag.message_hint
-        db.execute("RESET ROLE")
+            call()
+        assert "embedding_queue" in e.value.diag.message_primary or "embedding worker" in e.value.diag.message_primary
     assert db.execute("SELECT count(*) FROM items WHERE emb IS NOT NULL").fetchone()[0] == 0
+    assert db.execute("SELECT count(*) FROM corpus.embedding_queue").fetchone()[0] == 2
 
 
-def test_the_owner_rights_accessors_serve_tables_only(db):
+def test_the_worker_serves_tables_only(db):
     """A security_invoker view would read with its owner's rights if the worker ran as that
-    owner: views (and anything but a table) are refused before anything is read."""
+    owner: a slot planted on a view is refused before anything is read."""
     db.execute(f"SET ROLE {TENANT}")
     db.execute("CREATE VIEW items_view WITH (security_invoker = true) AS SELECT * FROM items")
     db.execute(f"GRANT SELECT ON items_view TO {WORKER}")
     db.execute("RESET ROLE")
+    db.execute("""INSERT INTO corpus.embedding_slots
+                  SELECT (jsonb_populate_record(NULL::corpus.embedding_slots,
+                              to_jsonb(s) || jsonb_build_object('item_table', 'items_view'::regclass::oid))).*
+                    FROM corpus.embedding_slots s WHERE s.item_table = 'items'::regclass""")
+    db.execute("INSERT INTO corpus.embedding_queue (item_table, embedding_column, item_id, reason) "
+               "VALUES ('items_view', 'emb', '1', 'requested')")
     db.execute(f"SET ROLE {WORKER}")
     try:
         with pytest.raises(psycopg.errors.DatatypeMismatch) as e:
-            db.execute("SELECT corpus._embedding_item_text('items_view'::regclass::oid, 1::int2, '{3}', '1')")
+            db.execute("SELECT * FROM corpus.corpus_embedding_claim(10, only_table => 'items_view')")
         assert "not a table" in e.value.diag.message_primary and e.value.diag.message_hint
     finally:
         db.execute("RESET ROLE")
+        db.execute("DELETE FROM corpus.embedding_slots WHERE item_table = 'items_view'::regclass")
         db.execute("DROP VIEW items_view")
 
 
@@ -188,9 +195,9 @@ def test_settings_the_tenants_code_changes_do_not_stay_in_the_workers_session(db
     db.execute("DROP FUNCTION hook()")
 
 
-def test_the_accessors_serve_registered_slots_only(db):
-    """A worker may write the embedding column of a table it was granted, but the owner-rights
-    functions only act on the columns of a registered slot."""
+def test_the_worker_serves_registered_slots_only(db):
+    """A worker may write the embedding column of a table it was granted, but the worker API
+    only acts on the columns of a registered slot."""
     db.execute(f"SET ROLE {TENANT}")
     db.execute("CREATE TABLE unregistered (id int PRIMARY KEY, body text, emb vector(3))")
     db.execute("INSERT INTO unregistered VALUES (1, 'x', NULL)")
@@ -198,14 +205,11 @@ def test_the_accessors_serve_registered_slots_only(db):
     db.execute("RESET ROLE")
     db.execute(f"SET ROLE {WORKER}")
     try:
-        for sql in ("SELECT corpus._embedding_item_text('unregistered'::regclass::oid, 1::int2, '{2}', '1')",
-                    "SELECT corpus._embedding_item_store('unregistered'::regclass::oid, 1::int2, 3::int2, '1', "
-                    "'[1,1,1]'::vector)",
-                    "SELECT corpus._embedding_item_store('items'::regclass::oid, 1::int2, 3::int2, '1', "
-                    "'[1,1,1]'::vector)"):   # a registered table, but not its slot's columns
+        for sql in ("SELECT corpus.corpus_embedding_complete('unregistered', 'emb', '1', 1, '[1,1,1]')",
+                    "SELECT corpus.corpus_embedding_complete('items', 'body', '1', 1, '[1,1,1]')"):
             with pytest.raises(psycopg.errors.UndefinedObject) as e:
                 db.execute(sql)
-            assert "no registered embedding slot" in e.value.diag.message_primary
+            assert "no registered embedding column" in e.value.diag.message_primary
     finally:
         db.execute("RESET ROLE")
-        db.execute("DROP TABLE unregistered")
+    assert db.execute("SELECT emb FROM unregistered").fetchone()[0] is None
