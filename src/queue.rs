@@ -137,12 +137,13 @@ fn corpus_embedding_complete(
         spi::require_writable("corpus_embedding_complete")?;
         let table = item_table.map_or(0, RegClass::as_i64);
         let column = embedding_column.as_ref().map_or("", |n| n.0.as_str());
-        let (table_text, registered, slot_model, slot_dimensions) =
-            q::slot_of(item_table.map(RegClass::as_i64), column)?;
+        // the slot by its registered name or its column's current name (42704 when none)
+        let named = spi::slots::slot_named(table, column)?;
+        let slot = q::slot_columns(table, &named.registered)?;
         let Some(embedding) = embedding else { return Err(queue::null_embedding()) };
-        let slot_name = format!("{table_text}.{column}");
-        queue::check_embedding(embedding.dimensions, &slot_name, slot_dimensions, model, slot_model.as_deref())?;
-        let slot = q::slot_columns(table, &registered)?;
+        let slot_name = format!("{}.{column}", named.table_text);
+        let (slot_model, slot_dimensions) = slot.as_ref().map_or((None, None), |s| (s.model.as_deref(), s.dimensions));
+        queue::check_embedding(embedding.dimensions, &slot_name, slot_dimensions, model, slot_model)?;
         let table_oid = pg_sys::Oid::from(u32::try_from(table).unwrap_or(0));
         // Lock the item row before the queue row, the order in which the (AFTER UPDATE) trigger
         // of a concurrent writer takes them; the opposite order deadlocks with that writer.
@@ -168,8 +169,8 @@ fn corpus_embedding_complete(
         };
         let outcome = Completion::of(queued_version, version);
         if outcome == Completion::Stored {
+            // (the worker's rights were checked when its item was locked)
             let (Some(slot), Some(id)) = (&slot, item_id) else { return Ok(Completion::NotQueued.name()) };
-            spi::items::require_worker()?;
             spi::items::store_embedding(table_oid, slot.id_attnum, slot.embedding_attnum, id, value)?;
             q::dequeue(table, column, id)?;
         }

@@ -113,24 +113,6 @@ pub fn slot_columns(item_table: i64, embedding_column: &str) -> Result<Option<Sl
     )
 }
 
-/// The slot a completion names (by its registered name or its column's current name, 42704
-/// when there is none): (the table as text, its registered embedding column, model, dimension).
-pub fn slot_of(
-    item_table: Option<i64>,
-    embedding_column: &str,
-) -> Result<(String, String, Option<String>, Option<i32>), CoreError> {
-    let slot = super::slots::slot_named(item_table.unwrap_or(0), embedding_column)?;
-    write(
-        "SELECT s.model, s.dimensions FROM corpus.embedding_slots s
-          WHERE s.item_table = $1::oid::regclass AND s.embedding_column = $2::name",
-        &[DatumWithOid::from(slot.item_table), DatumWithOid::from(slot.registered.as_str())],
-        |t| {
-            let row = t.first();
-            Ok((slot.table_text.clone(), slot.registered.clone(), row.get::<String>(1)?, row.get::<i32>(2)?))
-        },
-    )
-}
-
 /// A queue row becomes a dead letter: a column its embedding is computed from was dropped.
 pub fn mark_dropped(item_table: i64, embedding_column: &str, item_id: &str) -> Result<(), CoreError> {
     write(
