@@ -111,11 +111,14 @@ def labelled_spec(name, dbname, doc, out, measure, write, info, options):
 def lexical_baselines(conn, corpus, gold, english):
     """The lexical branch on the same rows with PostgreSQL's own analysis: BM25 over
     to_tsvector('simple') lexemes, and ts_rank_cd (the pre-BM25 scorer) with the 'simple' and,
-    for English sets, 'english' configurations. The source is repointed for each and restored."""
+    for English sets, 'english' configurations. The source is repointed for each and restored.
+    The 'simple' lexemes are the loader's content_tsv_simple: the legal schema's content_tsv is
+    built by pg_corpus' Hebrew analyser, which the 'simple' query analysis would not match."""
     src = conn.execute("SELECT tsv_column, language, ts_config FROM corpus.sources WHERE corpus = %s",
                        (corpus,)).fetchone()
-    variants = [("BM25, PostgreSQL 'simple' lexemes", "content_tsv", "simple", "bm25"),
-                ("ts_rank_cd, 'simple'", "content_tsv", "simple", "ts_rank_cd")]
+    simple = load_beir._ensure_language_column(conn, None, log)
+    variants = [("BM25, PostgreSQL 'simple' lexemes", simple, "simple", "bm25"),
+                ("ts_rank_cd, 'simple'", simple, "simple", "ts_rank_cd")]
     if english:
         conn.execute("ALTER TABLE precedent_chunks ADD COLUMN IF NOT EXISTS content_tsv_english tsvector "
                      "GENERATED ALWAYS AS (to_tsvector('english', content)) STORED")
