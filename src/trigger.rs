@@ -139,13 +139,25 @@ unsafe fn resolve(relation: pg_sys::Relation, slot: TriggerSlot) -> Option<Resol
         let id = number(&slot.id)?;
         let embedding = number(&slot.embedding)?;
         let inputs = slot.inputs.iter().map(|c| number(c)).collect::<Option<Vec<i32>>>()?;
-        let id_type = (*attribute(desc, id)).atttypid;
+        let id_type = attribute(desc, id).typid;
         Some(Resolved { slot, id, embedding, inputs, id_type })
     }
 }
 
-unsafe fn attribute(desc: pg_sys::TupleDesc, attnum: i32) -> *mut pg_sys::FormData_pg_attribute {
-    unsafe { (*desc).attrs.as_mut_ptr().add((attnum - 1) as usize) }
+/// What the trigger needs of a column's type.
+struct Attribute {
+    typid: pg_sys::Oid,
+    len: i16,
+    byval: bool,
+}
+
+unsafe fn attribute(desc: pg_sys::TupleDesc, attnum: i32) -> Attribute {
+    // SAFETY: a live TupleDesc, borrowed (not freed) for this call; attnum is 1-based and valid.
+    unsafe {
+        let desc = pgrx::PgTupleDesc::from_pg_unchecked(desc);
+        let a = desc.get((attnum - 1) as usize).expect("an attribute of the relation");
+        Attribute { typid: a.atttypid, len: a.attlen, byval: a.attbyval }
+    }
 }
 
 /// A column's value in a tuple (None: NULL).
@@ -156,18 +168,18 @@ unsafe fn value(tuple: pg_sys::HeapTuple, desc: pg_sys::TupleDesc, attnum: i32) 
 }
 
 /// Whether two values of a column are the same bytes (variable-length ones after detoasting).
-unsafe fn same(a: Option<pg_sys::Datum>, b: Option<pg_sys::Datum>, attr: &pg_sys::FormData_pg_attribute) -> bool {
+unsafe fn same(a: Option<pg_sys::Datum>, b: Option<pg_sys::Datum>, attr: &Attribute) -> bool {
     let (Some(a), Some(b)) = (a, b) else { return a.is_none() && b.is_none() };
     unsafe {
-        if attr.attbyval {
+        if attr.byval {
             return a == b;
         }
-        if attr.attlen > 0 {
-            let n = attr.attlen as usize;
+        if attr.len > 0 {
+            let n = attr.len as usize;
             return std::slice::from_raw_parts(a.cast_mut_ptr::<u8>(), n)
                 == std::slice::from_raw_parts(b.cast_mut_ptr::<u8>(), n);
         }
-        if attr.attlen == -2 {
+        if attr.len == -2 {
             return CStr::from_ptr(a.cast_mut_ptr()) == CStr::from_ptr(b.cast_mut_ptr());
         }
         let bytes = |d: pg_sys::Datum| {
@@ -193,7 +205,7 @@ unsafe fn fire(data: *mut pg_sys::TriggerData, statement: &mut Statement) -> Res
             _ => (Some((*data).tg_trigtuple), Some((*data).tg_newtuple)),
         };
         let get = |t: Option<pg_sys::HeapTuple>, attnum: i32| t.and_then(|t| value(t, desc, attnum));
-        let differs = |attnum: i32| !same(get(old, attnum), get(new, attnum), &*attribute(desc, attnum));
+        let differs = |attnum: i32| !same(get(old, attnum), get(new, attnum), &attribute(desc, attnum));
         let write = match op {
             pg_sys::TRIGGER_EVENT_INSERT => RowWrite::Insert,
             pg_sys::TRIGGER_EVENT_DELETE => RowWrite::Delete,
