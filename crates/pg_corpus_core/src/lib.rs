@@ -28,11 +28,13 @@ pub mod lexical;
 pub mod metrics;
 pub mod model;
 pub mod plan;
+pub mod postings;
 pub mod queue;
 pub mod registry;
 pub mod slots;
 pub mod sql;
 pub mod statistics;
+pub mod topk;
 pub mod tsvector;
 
 #[cfg(test)]

@@ -1,0 +1,201 @@
+//! Block postings of one term, the storage unit of a BM25 index: a term's postings (document,
+//! term frequency, document length) sorted by document, cut into blocks of at most
+//! [`BLOCK_SIZE`] postings. A block is stored as bytes (document ids delta-encoded, then the
+//! frequency and the length, each an unsigned LEB128 varint) with a small header kept apart:
+//! its first and last document, its count, and what an upper bound of the term's score over the
+//! block needs under *any* statistics — the block's largest frequency and smallest length.
+//! BM25's term score grows with the frequency and falls with the length for every k1 ≥ 0 and
+//! b ∈ [0, 1], so `score(max_tf, min_len)` bounds every posting of the block whatever a
+//! corpus's idf, average length, k1 and b are ([`BlockMeta::bound`]).
+
+use crate::bm25::{tf_norm, Bm25Params};
+
+/// Postings per block: small enough that a block's bound stays close to its postings' scores,
+/// large enough that its header is a small share of its bytes.
+pub const BLOCK_SIZE: usize = 128;
+
+/// One posting: a document (an increasing id: in an index, the row's physical position), the
+/// term's count in it and the document's length in tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Posting {
+    pub doc: u64,
+    pub tf: u32,
+    pub len: u32,
+}
+
+/// What a block's header holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockMeta {
+    pub first_doc: u64,
+    pub last_doc: u64,
+    pub count: u32,
+    pub max_tf: u32,
+    pub min_len: u32,
+}
+
+/// Relative and absolute slack added to every bound: the bound and the score it bounds are
+/// computed by different floating-point paths (one term's best case against a sum over
+/// terms), and a bound must never fall below the score by a rounding.
+const SLACK: f64 = 1e-9;
+
+impl BlockMeta {
+    /// An upper bound of `factor · tfn(tf, len)` over the block's postings (`factor`: the
+    /// term's query weight × query count × idf, never negative).
+    pub fn bound(&self, factor: f64, avg_doc_len: f64, p: Bm25Params) -> f64 {
+        inflate(factor * tf_norm(f64::from(self.max_tf), f64::from(self.min_len), avg_doc_len, p))
+    }
+}
+
+/// A computed bound made safe against rounding.
+pub fn inflate(bound: f64) -> f64 {
+    bound + bound.abs() * SLACK + SLACK * 1e-3
+}
+
+fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+fn get_varint(bytes: &[u8], at: &mut usize) -> Option<u64> {
+    let mut v = 0u64;
+    let mut shift = 0;
+    loop {
+        let b = *bytes.get(*at)?;
+        *at += 1;
+        if shift >= 64 {
+            return None;
+        }
+        v |= u64::from(b & 0x7F) << shift;
+        if b & 0x80 == 0 {
+            return Some(v);
+        }
+        shift += 7;
+    }
+}
+
+/// Encode postings (sorted by document, no repeats, at most [`BLOCK_SIZE`]) as one block.
+pub fn encode_block(postings: &[Posting]) -> (BlockMeta, Vec<u8>) {
+    let mut out = Vec::with_capacity(postings.len() * 4);
+    let mut prev = postings.first().map_or(0, |p| p.doc);
+    for (i, p) in postings.iter().enumerate() {
+        put_varint(&mut out, if i == 0 { 0 } else { p.doc - prev });
+        put_varint(&mut out, u64::from(p.tf));
+        put_varint(&mut out, u64::from(p.len));
+        prev = p.doc;
+    }
+    let meta = BlockMeta {
+        first_doc: postings.first().map_or(0, |p| p.doc),
+        last_doc: postings.last().map_or(0, |p| p.doc),
+        count: postings.len() as u32,
+        max_tf: postings.iter().map(|p| p.tf).max().unwrap_or(0),
+        min_len: postings.iter().map(|p| p.len).min().unwrap_or(0),
+    };
+    (meta, out)
+}
+
+/// Decode a block written by [`encode_block`]; None when the bytes do not hold `meta.count`
+/// postings (a damaged block).
+pub fn decode_block(meta: &BlockMeta, bytes: &[u8]) -> Option<Vec<Posting>> {
+    let mut out = Vec::with_capacity(meta.count as usize);
+    let mut at = 0;
+    let mut doc = meta.first_doc;
+    for _ in 0..meta.count {
+        doc = doc.checked_add(get_varint(bytes, &mut at)?)?;
+        let tf = u32::try_from(get_varint(bytes, &mut at)?).ok()?;
+        let len = u32::try_from(get_varint(bytes, &mut at)?).ok()?;
+        out.push(Posting { doc, tf, len });
+    }
+    (at == bytes.len() && out.last().map(|p| p.doc) == Some(meta.last_doc)).then_some(out)
+}
+
+/// A term's postings as blocks, in memory: what a scan of an index reads, and the reference
+/// the index's tests compare with.
+#[derive(Debug, Clone, Default)]
+pub struct TermPostings {
+    pub blocks: Vec<BlockMeta>,
+    pub bytes: Vec<Vec<u8>>,
+}
+
+impl TermPostings {
+    /// From postings sorted by document.
+    pub fn build(postings: &[Posting]) -> TermPostings {
+        let mut t = TermPostings::default();
+        for chunk in postings.chunks(BLOCK_SIZE) {
+            let (meta, bytes) = encode_block(chunk);
+            t.blocks.push(meta);
+            t.bytes.push(bytes);
+        }
+        t
+    }
+
+    /// The term's bound over all its postings (the largest block bound).
+    pub fn bound(&self, factor: f64, avg_doc_len: f64, p: Bm25Params) -> f64 {
+        self.blocks.iter().map(|b| b.bound(factor, avg_doc_len, p)).fold(0.0, f64::max)
+    }
+
+    pub fn postings(&self) -> usize {
+        self.blocks.iter().map(|b| b.count as usize).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn postings(raw: &[(u64, u32, u32)]) -> Vec<Posting> {
+        let mut doc = 0;
+        raw.iter()
+            .map(|&(gap, tf, len)| {
+                doc += gap + 1;
+                Posting { doc, tf: tf + 1, len }
+            })
+            .collect()
+    }
+
+    proptest! {
+        #[test]
+        fn blocks_round_trip(raw in proptest::collection::vec((0u64..1 << 40, 0u32..1000, 0u32..100_000), 1..400)) {
+            let ps = postings(&raw);
+            let t = TermPostings::build(&ps);
+            let mut back = Vec::new();
+            for (meta, bytes) in t.blocks.iter().zip(&t.bytes) {
+                prop_assert!(meta.count as usize <= BLOCK_SIZE);
+                back.extend(decode_block(meta, bytes).unwrap());
+            }
+            prop_assert_eq!(back, ps);
+        }
+
+        #[test]
+        fn a_block_bound_is_at_least_every_postings_score(
+            raw in proptest::collection::vec((0u64..1000, 0u32..50, 0u32..5000), 1..300),
+            k1 in 0.0f64..3.0, b in 0.0f64..=1.0, avg in 1.0f64..2000.0, factor in 0.0f64..30.0,
+        ) {
+            let p = Bm25Params::new(k1, b).unwrap();
+            let ps = postings(&raw);
+            let t = TermPostings::build(&ps);
+            for (meta, bytes) in t.blocks.iter().zip(&t.bytes) {
+                let bound = meta.bound(factor, avg, p);
+                for q in decode_block(meta, bytes).unwrap() {
+                    let s = factor * tf_norm(f64::from(q.tf), f64::from(q.len), avg, p);
+                    prop_assert!(s <= bound, "{} > {}", s, bound);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_damaged_block_is_refused_not_misread() {
+        let ps = postings(&[(0, 1, 10), (3, 2, 20), (1, 0, 5)]);
+        let (meta, bytes) = encode_block(&ps);
+        assert!(decode_block(&meta, &bytes[..bytes.len() - 1]).is_none());
+        let mut longer = bytes.clone();
+        longer.push(0);
+        assert!(decode_block(&meta, &longer).is_none());
+        assert!(decode_block(&BlockMeta { last_doc: meta.last_doc + 1, ..meta }, &bytes).is_none());
+        assert_eq!(meta, BlockMeta { first_doc: 1, last_doc: 7, count: 3, max_tf: 3, min_len: 5 });
+    }
+}
