@@ -1,0 +1,518 @@
+//! Top-k BM25 over block postings ([`crate::postings`]) without scoring every posting:
+//! Block-Max WAND (Ding & Suel, SIGIR 2011). Cursors over the query terms' postings advance in
+//! document order; a document is scored only when the sum of its terms' global bounds, then of
+//! the bounds of the blocks that hold it, can reach the k-th best score so far, and whole runs
+//! of blocks are skipped otherwise. The result is exactly the exhaustive one: scores are summed
+//! in the query's term order as [`crate::bm25::score`] sums them, candidates whose bound equals
+//! the k-th score are still scored (one may win its tie), and ties are broken by a key the
+//! caller gives (an item's id: `ORDER BY score DESC, id`).
+//!
+//! Three ways to the same answer: [`block_max_wand`] for a query over a large share of the
+//! postings, with an eligibility check per candidate (a corpus that is a slice of shared
+//! tables); [`over_docs`] for a small slice, scoring its documents only; [`exhaustive`], the
+//! reference both are tested against.
+
+use std::cmp::Ordering;
+use std::collections::{BTreeMap, BinaryHeap};
+
+use crate::bm25::{tf_norm, Bm25Params};
+use crate::postings::{decode_block, inflate, Posting, TermPostings};
+
+/// One query term: its postings and its factor (query weight × query count × idf, ≥ 0).
+#[derive(Debug, Clone, Copy)]
+pub struct QueryTerm<'a> {
+    pub factor: f64,
+    pub postings: &'a TermPostings,
+}
+
+/// A scored document.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Hit {
+    pub doc: u64,
+    pub score: f64,
+}
+
+/// What a search read: blocks decoded, documents scored, eligibility checks made.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Work {
+    pub blocks_decoded: usize,
+    pub docs_scored: usize,
+    pub checks: usize,
+}
+
+/// The scoring context of one query.
+#[derive(Debug, Clone, Copy)]
+pub struct Scoring {
+    pub avg_doc_len: f64,
+    pub params: Bm25Params,
+}
+
+impl Scoring {
+    fn term(&self, factor: f64, p: &Posting) -> f64 {
+        factor * tf_norm(f64::from(p.tf), f64::from(p.len), self.avg_doc_len, self.params)
+    }
+}
+
+/// The k best so far; its top is the worst of them.
+struct TopK<K> {
+    k: usize,
+    heap: BinaryHeap<Entry<K>>,
+}
+
+struct Entry<K> {
+    score: f64,
+    tie: K,
+    doc: u64,
+}
+
+impl<K: Ord> Entry<K> {
+    /// Greater = worse: a lower score, or the same score and a greater tie key.
+    fn worse(&self, other: &Self) -> Ordering {
+        other.score.total_cmp(&self.score).then_with(|| self.tie.cmp(&other.tie))
+    }
+}
+
+impl<K: Ord> PartialEq for Entry<K> {
+    fn eq(&self, other: &Self) -> bool {
+        self.worse(other) == Ordering::Equal
+    }
+}
+impl<K: Ord> Eq for Entry<K> {}
+impl<K: Ord> PartialOrd for Entry<K> {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl<K: Ord> Ord for Entry<K> {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.worse(other)
+    }
+}
+
+impl<K: Ord> TopK<K> {
+    fn new(k: usize) -> TopK<K> {
+        TopK { k, heap: BinaryHeap::with_capacity(k.min(1024) + 1) }
+    }
+
+    /// The score a document must reach to be considered (−∞ until k documents are held).
+    fn threshold(&self) -> f64 {
+        if self.heap.len() < self.k {
+            f64::NEG_INFINITY
+        } else {
+            self.heap.peek().map_or(f64::NEG_INFINITY, |e| e.score)
+        }
+    }
+
+    /// Whether a document of this score could enter (before its tie key is known).
+    fn could_enter(&self, score: f64) -> bool {
+        self.k > 0 && score >= self.threshold()
+    }
+
+    fn offer(&mut self, doc: u64, score: f64, tie: K) {
+        if self.k == 0 {
+            return;
+        }
+        let e = Entry { score, tie, doc };
+        if self.heap.len() < self.k {
+            self.heap.push(e);
+        } else if self.heap.peek().is_some_and(|worst| e.worse(worst) == Ordering::Less) {
+            self.heap.pop();
+            self.heap.push(e);
+        }
+    }
+
+    fn into_hits(self) -> Vec<Hit> {
+        let mut v = self.heap.into_vec();
+        v.sort_by(|a, b| a.worse(b));
+        v.into_iter().map(|e| Hit { doc: e.doc, score: e.score }).collect()
+    }
+}
+
+/// A cursor over one term's postings. Seeking moves by block headers only; a block is decoded
+/// when one of its postings is needed, so a skip over blocks that cannot reach the threshold
+/// decodes nothing.
+struct Cursor<'a> {
+    term: usize,
+    factor: f64,
+    postings: &'a TermPostings,
+    /// the block bounds under this query's scoring, and the term's largest
+    bounds: Vec<f64>,
+    max: f64,
+    block: usize,
+    decoded: Option<Vec<Posting>>,
+    pos: usize,
+    /// no posting before this document is wanted
+    target: u64,
+}
+
+impl<'a> Cursor<'a> {
+    fn new(term: usize, q: &QueryTerm<'a>, s: &Scoring) -> Cursor<'a> {
+        let bounds: Vec<f64> = q.postings.blocks.iter().map(|b| b.bound(q.factor, s.avg_doc_len, s.params)).collect();
+        let max = bounds.iter().copied().fold(0.0, f64::max);
+        Cursor { term, factor: q.factor, postings: q.postings, bounds, max, block: 0, decoded: None, pos: 0, target: 0 }
+    }
+
+    fn exhausted(&self) -> bool {
+        self.block >= self.postings.blocks.len()
+    }
+
+    fn next_block(&mut self) {
+        self.block += 1;
+        self.decoded = None;
+        self.pos = 0;
+    }
+
+    /// The first posting at or after the target, decoding blocks as needed.
+    fn current(&mut self, work: &mut Work) -> Option<Posting> {
+        loop {
+            if self.exhausted() {
+                return None;
+            }
+            if self.decoded.is_none() {
+                let meta = &self.postings.blocks[self.block];
+                // (a block that does not decode is read as empty: its postings are skipped)
+                self.decoded = Some(decode_block(meta, &self.postings.bytes[self.block]).unwrap_or_default());
+                work.blocks_decoded += 1;
+            }
+            let d = self.decoded.as_ref()?;
+            while self.pos < d.len() && d[self.pos].doc < self.target {
+                self.pos += 1;
+            }
+            match d.get(self.pos) {
+                Some(p) => return Some(*p),
+                None => self.next_block(),
+            }
+        }
+    }
+
+    /// A lower bound of the current document (exact once its block is decoded; u64::MAX once
+    /// exhausted).
+    fn doc(&mut self, work: &mut Work) -> u64 {
+        if self.decoded.is_some() {
+            return self.current(work).map_or(u64::MAX, |p| p.doc);
+        }
+        match self.postings.blocks.get(self.block) {
+            Some(meta) => self.target.max(meta.first_doc),
+            None => u64::MAX,
+        }
+    }
+
+    /// The first block that may hold `target` or a later document (by headers only).
+    fn block_for(&self, target: u64) -> usize {
+        self.block + self.postings.blocks[self.block..].partition_point(|b| b.last_doc < target)
+    }
+
+    /// Want no posting before `target` (moves by block headers; decodes nothing).
+    fn seek(&mut self, target: u64) {
+        if self.exhausted() || target <= self.target {
+            return;
+        }
+        let b = self.block_for(target);
+        if b != self.block {
+            self.block = b;
+            self.decoded = None;
+            self.pos = 0;
+        }
+        self.target = target;
+    }
+
+    /// The bound of the block that would hold `target`, and that block's last document.
+    fn block_bound_at(&self, target: u64) -> (f64, u64) {
+        let b = self.block_for(target);
+        match self.postings.blocks.get(b) {
+            Some(meta) => (self.bounds[b], meta.last_doc),
+            None => (0.0, u64::MAX),
+        }
+    }
+}
+
+/// Scores summed in the query's term order (absent terms add 0.0, as in the exhaustive sum).
+fn sum_in_term_order(contributions: &[f64]) -> f64 {
+    contributions.iter().sum()
+}
+
+/// The exhaustive top k: every posting of every term scored, documents `accept` refuses left
+/// out, ordered by score (descending) then `tie` (ascending).
+pub fn exhaustive<K: Ord>(
+    terms: &[QueryTerm<'_>],
+    scoring: &Scoring,
+    k: usize,
+    mut accept: impl FnMut(u64) -> bool,
+    tie: impl Fn(u64) -> K,
+) -> Vec<Hit> {
+    let mut docs: BTreeMap<u64, Vec<f64>> = BTreeMap::new();
+    for (i, t) in terms.iter().enumerate() {
+        for (meta, bytes) in t.postings.blocks.iter().zip(&t.postings.bytes) {
+            for p in decode_block(meta, bytes).unwrap_or_default() {
+                docs.entry(p.doc).or_insert_with(|| vec![0.0; terms.len()])[i] = scoring.term(t.factor, &p);
+            }
+        }
+    }
+    let mut top = TopK::new(k);
+    for (doc, c) in docs {
+        if accept(doc) {
+            top.offer(doc, sum_in_term_order(&c), tie(doc));
+        }
+    }
+    top.into_hits()
+}
+
+/// The top k by Block-Max WAND; `accept` is asked only of documents that could enter the top k.
+pub fn block_max_wand<K: Ord>(
+    terms: &[QueryTerm<'_>],
+    scoring: &Scoring,
+    k: usize,
+    mut accept: impl FnMut(u64) -> bool,
+    tie: impl Fn(u64) -> K,
+) -> (Vec<Hit>, Work) {
+    let mut work = Work::default();
+    let mut top = TopK::new(k);
+    let mut cursors: Vec<Cursor<'_>> = terms
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| !t.postings.blocks.is_empty())
+        .map(|(i, t)| Cursor::new(i, t, scoring))
+        .collect();
+    if k == 0 {
+        return (Vec::new(), work);
+    }
+    loop {
+        let mut docs: Vec<(u64, usize)> = Vec::with_capacity(cursors.len());
+        for (i, c) in cursors.iter_mut().enumerate() {
+            docs.push((c.doc(&mut work), i));
+        }
+        docs.retain(|&(d, _)| d != u64::MAX);
+        if docs.is_empty() {
+            break;
+        }
+        docs.sort_unstable();
+        let threshold = top.threshold();
+        // the pivot: the first cursor at which the global bounds so far can reach the threshold
+        let mut acc = 0.0;
+        let mut pivot = None;
+        for (n, &(_, i)) in docs.iter().enumerate() {
+            acc += cursors[i].max;
+            if inflate(acc) >= threshold {
+                pivot = Some(n);
+                break;
+            }
+        }
+        let Some(mut pivot) = pivot else { break };
+        let d = docs[pivot].0;
+        while pivot + 1 < docs.len() && docs[pivot + 1].0 == d {
+            pivot += 1;
+        }
+        // the bounds of the blocks holding d
+        let mut block_sum = 0.0;
+        let mut next = docs.get(pivot + 1).map_or(u64::MAX, |x| x.0);
+        for &(_, i) in &docs[..=pivot] {
+            let (bound, last) = cursors[i].block_bound_at(d);
+            block_sum += bound;
+            next = next.min(last.saturating_add(1));
+        }
+        if inflate(block_sum) < threshold {
+            // no document before `next` can reach the threshold in these blocks
+            for &(_, i) in &docs[..=pivot] {
+                cursors[i].seek(next);
+            }
+            continue;
+        }
+        if docs[0].0 == d {
+            // (positions were lower bounds until decoded: score only when every one is exact)
+            let mut exact = true;
+            for &(_, i) in &docs[..=pivot] {
+                exact &= cursors[i].current(&mut work).is_some_and(|p| p.doc == d);
+            }
+            if !exact {
+                continue;
+            }
+            let mut c = vec![0.0; terms.len()];
+            for &(_, i) in &docs[..=pivot] {
+                if let Some(p) = cursors[i].current(&mut work) {
+                    c[cursors[i].term] = scoring.term(cursors[i].factor, &p);
+                }
+            }
+            work.docs_scored += 1;
+            let score = sum_in_term_order(&c);
+            if top.could_enter(score) {
+                work.checks += 1;
+                if accept(d) {
+                    top.offer(d, score, tie(d));
+                }
+            }
+            for &(_, i) in &docs[..=pivot] {
+                cursors[i].seek(d.saturating_add(1));
+            }
+        } else {
+            for &(doc, i) in &docs[..pivot] {
+                if doc < d {
+                    cursors[i].seek(d);
+                }
+            }
+        }
+    }
+    (top.into_hits(), work)
+}
+
+/// The top k among `docs` (sorted, no repeats): each document scored by seeking every term's
+/// cursor to it. For a slice small against the postings it reads.
+pub fn over_docs<K: Ord>(
+    terms: &[QueryTerm<'_>],
+    scoring: &Scoring,
+    k: usize,
+    docs: &[u64],
+    tie: impl Fn(u64) -> K,
+) -> (Vec<Hit>, Work) {
+    let mut work = Work::default();
+    let mut top = TopK::new(k);
+    let mut cursors: Vec<Cursor<'_>> = terms.iter().enumerate().map(|(i, t)| Cursor::new(i, t, scoring)).collect();
+    for &d in docs {
+        let mut c = vec![0.0; terms.len()];
+        let mut matched = false;
+        for cur in cursors.iter_mut() {
+            cur.seek(d);
+            if let Some(p) = cur.current(&mut work).filter(|p| p.doc == d) {
+                c[cur.term] = scoring.term(cur.factor, &p);
+                matched = true;
+            }
+        }
+        if matched {
+            work.docs_scored += 1;
+            top.offer(d, sum_in_term_order(&c), tie(d));
+        }
+    }
+    (top.into_hits(), work)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bm25::idf;
+    use proptest::prelude::*;
+
+    /// A random corpus: per document its length and its term counts over a Zipf-like
+    /// vocabulary of `vocab` terms.
+    fn corpus(seed: u64, n_docs: usize, vocab: usize) -> Vec<(u32, BTreeMap<usize, u32>)> {
+        let mut x = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        (0..n_docs)
+            .map(|_| {
+                let len = 1 + (next() % 40) as u32;
+                let mut tf = BTreeMap::new();
+                for _ in 0..len {
+                    // Zipf-like: small term numbers far more often
+                    let r = (next() % 1_000_000) as f64 / 1_000_000.0;
+                    let t = ((vocab as f64).powf(r) as usize).saturating_sub(1).min(vocab - 1);
+                    *tf.entry(t).or_insert(0) += 1;
+                }
+                (len, tf)
+            })
+            .collect()
+    }
+
+    /// Postings per term, documents numbered with gaps (as row positions are).
+    fn index(docs: &[(u32, BTreeMap<usize, u32>)], vocab: usize, gap: u64) -> (Vec<TermPostings>, Vec<u64>, f64) {
+        let ids: Vec<u64> = (0..docs.len() as u64).map(|i| 1 + i * gap).collect();
+        let mut per: Vec<Vec<Posting>> = vec![Vec::new(); vocab];
+        for (i, (len, tf)) in docs.iter().enumerate() {
+            for (&t, &f) in tf {
+                per[t].push(Posting { doc: ids[i], tf: f, len: *len });
+            }
+        }
+        let avg = docs.iter().map(|d| f64::from(d.0)).sum::<f64>() / docs.len().max(1) as f64;
+        (per.iter().map(|p| TermPostings::build(p)).collect(), ids, avg)
+    }
+
+    fn query<'a>(index: &'a [TermPostings], n_docs: usize, picks: &[(usize, bool, u32)]) -> Vec<QueryTerm<'a>> {
+        picks
+            .iter()
+            .map(|&(t, half, count)| {
+                let t = t % index.len();
+                let weight = if half { 0.5 } else { 1.0 };
+                let df = index[t].postings() as u64;
+                QueryTerm { factor: weight * f64::from(count) * idf(n_docs as u64, df), postings: &index[t] }
+            })
+            .collect()
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 1000, ..ProptestConfig::default() })]
+        #[test]
+        fn block_max_wand_and_the_slice_scan_return_the_exhaustive_top_k(
+            seed in any::<u64>(), n_docs in 1usize..700, vocab in 2usize..60, gap in 1u64..5,
+            picks in proptest::collection::vec((0usize..60, any::<bool>(), 1u32..3), 1..9),
+            k in 0usize..25, modulus in 1u64..6, k1 in 0.0f64..2.5, b in 0.0f64..=1.0,
+            tie_by_doc in any::<bool>(),
+        ) {
+            let docs = corpus(seed, n_docs, vocab);
+            let (idx, ids, avg) = index(&docs, vocab, gap);
+            let terms = query(&idx, n_docs, &picks);
+            let scoring = Scoring { avg_doc_len: avg, params: Bm25Params::new(k1, b).unwrap() };
+            // a slice: every `modulus`-th document; ties by the id or by a key that reverses it
+            let accept = |d: u64| (d / gap).is_multiple_of(modulus);
+            let tie = |d: u64| if tie_by_doc { d } else { u64::MAX - d };
+            let want = exhaustive(&terms, &scoring, k, accept, tie);
+            let (got, _) = block_max_wand(&terms, &scoring, k, accept, tie);
+            prop_assert_eq!(&got, &want);
+            let slice: Vec<u64> = ids.iter().copied().filter(|&d| accept(d)).collect();
+            let (got, _) = over_docs(&terms, &scoring, k, &slice, tie);
+            prop_assert_eq!(&got, &want);
+        }
+    }
+
+    #[test]
+    fn ties_are_broken_by_the_key_and_a_bound_equal_to_the_threshold_is_still_scored() {
+        // ten identical documents: every score ties, the key decides which k come back
+        let ps: Vec<Posting> = (1..=10).map(|d| Posting { doc: d, tf: 1, len: 5 }).collect();
+        let t = TermPostings::build(&ps);
+        let terms = [QueryTerm { factor: 1.0, postings: &t }];
+        let s = Scoring { avg_doc_len: 5.0, params: Bm25Params::default() };
+        let (hits, _) = block_max_wand(&terms, &s, 3, |_| true, |d| u64::MAX - d);
+        assert_eq!(hits.iter().map(|h| h.doc).collect::<Vec<_>>(), vec![10, 9, 8]);
+        let (hits, _) = block_max_wand(&terms, &s, 3, |d| !d.is_multiple_of(2), |d| d);
+        assert_eq!(hits.iter().map(|h| h.doc).collect::<Vec<_>>(), vec![1, 3, 5]);
+    }
+
+    #[test]
+    fn most_postings_of_a_zipf_corpus_are_never_scored() {
+        // 50,000 documents over a Zipf vocabulary; queries mixing a very common term with
+        // rarer ones: most postings are never scored (the common term's blocks still decode
+        // where a rarer term's candidate lies)
+        let n = 50_000;
+        let docs = corpus(7, n, 5_000);
+        let (idx, ids, avg) = index(&docs, 5_000, 1);
+        let s = Scoring { avg_doc_len: avg, params: Bm25Params::default() };
+        for picks in [[(0, false, 1), (40, false, 1), (400, false, 1)], [(1, false, 1), (2, false, 1), (90, true, 1)]] {
+            let terms = query(&idx, n, &picks);
+            let (hits, work) = block_max_wand(&terms, &s, 10, |_| true, |d| d);
+            assert_eq!(hits, exhaustive(&terms, &s, 10, |_| true, |d| d));
+            let postings: usize = terms.iter().map(|t| t.postings.postings()).sum();
+            let blocks: usize = terms.iter().map(|t| t.postings.blocks.len()).sum();
+            assert!(work.docs_scored * 4 < postings, "{} documents scored of {postings} postings", work.docs_scored);
+            assert!(work.blocks_decoded < blocks, "{} of {blocks} blocks decoded", work.blocks_decoded);
+            // a 1% slice still gets k rows when k eligible rows match
+            let (hits, _) = block_max_wand(&terms, &s, 10, |d| d.is_multiple_of(100), |d| d);
+            let eligible = exhaustive(&terms, &s, usize::MAX, |d| d.is_multiple_of(100), |d| d).len();
+            assert_eq!(hits.len(), eligible.min(10));
+            assert!(hits.len() == 10 && hits.iter().all(|h| h.doc.is_multiple_of(100)));
+            let slice: Vec<u64> = ids.iter().copied().filter(|d| d.is_multiple_of(100)).collect();
+            assert_eq!(over_docs(&terms, &s, 10, &slice, |d| d).0, hits);
+        }
+    }
+
+    #[test]
+    fn a_damaged_block_is_skipped_not_misread() {
+        let ps: Vec<Posting> = (1..=300).map(|d| Posting { doc: d, tf: 1, len: 5 }).collect();
+        let mut t = TermPostings::build(&ps);
+        t.bytes[1].truncate(3);
+        let terms = [QueryTerm { factor: 1.0, postings: &t }];
+        let s = Scoring { avg_doc_len: 5.0, params: Bm25Params::default() };
+        let (hits, _) = block_max_wand(&terms, &s, 500, |_| true, |d| d);
+        assert_eq!(hits.len(), 300 - t.blocks[1].count as usize);
+    }
+}
