@@ -184,6 +184,13 @@ impl MemoryIndex {
         self.doc_len[doc]
     }
 
+    /// A key's postings: (document, its count of the key, the document's length), by document.
+    pub fn postings_of(&self, key: &str) -> Vec<(u32, u32, u32)> {
+        self.postings
+            .get(key)
+            .map_or_else(Vec::new, |p| p.iter().map(|&(d, tf)| (d, tf, self.doc_len[d as usize])).collect())
+    }
+
     /// Scores of every document (exhaustive, term at a time).
     pub fn scores(&self, query: &[Term], p: Bm25Params) -> Vec<f64> {
         let stats = self.stats();
