@@ -7,6 +7,11 @@
 //! the k-th score are still scored (one may win its tie), and ties are broken by a key the
 //! caller gives (an item's id: `ORDER BY score DESC, id`).
 //!
+//! A term's postings may come in several parts (an index's segments, its list of recent rows):
+//! each part is a [`QueryTerm`] of its own with the term's factor, every part of a term listed
+//! together and terms in query order; a document must be in one part of a term only. The sum is
+//! then the same as over one part (the other parts add 0.0).
+//!
 //! Three ways to the same answer: [`block_max_wand`] for a query over a large share of the
 //! postings, with an eligibility check per candidate (a corpus that is a slice of shared
 //! tables); [`over_docs`] for a small slice, scoring its documents only; [`exhaustive`], the
@@ -462,6 +467,41 @@ mod tests {
             let slice: Vec<u64> = ids.iter().copied().filter(|&d| accept(d)).collect();
             let (got, _) = over_docs(&terms, &scoring, k, &slice, tie);
             prop_assert_eq!(&got, &want);
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+        #[test]
+        fn a_term_split_over_parts_scores_as_one_when_listed_in_term_order(
+            seed in any::<u64>(), n_docs in 1usize..500, vocab in 2usize..40, parts in 1u64..4,
+            picks in proptest::collection::vec((0usize..40, any::<bool>(), 1u32..3), 1..6), k in 1usize..15,
+        ) {
+            // postings split over parts (an index's segments and its list of recent rows): each
+            // document in one part only; every part of a term listed together, terms in order
+            let docs = corpus(seed, n_docs, vocab);
+            let (idx, _, avg) = index(&docs, vocab, 1);
+            let whole = query(&idx, n_docs, &picks);
+            let split: Vec<Vec<TermPostings>> = whole
+                .iter()
+                .map(|t| {
+                    let all: Vec<Posting> = t.postings.blocks.iter().zip(&t.postings.bytes)
+                        .flat_map(|(m, b)| decode_block(m, b).unwrap()).collect();
+                    (0..parts).map(|p| {
+                        let mine: Vec<Posting> = all.iter().copied().filter(|q| (q.doc ^ seed) % parts == p).collect();
+                        TermPostings::build(&mine)
+                    }).collect()
+                })
+                .collect();
+            let parted: Vec<QueryTerm<'_>> = whole
+                .iter()
+                .zip(&split)
+                .flat_map(|(t, ps)| ps.iter().map(move |p| QueryTerm { factor: t.factor, postings: p }))
+                .collect();
+            let s = Scoring { avg_doc_len: avg, params: Bm25Params::default() };
+            let want = exhaustive(&whole, &s, k, |_| true, |d| d);
+            prop_assert_eq!(&block_max_wand(&parted, &s, k, |_| true, |d| d).0, &want);
+            prop_assert_eq!(&exhaustive(&parted, &s, k, |_| true, |d| d), &want);
         }
     }
 
