@@ -8,7 +8,10 @@
 //! b ∈ [0, 1], so `score(max_tf, min_len)` bounds every posting of the block whatever a
 //! corpus's idf, average length, k1 and b are ([`BlockMeta::bound`]).
 
+use std::collections::BTreeMap;
+
 use crate::bm25::{tf_norm, Bm25Params};
+use crate::tsvector::TsVector;
 
 /// Postings per block: small enough that a block's bound stays close to its postings' scores,
 /// large enough that its header is a small share of its bytes.
@@ -141,6 +144,55 @@ impl TermPostings {
     }
 }
 
+/// Postings of every key of documents given in increasing document order (an index build's
+/// heap scan): each document's BM25 column value, a tsvector, contributes (document, the key's
+/// positions, the document's surface length) to each of its keys — what the lexical scorer
+/// reads of the same value (`crate::lexical::score_tsvector`).
+#[derive(Debug, Default)]
+pub struct Builder {
+    terms: BTreeMap<Vec<u8>, Vec<Posting>>,
+    last: Option<u64>,
+    postings: usize,
+}
+
+/// A document given out of order to a [`Builder`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OutOfOrder {
+    pub doc: u64,
+    pub after: u64,
+}
+
+impl Builder {
+    pub fn new() -> Builder {
+        Builder::default()
+    }
+
+    /// Add one document's keys.
+    pub fn add(&mut self, doc: u64, value: &TsVector<'_>) -> Result<(), OutOfOrder> {
+        if let Some(after) = self.last.filter(|&l| doc <= l) {
+            return Err(OutOfOrder { doc, after });
+        }
+        self.last = Some(doc);
+        let len = value.surface_length();
+        for i in 0..value.len() {
+            let Some(e) = value.entry(i) else { continue };
+            self.terms.entry(e.lexeme.to_vec()).or_default().push(Posting { doc, tf: e.npos, len });
+            self.postings += 1;
+        }
+        Ok(())
+    }
+
+    /// Postings held so far (a build bounded in memory finishes a part and starts another).
+    pub fn postings(&self) -> usize {
+        self.postings
+    }
+
+    /// Every key's block postings, keys in byte order.
+    pub fn finish(self) -> BTreeMap<Vec<u8>, TermPostings> {
+        self.terms.into_iter().map(|(k, ps)| (k, TermPostings::build(&ps))).collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -197,5 +249,65 @@ mod tests {
         assert!(decode_block(&meta, &longer).is_none());
         assert!(decode_block(&BlockMeta { last_doc: meta.last_doc + 1, ..meta }, &bytes).is_none());
         assert_eq!(meta, BlockMeta { first_doc: 1, last_doc: 7, count: 3, max_tf: 3, min_len: 5 });
+    }
+
+    #[test]
+    fn a_build_from_tsvectors_scores_as_the_lexical_scorer() {
+        use crate::lexical::{score_tsvector, ScoredKey};
+        use crate::topk::{block_max_wand, QueryTerm, Scoring};
+        use crate::tsvector::tests::encode;
+        // documents of keys "a".."h" with positions labelled surface (0) or extra (1)
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let keys = ["a", "b", "c", "d", "e", "f", "g", "h"];
+        let mut values = Vec::new();
+        for _ in 0..600 {
+            let mut entries: Vec<(&str, Vec<(u16, u8)>)> = Vec::new();
+            for k in keys {
+                let n = (next() % 4) as u16 * u16::from(next() % 3 == 0);
+                if n > 0 {
+                    entries.push((k, (1..=n).map(|p| (p, (next() % 4 == 0) as u8)).collect()));
+                }
+            }
+            let refs: Vec<(&str, &[(u16, u8)])> = entries.iter().map(|(k, p)| (*k, p.as_slice())).collect();
+            values.push(encode(&refs));
+        }
+        let mut b = Builder::new();
+        for (i, v) in values.iter().enumerate() {
+            b.add(10 + 3 * i as u64, &TsVector::parse(v).unwrap()).unwrap();
+        }
+        assert_eq!(b.add(5, &TsVector::parse(&values[0]).unwrap()), Err(OutOfOrder { doc: 5, after: 10 + 3 * 599 }));
+        let index = b.finish();
+        let p = Bm25Params::default();
+        let avg = values.iter().map(|v| f64::from(TsVector::parse(v).unwrap().surface_length())).sum::<f64>() / 600.0;
+        for query in [&["a"][..], &["b", "g"], &["h", "a", "c", "e"], &["zz", "d"]] {
+            let scored: Vec<ScoredKey> = query
+                .iter()
+                .enumerate()
+                .map(|(i, k)| ScoredKey { key: k.to_string(), weight_idf: 0.7 + i as f64 })
+                .collect();
+            let empty = TermPostings::default();
+            let terms: Vec<QueryTerm<'_>> = scored
+                .iter()
+                .map(|k| QueryTerm { factor: k.weight_idf, postings: index.get(k.key.as_bytes()).unwrap_or(&empty) })
+                .collect();
+            let (hits, _) = block_max_wand(&terms, &Scoring { avg_doc_len: avg, params: p }, 15, |_| true, |d| d);
+            // the lexical scorer over every document holding a key, best first, ties by document
+            let mut want: Vec<(u64, f64)> = values
+                .iter()
+                .enumerate()
+                .map(|(i, v)| (10 + 3 * i as u64, TsVector::parse(v).unwrap()))
+                .filter(|(_, t)| query.iter().any(|k| t.find(k.as_bytes()).is_some()))
+                .map(|(d, t)| (d, score_tsvector(&t, &scored, avg, p)))
+                .collect();
+            want.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+            want.truncate(15);
+            assert_eq!(hits.iter().map(|h| (h.doc, h.score)).collect::<Vec<_>>(), want, "{query:?}");
+        }
     }
 }
