@@ -281,8 +281,10 @@ pub fn block_max_wand<K: Ord>(
     if k == 0 {
         return (Vec::new(), work);
     }
+    let mut docs: Vec<(u64, usize)> = Vec::with_capacity(cursors.len());
+    let mut c = vec![0.0; terms.len()];
     loop {
-        let mut docs: Vec<(u64, usize)> = Vec::with_capacity(cursors.len());
+        docs.clear();
         for (i, c) in cursors.iter_mut().enumerate() {
             docs.push((c.doc(&mut work), i));
         }
@@ -331,7 +333,7 @@ pub fn block_max_wand<K: Ord>(
             if !exact {
                 continue;
             }
-            let mut c = vec![0.0; terms.len()];
+            c.fill(0.0);
             for &(_, i) in &docs[..=pivot] {
                 if let Some(p) = cursors[i].current(&mut work) {
                     c[cursors[i].term] = scoring.term(cursors[i].factor, &p);
