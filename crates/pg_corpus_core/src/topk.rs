@@ -12,7 +12,8 @@
 //! together and terms in query order; a document must be in one part of a term only. The sum is
 //! then the same as over one part (the other parts add 0.0).
 //!
-//! Three ways to the same answer: [`block_max_wand`] for a query over a large share of the
+//! Four ways to the same answer: [`block_max_wand`] (and [`max_score`], better when a query
+//! mixes very common terms with rare ones) for a query over a large share of the
 //! postings, with an eligibility check per candidate (a corpus that is a slice of shared
 //! tables); [`over_docs`] for a small slice, scoring its documents only; [`exhaustive`], the
 //! reference both are tested against.
@@ -231,6 +232,16 @@ impl<'a> Cursor<'a> {
     }
 }
 
+/// A cursor per query term that has postings.
+fn cursors<'a>(terms: &[QueryTerm<'a>], scoring: &Scoring) -> Vec<Cursor<'a>> {
+    terms
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| !t.postings.blocks.is_empty())
+        .map(|(i, t)| Cursor::new(i, t, scoring))
+        .collect()
+}
+
 /// Scores summed in the query's term order (absent terms add 0.0, as in the exhaustive sum).
 fn sum_in_term_order(contributions: &[f64]) -> f64 {
     contributions.iter().sum()
@@ -270,14 +281,8 @@ pub fn block_max_wand<K: Ord>(
     mut accept: impl FnMut(u64) -> bool,
     tie: impl Fn(u64) -> K,
 ) -> (Vec<Hit>, Work) {
-    let mut work = Work::default();
-    let mut top = TopK::new(k);
-    let mut cursors: Vec<Cursor<'_>> = terms
-        .iter()
-        .enumerate()
-        .filter(|(_, t)| !t.postings.blocks.is_empty())
-        .map(|(i, t)| Cursor::new(i, t, scoring))
-        .collect();
+    let (mut work, mut top) = (Work::default(), TopK::new(k));
+    let mut cursors = cursors(terms, scoring);
     if k == 0 {
         return (Vec::new(), work);
     }
@@ -355,6 +360,94 @@ pub fn block_max_wand<K: Ord>(
                 if doc < d {
                     cursors[i].seek(d);
                 }
+            }
+        }
+    }
+    (top.into_hits(), work)
+}
+
+/// The top k by MaxScore (Turtle & Flood, 1995): terms ordered by their bound; the cheapest
+/// terms whose bounds together cannot reach the threshold are *non-essential*, and only the
+/// others' postings propose documents; a proposed document's non-essential terms are looked up
+/// (most valuable first) only while the document can still reach the threshold. Better than
+/// [`block_max_wand`] when a query mixes very common terms with rare ones. `accept` is asked
+/// only of documents that could enter.
+pub fn max_score<K: Ord>(
+    terms: &[QueryTerm<'_>],
+    scoring: &Scoring,
+    k: usize,
+    mut accept: impl FnMut(u64) -> bool,
+    tie: impl Fn(u64) -> K,
+) -> (Vec<Hit>, Work) {
+    let (mut work, mut top) = (Work::default(), TopK::new(k));
+    let mut cursors = cursors(terms, scoring);
+    if k == 0 || cursors.is_empty() {
+        return (Vec::new(), work);
+    }
+    cursors.sort_by(|a, b| a.max.total_cmp(&b.max));
+    // before[i]: the bounds of cursors 0..i together
+    let mut before = vec![0.0; cursors.len() + 1];
+    for i in 0..cursors.len() {
+        before[i + 1] = before[i] + cursors[i].max;
+    }
+    let mut c = vec![0.0; terms.len()];
+    loop {
+        let threshold = top.threshold();
+        let essential = (0..=cursors.len()).take_while(|&e| inflate(before[e]) < threshold).last().unwrap_or(0);
+        if essential >= cursors.len() {
+            break;
+        }
+        let mut d = u64::MAX;
+        for cur in &mut cursors[essential..] {
+            d = d.min(cur.doc(&mut work));
+        }
+        if d == u64::MAX {
+            break;
+        }
+        c.fill(0.0);
+        let (mut found, mut matched) = (0.0, false);
+        for cur in &mut cursors[essential..] {
+            // (positions are lower bounds until decoded: the posting may lie past d)
+            if cur.doc(&mut work) == d {
+                if let Some(p) = cur.current(&mut work).filter(|p| p.doc == d) {
+                    let v = scoring.term(cur.factor, &p);
+                    c[cur.term] = v;
+                    found += v;
+                    matched = true;
+                }
+            }
+        }
+        // a document only non-essential terms hold cannot reach the threshold
+        if matched {
+            let mut upper = found + before[essential];
+            let mut possible = true;
+            for j in (0..essential).rev() {
+                if inflate(upper) < threshold {
+                    possible = false;
+                    break;
+                }
+                upper -= cursors[j].max;
+                cursors[j].seek(d);
+                if let Some(p) = cursors[j].current(&mut work).filter(|p| p.doc == d) {
+                    let v = scoring.term(cursors[j].factor, &p);
+                    c[cursors[j].term] = v;
+                    upper += v;
+                }
+            }
+            if possible {
+                work.docs_scored += 1;
+                let score = sum_in_term_order(&c);
+                if top.could_enter(score) {
+                    work.checks += 1;
+                    if accept(d) {
+                        top.offer(d, score, tie(d));
+                    }
+                }
+            }
+        }
+        for cur in &mut cursors[essential..] {
+            if cur.doc(&mut work) <= d {
+                cur.seek(d.saturating_add(1));
             }
         }
     }
@@ -466,6 +559,8 @@ mod tests {
             let want = exhaustive(&terms, &scoring, k, accept, tie);
             let (got, _) = block_max_wand(&terms, &scoring, k, accept, tie);
             prop_assert_eq!(&got, &want);
+            let (got, _) = max_score(&terms, &scoring, k, accept, tie);
+            prop_assert_eq!(&got, &want);
             let slice: Vec<u64> = ids.iter().copied().filter(|&d| accept(d)).collect();
             let (got, _) = over_docs(&terms, &scoring, k, &slice, tie);
             prop_assert_eq!(&got, &want);
@@ -503,6 +598,7 @@ mod tests {
             let s = Scoring { avg_doc_len: avg, params: Bm25Params::default() };
             let want = exhaustive(&whole, &s, k, |_| true, |d| d);
             prop_assert_eq!(&block_max_wand(&parted, &s, k, |_| true, |d| d).0, &want);
+            prop_assert_eq!(&max_score(&parted, &s, k, |_| true, |d| d).0, &want);
             prop_assert_eq!(&exhaustive(&parted, &s, k, |_| true, |d| d), &want);
         }
     }
@@ -533,7 +629,10 @@ mod tests {
             let terms = query(&idx, n, &picks);
             let (hits, work) = block_max_wand(&terms, &s, 10, |_| true, |d| d);
             assert_eq!(hits, exhaustive(&terms, &s, 10, |_| true, |d| d));
+            let (by_max_score, ms_work) = max_score(&terms, &s, 10, |_| true, |d| d);
+            assert_eq!(by_max_score, hits);
             let postings: usize = terms.iter().map(|t| t.postings.postings()).sum();
+            assert!(ms_work.docs_scored * 4 < postings, "MaxScore scored {} of {postings}", ms_work.docs_scored);
             let blocks: usize = terms.iter().map(|t| t.postings.blocks.len()).sum();
             assert!(work.docs_scored * 4 < postings, "{} documents scored of {postings} postings", work.docs_scored);
             assert!(work.blocks_decoded < blocks, "{} of {blocks} blocks decoded", work.blocks_decoded);

@@ -1,7 +1,7 @@
-//! The block-max top k against today's scorer: random documents made of real Hebrew and
+//! The block-max and MaxScore top k against today's scorer: random documents made of real Hebrew and
 //! English words, analysed by pg_corpus' analysers, indexed in memory (`bm25::MemoryIndex`,
 //! the exhaustive term-at-a-time reference of the lexical branch's formula) and as block
-//! postings; every query's top k is the same documents, scores and order both ways.
+//! postings; every query's top k is the same documents, scores and order every way.
 
 use std::fs;
 use std::path::Path;
@@ -10,7 +10,7 @@ use pg_corpus_core::analysis::Analyzer;
 use pg_corpus_core::bm25::{idf, Bm25Params, MemoryIndex};
 use pg_corpus_core::model::Language;
 use pg_corpus_core::postings::{Posting, TermPostings};
-use pg_corpus_core::topk::{block_max_wand, QueryTerm, Scoring};
+use pg_corpus_core::topk::{block_max_wand, max_score, QueryTerm, Scoring};
 use proptest::prelude::*;
 
 fn words(file: &str, column: usize) -> Vec<String> {
@@ -81,10 +81,13 @@ fn check(
             })
             .collect();
         let want = mem.search(&q, p, k);
-        let (got, _) = block_max_wand(&terms, &scoring, k, |_| true, |d| d);
-        let got: Vec<(usize, f64)> =
-            got.into_iter().filter(|h| h.score > 0.0).map(|h| (h.doc as usize, h.score)).collect();
-        prop_assert_eq!(got, want);
+        for (got, _) in
+            [block_max_wand(&terms, &scoring, k, |_| true, |d| d), max_score(&terms, &scoring, k, |_| true, |d| d)]
+        {
+            let got: Vec<(usize, f64)> =
+                got.into_iter().filter(|h| h.score > 0.0).map(|h| (h.doc as usize, h.score)).collect();
+            prop_assert_eq!(&got, &want);
+        }
     }
     Ok(())
 }
