@@ -142,6 +142,28 @@ impl TermPostings {
     pub fn postings(&self) -> usize {
         self.blocks.iter().map(|b| b.count as usize).sum()
     }
+
+    /// Every posting, in document order (a damaged block is left out).
+    pub fn decode_all(&self) -> Vec<Posting> {
+        self.blocks.iter().zip(&self.bytes).flat_map(|(m, b)| decode_block(m, b).unwrap_or_default()).collect()
+    }
+
+    /// The postings without those of documents `dead` names (a vacuum's dead rows), blocks
+    /// rebuilt; None when no posting goes (nothing to write).
+    pub fn without(&self, mut dead: impl FnMut(u64) -> bool) -> Option<TermPostings> {
+        let all = self.decode_all();
+        let kept: Vec<Posting> = all.iter().copied().filter(|p| !dead(p.doc)).collect();
+        (kept.len() < all.len()).then(|| TermPostings::build(&kept))
+    }
+
+    /// One term's postings from parts whose documents do not overlap (a segment and the rows
+    /// added since), in document order.
+    pub fn merge(parts: &[&TermPostings]) -> TermPostings {
+        let mut all: Vec<Posting> = parts.iter().flat_map(|p| p.decode_all()).collect();
+        all.sort_unstable_by_key(|p| p.doc);
+        all.dedup_by_key(|p| p.doc);
+        TermPostings::build(&all)
+    }
 }
 
 /// Postings of every key of documents given in increasing document order (an index build's
@@ -308,6 +330,31 @@ mod tests {
             want.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
             want.truncate(15);
             assert_eq!(hits.iter().map(|h| (h.doc, h.score)).collect::<Vec<_>>(), want, "{query:?}");
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn removing_dead_documents_and_merging_parts_keep_the_rest_in_order(
+            raw in proptest::collection::vec((0u64..50, 0u32..9, 0u32..300), 0..700), dead_every in 2u64..9, parts in 1u64..4,
+        ) {
+            let ps = postings(&raw);
+            let t = TermPostings::build(&ps);
+            let alive: Vec<Posting> = ps.iter().copied().filter(|p| p.doc % dead_every != 0).collect();
+            match t.without(|d| d % dead_every == 0) {
+                Some(v) => {
+                    prop_assert_eq!(v.decode_all(), alive.clone());
+                    prop_assert!(v.blocks.iter().all(|b| b.count as usize <= BLOCK_SIZE && b.count > 0));
+                }
+                None => prop_assert_eq!(alive.len(), ps.len()),
+            }
+            let split: Vec<TermPostings> = (0..parts)
+                .map(|k| TermPostings::build(&ps.iter().copied().filter(|p| p.doc % parts == k).collect::<Vec<_>>()))
+                .collect();
+            let refs: Vec<&TermPostings> = split.iter().collect();
+            let merged = TermPostings::merge(&refs);
+            prop_assert_eq!(merged.decode_all(), ps);
+            prop_assert_eq!(merged.blocks, t.blocks);
         }
     }
 }
