@@ -29,11 +29,18 @@ struct Statement {
 
 struct Resolved {
     slot: TriggerSlot,
-    /// attribute numbers in the written relation
-    id: i32,
-    embedding: i32,
-    inputs: Vec<i32>,
-    id_type: pg_sys::Oid,
+    /// the columns in the written relation
+    id: Column,
+    embedding: Column,
+    inputs: Vec<Column>,
+}
+
+/// A column of the written relation: its number and what comparing its values needs.
+struct Column {
+    attnum: i32,
+    typid: pg_sys::Oid,
+    len: i16,
+    byval: bool,
 }
 
 /// The V1 calling-convention record PostgreSQL looks up for `_embedding_trigger_wrapper`.
@@ -131,32 +138,25 @@ unsafe fn statement(fcinfo: pg_sys::FunctionCallInfo, data: *mut pg_sys::Trigger
 unsafe fn resolve(relation: pg_sys::Relation, slot: TriggerSlot) -> Option<Resolved> {
     unsafe {
         let desc = (*relation).rd_att;
-        let number = |name: &str| -> Option<i32> {
+        let number = |name: &str| -> Option<Column> {
             let name = std::ffi::CString::new(name).ok()?;
             let n = pg_sys::SPI_fnumber(desc, name.as_ptr());
-            (n > 0).then_some(n)
+            (n > 0).then(|| column(desc, n))
         };
         let id = number(&slot.id)?;
         let embedding = number(&slot.embedding)?;
-        let inputs = slot.inputs.iter().map(|c| number(c)).collect::<Option<Vec<i32>>>()?;
-        let id_type = attribute(desc, id).typid;
-        Some(Resolved { slot, id, embedding, inputs, id_type })
+        let inputs = slot.inputs.iter().map(|c| number(c)).collect::<Option<Vec<Column>>>()?;
+        Some(Resolved { slot, id, embedding, inputs })
     }
 }
 
-/// What the trigger needs of a column's type.
-struct Attribute {
-    typid: pg_sys::Oid,
-    len: i16,
-    byval: bool,
-}
-
-unsafe fn attribute(desc: pg_sys::TupleDesc, attnum: i32) -> Attribute {
-    // SAFETY: a live TupleDesc, borrowed (not freed) for this call; attnum is 1-based and valid.
+/// Column `attnum` of a relation's TupleDesc (1-based, valid).
+unsafe fn column(desc: pg_sys::TupleDesc, attnum: i32) -> Column {
+    // SAFETY: a live TupleDesc, borrowed (not freed) for this call.
     unsafe {
         let desc = pgrx::PgTupleDesc::from_pg_unchecked(desc);
         let a = desc.get((attnum - 1) as usize).expect("an attribute of the relation");
-        Attribute { typid: a.atttypid, len: a.attlen, byval: a.attbyval }
+        Column { attnum, typid: a.atttypid, len: a.attlen, byval: a.attbyval }
     }
 }
 
@@ -168,7 +168,7 @@ unsafe fn value(tuple: pg_sys::HeapTuple, desc: pg_sys::TupleDesc, attnum: i32) 
 }
 
 /// Whether two values of a column are the same bytes (variable-length ones after detoasting).
-unsafe fn same(a: Option<pg_sys::Datum>, b: Option<pg_sys::Datum>, attr: &Attribute) -> bool {
+unsafe fn same(a: Option<pg_sys::Datum>, b: Option<pg_sys::Datum>, attr: &Column) -> bool {
     let (Some(a), Some(b)) = (a, b) else { return a.is_none() && b.is_none() };
     unsafe {
         if attr.byval {
@@ -204,8 +204,8 @@ unsafe fn fire(data: *mut pg_sys::TriggerData, statement: &mut Statement) -> Res
             pg_sys::TRIGGER_EVENT_DELETE => (Some((*data).tg_trigtuple), None),
             _ => (Some((*data).tg_trigtuple), Some((*data).tg_newtuple)),
         };
-        let get = |t: Option<pg_sys::HeapTuple>, attnum: i32| t.and_then(|t| value(t, desc, attnum));
-        let differs = |attnum: i32| !same(get(old, attnum), get(new, attnum), &attribute(desc, attnum));
+        let get = |t: Option<pg_sys::HeapTuple>, c: &Column| t.and_then(|t| value(t, desc, c.attnum));
+        let differs = |c: &Column| !same(get(old, c), get(new, c), c);
         let write = match op {
             pg_sys::TRIGGER_EVENT_INSERT => RowWrite::Insert,
             pg_sys::TRIGGER_EVENT_DELETE => RowWrite::Delete,
@@ -214,29 +214,23 @@ unsafe fn fire(data: *mut pg_sys::TriggerData, statement: &mut Statement) -> Res
         let both = write == RowWrite::Update;
         let facts = RowFacts {
             write,
-            id_changed: both && differs(r.id),
-            old_embedding_null: old.is_some() && get(old, r.embedding).is_none(),
-            new_embedding_null: new.is_some() && get(new, r.embedding).is_none(),
-            embedding_changed: both && differs(r.embedding),
-            inputs_changed: both && r.inputs.iter().any(|&a| differs(a)),
+            id_changed: both && differs(&r.id),
+            old_embedding_null: old.is_some() && get(old, &r.embedding).is_none(),
+            new_embedding_null: new.is_some() && get(new, &r.embedding).is_none(),
+            embedding_changed: both && differs(&r.embedding),
+            inputs_changed: both && r.inputs.iter().any(differs),
         };
-        let steps = slots::row_steps(&facts);
-        if steps.is_empty() {
-            return Ok(());
+        let mut queued = false;
+        for step in slots::row_steps(&facts) {
+            let row = if step == slots::QueueStep::ForgetOld { old } else { new };
+            let Some(id) = get(row, &r.id) else { continue };
+            queued |= spi_slots::apply(step, r.slot.slot_table, &statement.registered, id, r.id.typid)?;
         }
-        {
-            let mut queued = false;
-            for step in steps {
-                let row = if step == slots::QueueStep::ForgetOld { old } else { new };
-                let Some(id) = get(row, r.id) else { continue };
-                queued |= spi_slots::apply(step, r.slot.slot_table, &statement.registered, id, r.id_type)?;
-            }
-            if queued && r.slot.announce && !statement.announced {
-                spi_slots::announce(&r.slot.table_text)?;
-                statement.announced = true;
-            }
-            Ok(())
+        if queued && r.slot.announce && !statement.announced {
+            spi_slots::announce(&r.slot.table_text)?;
+            statement.announced = true;
         }
+        Ok(())
     }
 }
 
