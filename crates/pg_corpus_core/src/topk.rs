@@ -109,9 +109,23 @@ impl<K: Ord> TopK<K> {
         }
     }
 
-    /// Whether a document of this score could enter (before its tie key is known).
-    fn could_enter(&self, score: f64) -> bool {
-        self.k > 0 && score >= self.threshold()
+    /// A scored document: counted, and offered when it could enter and `accept` takes it
+    /// (asked only then: a slice's check costs a row lookup).
+    fn consider(
+        &mut self,
+        doc: u64,
+        score: f64,
+        work: &mut Work,
+        accept: &mut impl FnMut(u64) -> bool,
+        tie: &impl Fn(u64) -> K,
+    ) {
+        work.docs_scored += 1;
+        if self.k > 0 && score >= self.threshold() {
+            work.checks += 1;
+            if accept(doc) {
+                self.offer(doc, score, tie(doc));
+            }
+        }
     }
 
     fn offer(&mut self, doc: u64, score: f64, tie: K) {
@@ -283,10 +297,8 @@ pub fn exhaustive<K: Ord>(
 ) -> Vec<Hit> {
     let mut docs: BTreeMap<u64, Vec<f64>> = BTreeMap::new();
     for (i, t) in terms.iter().enumerate() {
-        for (meta, bytes) in t.postings.blocks.iter().zip(&t.postings.bytes) {
-            for p in decode_block(meta, bytes).unwrap_or_default() {
-                docs.entry(p.doc).or_insert_with(|| vec![0.0; terms.len()])[i] = scoring.term(t.factor, &p);
-            }
+        for p in t.postings.decode_all() {
+            docs.entry(p.doc).or_insert_with(|| vec![0.0; terms.len()])[i] = scoring.term(t.factor, &p);
         }
     }
     let mut top = TopK::new(k);
@@ -369,14 +381,7 @@ pub fn block_max_wand<K: Ord>(
                     c[cursors[i].term] = scoring.term(cursors[i].factor, &p);
                 }
             }
-            work.docs_scored += 1;
-            let score = sum_in_term_order(&c);
-            if top.could_enter(score) {
-                work.checks += 1;
-                if accept(d) {
-                    top.offer(d, score, tie(d));
-                }
-            }
+            top.consider(d, sum_in_term_order(&c), &mut work, &mut accept, &tie);
             for &(_, i) in &docs[..=pivot] {
                 cursors[i].seek(d.saturating_add(1));
             }
@@ -460,14 +465,7 @@ pub fn max_score<K: Ord>(
                 }
             }
             if possible {
-                work.docs_scored += 1;
-                let score = sum_in_term_order(&c);
-                if top.could_enter(score) {
-                    work.checks += 1;
-                    if accept(d) {
-                        top.offer(d, score, tie(d));
-                    }
-                }
+                top.consider(d, sum_in_term_order(&c), &mut work, &mut accept, &tie);
             }
         }
         for cur in &mut cursors[essential..] {
@@ -607,8 +605,7 @@ mod tests {
             let split: Vec<Vec<TermPostings>> = whole
                 .iter()
                 .map(|t| {
-                    let all: Vec<Posting> = t.postings.blocks.iter().zip(&t.postings.bytes)
-                        .flat_map(|(m, b)| decode_block(m, b).unwrap()).collect();
+                    let all = t.postings.decode_all();
                     (0..parts).map(|p| {
                         let mine: Vec<Posting> = all.iter().copied().filter(|q| (q.doc ^ seed) % parts == p).collect();
                         TermPostings::build(&mine)
