@@ -3,10 +3,13 @@
 //! arguments those releases declared. They declare no SQL of their own and forward to the
 //! current functions with the defaults of the arguments added since.
 
+use pgrx::datum::DatumWithOid;
 use pgrx::prelude::*;
-use pgrx::JsonB;
+use pgrx::{AnyElement, JsonB};
 
+use crate::error::OrRaise;
 use crate::jsonb::JsonbText;
+use crate::spi;
 use crate::vector::Vector;
 
 /// `corpus_hybrid_search` as the SQL definitions of releases 0.1.0 and 0.2.0 declare it (11
@@ -137,4 +140,58 @@ fn corpus_evaluate(
         Some(false),
         Some(false),
     )
+}
+
+// Release 0.3.0's PL/pgSQL worker API and generated re-embed triggers call the functions
+// below; the current worker API calls `spi::items` itself, and the current trigger reads the
+// setting in the library. Columns come as attribute numbers; the statements run as the
+// table's owner once the worker's own privileges are checked (src/spi/items.rs).
+
+/// The re-embed trigger's question of release 0.3.0: is the queue deferred in this session?
+#[pg_extern(stable, parallel_safe, sql = false)]
+fn _embedding_queue_deferred() -> bool {
+    crate::gucs::embedding_queue_deferred()
+}
+
+/// The text to embed for one queued item, NULL when the item is gone.
+#[pg_extern(volatile, strict, parallel_unsafe, sql = false)]
+fn _embedding_item_text(
+    item_table: pg_sys::Oid,
+    id_attnum: i16,
+    input_attnums: Vec<i16>,
+    item_id: &str,
+) -> Option<String> {
+    spi::pinned_search_path(|| {
+        spi::items::require_worker()?;
+        spi::items::item_text(item_table, id_attnum, &input_attnums, item_id)
+    })
+    .or_raise()
+}
+
+/// Lock a queued item's row before its queue row (false: the item is gone).
+#[pg_extern(volatile, strict, parallel_unsafe, sql = false)]
+fn _embedding_item_lock(item_table: pg_sys::Oid, id_attnum: i16, embedding_attnum: i16, item_id: &str) -> bool {
+    spi::pinned_search_path(|| {
+        spi::items::require_worker()?;
+        spi::items::lock_item(item_table, id_attnum, embedding_attnum, item_id)
+    })
+    .or_raise()
+}
+
+/// Store a worker's embedding for a queued item (false: no row has that id).
+#[pg_extern(volatile, strict, parallel_unsafe, sql = false)]
+fn _embedding_item_store(
+    item_table: pg_sys::Oid,
+    id_attnum: i16,
+    embedding_attnum: i16,
+    item_id: &str,
+    embedding: AnyElement,
+) -> bool {
+    // SAFETY: the argument's own datum and type, used within this call.
+    let value = unsafe { DatumWithOid::new(embedding.datum(), embedding.oid()) };
+    spi::pinned_search_path(|| {
+        spi::items::require_worker()?;
+        spi::items::store_embedding(item_table, id_attnum, embedding_attnum, item_id, value)
+    })
+    .or_raise()
 }

@@ -138,17 +138,10 @@ pub fn init() {
     unsafe { pgrx::pg_sys::MarkGUCPrefixReserved(c"pg_corpus".as_ptr()) };
 }
 
-/// The re-embed trigger's question: is the queue deferred in this session? A function of the
-/// library, so that calling it loads the library and PostgreSQL checks a value set before
-/// (a placeholder, which any role can set) against the setting's privilege: a role that may
-/// not set it gets a WARNING and the trigger queues as usual. (Reading the placeholder with
-/// current_setting would let any writer skip the queue.)
-#[pgrx::pg_extern(stable, parallel_safe)]
-fn _embedding_queue_deferred() -> bool {
-    embedding_queue_deferred()
-}
-
-/// Whether this session defers the re-embed queue (the trigger's first question).
+/// Whether this session defers the re-embed queue (the re-embed trigger's first question). The
+/// trigger is the library's, so the library is loaded when it asks, and PostgreSQL has checked a
+/// value set before (a placeholder, which any role can set) against the setting's privilege: a
+/// role that may not set it got a WARNING and the trigger queues as usual.
 pub fn embedding_queue_deferred() -> bool {
     DEFER_EMBEDDING_QUEUE.get()
 }

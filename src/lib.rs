@@ -26,7 +26,6 @@ mod search;
 mod spi;
 mod trigger;
 mod vector;
-mod worker;
 
 ::pgrx::pg_module_magic!(name, version);
 

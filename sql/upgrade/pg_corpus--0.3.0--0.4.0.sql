@@ -149,3 +149,4 @@ RETURNS SETOF text VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', '_c
 DROP FUNCTION corpus._embedding_item_text(oid, smallint, smallint[], text);
 DROP FUNCTION corpus._embedding_item_lock(oid, smallint, smallint, text);
 DROP FUNCTION corpus._embedding_item_store(oid, smallint, smallint, text, anyelement);
+DROP FUNCTION corpus._embedding_queue_deferred();
