@@ -246,8 +246,14 @@ pub fn attach(
         return Err(slots::reference_table_refused(&c.table_text));
     }
     let (Some(embedding_attnum), Some(id_attnum)) = (c.embedding_attnum, c.id_attnum) else {
-        // (the source's definition was checked against the table before: its columns exist)
-        return Err(slots::id_type_refused(&c.table_text, id, ""));
+        // (the source's definition was checked against the table before: only a column
+        // dropped since, in this transaction, gets here)
+        let missing = if c.id_attnum.is_none() { id } else { embedding };
+        return Err(CoreError::new(
+            pg_corpus_core::SqlState::UndefinedColumn,
+            format!("column \"{missing}\" of {} does not exist", c.table_text),
+            "Register the source with columns the table has.",
+        ));
     };
     let trigger = slots::trigger_name(embedding_attnum);
     let replica = write(
