@@ -22,6 +22,7 @@ fn code(state: SqlState) -> PgSqlErrorCode {
         SqlState::WrongObjectType => ERRCODE_WRONG_OBJECT_TYPE,
         SqlState::FeatureNotSupported => ERRCODE_FEATURE_NOT_SUPPORTED,
         SqlState::ConnectionFailure => ERRCODE_CONNECTION_FAILURE,
+        SqlState::IndexCorrupted => ERRCODE_INDEX_CORRUPTED,
     }
 }
 

@@ -36,6 +36,8 @@ pub enum SqlState {
     FeatureNotSupported,
     /// 08006
     ConnectionFailure,
+    /// XX002
+    IndexCorrupted,
 }
 
 impl SqlState {
@@ -56,6 +58,7 @@ impl SqlState {
             SqlState::WrongObjectType => "42809",
             SqlState::FeatureNotSupported => "0A000",
             SqlState::ConnectionFailure => "08006",
+            SqlState::IndexCorrupted => "XX002",
         }
     }
 }

@@ -13,6 +13,7 @@ pub mod analysis;
 pub mod audit;
 pub mod augment;
 pub mod bm25;
+pub mod bm25_index;
 pub mod content;
 pub mod definition;
 pub mod engine;

@@ -54,7 +54,7 @@ pub fn inflate(bound: f64) -> f64 {
     bound + bound.abs() * SLACK + SLACK * 1e-3
 }
 
-fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+pub(crate) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {
         out.push((v as u8) | 0x80);
         v >>= 7;
@@ -62,7 +62,7 @@ fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     out.push(v as u8);
 }
 
-fn get_varint(bytes: &[u8], at: &mut usize) -> Option<u64> {
+pub(crate) fn get_varint(bytes: &[u8], at: &mut usize) -> Option<u64> {
     let mut v = 0u64;
     let mut shift = 0;
     loop {

@@ -63,6 +63,8 @@ impl Scoring {
 struct TopK<K> {
     k: usize,
     heap: BinaryHeap<Entry<K>>,
+    /// Only documents ranked after this (score, key) are wanted (the next page of a ranking).
+    after: Option<(f64, K)>,
 }
 
 struct Entry<K> {
@@ -97,7 +99,15 @@ impl<K: Ord> Ord for Entry<K> {
 
 impl<K: Ord> TopK<K> {
     fn new(k: usize) -> TopK<K> {
-        TopK { k, heap: BinaryHeap::with_capacity(k.min(1024) + 1) }
+        TopK { k, heap: BinaryHeap::with_capacity(k.min(1024) + 1), after: None }
+    }
+
+    /// Whether a document ranks after the page's start.
+    fn wanted(&self, score: f64, tie: &K) -> bool {
+        match &self.after {
+            None => true,
+            Some((s, t)) => s.total_cmp(&score).then_with(|| tie.cmp(t)) == Ordering::Greater,
+        }
     }
 
     /// The score a document must reach to be considered (−∞ until k documents are held).
@@ -121,9 +131,13 @@ impl<K: Ord> TopK<K> {
     ) {
         work.docs_scored += 1;
         if self.k > 0 && score >= self.threshold() {
+            let key = tie(doc);
+            if !self.wanted(score, &key) {
+                return;
+            }
             work.checks += 1;
             if accept(doc) {
-                self.offer(doc, score, tie(doc));
+                self.offer(doc, score, key);
             }
         }
     }
@@ -406,10 +420,30 @@ pub fn max_score<K: Ord>(
     terms: &[QueryTerm<'_>],
     scoring: &Scoring,
     k: usize,
+    accept: impl FnMut(u64) -> bool,
+    tie: impl Fn(u64) -> K,
+) -> (Vec<Hit>, Work) {
+    max_score_into(terms, scoring, TopK::new(k), accept, tie)
+}
+
+/// The next `k` documents of the ranking by score (descending) then document (ascending)
+/// after `after` (from the start when None), by [`max_score`]: an index scan returns its
+/// ranking page by page, each page as exact as the first.
+pub fn next_page(terms: &[QueryTerm<'_>], scoring: &Scoring, k: usize, after: Option<Hit>) -> (Vec<Hit>, Work) {
+    let mut top = TopK::new(k);
+    top.after = after.map(|h| (h.score, h.doc));
+    max_score_into(terms, scoring, top, |_| true, |d| d)
+}
+
+fn max_score_into<K: Ord>(
+    terms: &[QueryTerm<'_>],
+    scoring: &Scoring,
+    mut top: TopK<K>,
     mut accept: impl FnMut(u64) -> bool,
     tie: impl Fn(u64) -> K,
 ) -> (Vec<Hit>, Work) {
-    let (mut work, mut top) = (Work::default(), TopK::new(k));
+    let k = top.k;
+    let mut work = Work::default();
     let mut cursors = cursors(terms, scoring);
     if k == 0 || cursors.is_empty() {
         return (Vec::new(), work);
@@ -665,6 +699,33 @@ mod tests {
             assert!(hits.len() == 10 && hits.iter().all(|h| h.doc.is_multiple_of(100)));
             let slice: Vec<u64> = ids.iter().copied().filter(|d| d.is_multiple_of(100)).collect();
             assert_eq!(over_docs(&terms, &s, 10, &slice, |d| d).0, hits);
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+        #[test]
+        fn pages_of_the_ranking_concatenate_to_the_exhaustive_ranking(
+            seed in any::<u64>(), n_docs in 1usize..400, vocab in 2usize..30, page in 1usize..12,
+            picks in proptest::collection::vec((0usize..30, any::<bool>(), 1u32..3), 1..6),
+        ) {
+            // few distinct lengths: many ties across page boundaries
+            let docs = corpus(seed, n_docs, vocab);
+            let (idx, _, avg) = index(&docs, vocab, 3);
+            let terms = query(&idx, n_docs, &picks);
+            let s = Scoring { avg_doc_len: avg, params: Bm25Params::default() };
+            let want = exhaustive(&terms, &s, usize::MAX, |_| true, |d| d);
+            let mut got = Vec::new();
+            let mut after = None;
+            loop {
+                let (hits, _) = next_page(&terms, &s, page, after);
+                got.extend(hits.iter().copied());
+                if hits.len() < page {
+                    break;
+                }
+                after = hits.last().copied();
+            }
+            prop_assert_eq!(got, want);
         }
     }
 
