@@ -10,6 +10,7 @@
 
 use pgrx::prelude::*;
 
+mod bm25_index;
 mod citus;
 mod compat;
 mod content;
@@ -37,6 +38,7 @@ pgrx::extension_sql_file!("../sql/eval.sql", name = "eval", requires = ["catalog
 pgrx::extension_sql_file!("../sql/embedding.sql", name = "embedding", requires = ["catalog"]);
 pgrx::extension_sql_file!("../sql/access.sql", name = "access", requires = ["lexical", "embedding"]);
 pgrx::extension_sql_file!("../sql/bm25.sql", name = "bm25", requires = ["lexical", lexical::_bm25_document_text]);
+pgrx::extension_sql_file!("../sql/bm25_index.sql", name = "bm25_index", requires = ["bm25"]);
 pgrx::extension_sql!(
     "CREATE FUNCTION corpus._catalog_changed() RETURNS trigger
          LANGUAGE c AS 'MODULE_PATHNAME', '_catalog_changed_wrapper';

@@ -204,6 +204,25 @@ impl Builder {
         Ok(())
     }
 
+    /// Add one document given as its keys with their frequencies and its length (an index's
+    /// pending rows).
+    pub fn add_terms<'t>(
+        &mut self,
+        doc: u64,
+        len: u32,
+        terms: impl IntoIterator<Item = (&'t [u8], u32)>,
+    ) -> Result<(), OutOfOrder> {
+        if let Some(after) = self.last.filter(|&l| doc <= l) {
+            return Err(OutOfOrder { doc, after });
+        }
+        self.last = Some(doc);
+        for (t, tf) in terms {
+            self.terms.entry(t.to_vec()).or_default().push(Posting { doc, tf, len });
+            self.postings += 1;
+        }
+        Ok(())
+    }
+
     /// Postings held so far (a build bounded in memory finishes a part and starts another).
     pub fn postings(&self) -> usize {
         self.postings

@@ -1,0 +1,34 @@
+-- ==========================================================================================
+-- corpus_bm25: an index over a BM25 tsvector column that returns rows best first,
+--   CREATE INDEX ON t USING corpus_bm25 (body_bm25);
+-- for ORDER BY body_bm25 OPERATOR(corpus.<@>) ROW(keys, weights, avg_doc_len, k1, b, page)
+-- ::corpus.bm25_scoring (the distance is minus the BM25 score). The search builds the scoring
+-- from the corpus' statistics and uses the index where the source's column has one.
+-- ==========================================================================================
+CREATE TYPE corpus.bm25_scoring AS (
+    keys pg_catalog.text[],
+    weights pg_catalog.float8[],
+    avg_doc_len pg_catalog.float8,
+    k1 pg_catalog.float8,
+    b pg_catalog.float8,
+    page_size pg_catalog.int4
+);
+
+CREATE FUNCTION corpus._bm25_distance(pg_catalog.tsvector, corpus.bm25_scoring) RETURNS pg_catalog.float8
+LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE COST 10
+AS 'MODULE_PATHNAME', '_bm25_distance';
+
+CREATE OPERATOR corpus.<@> (
+    LEFTARG = pg_catalog.tsvector,
+    RIGHTARG = corpus.bm25_scoring,
+    FUNCTION = corpus._bm25_distance
+);
+
+CREATE FUNCTION corpus._bm25_index_handler(internal) RETURNS index_am_handler
+LANGUAGE c AS 'MODULE_PATHNAME', '_bm25_index_handler';
+
+CREATE ACCESS METHOD corpus_bm25 TYPE INDEX HANDLER corpus._bm25_index_handler;
+
+CREATE OPERATOR CLASS corpus.bm25_tsvector_ops
+DEFAULT FOR TYPE pg_catalog.tsvector USING corpus_bm25 AS
+    OPERATOR 1 corpus.<@> (pg_catalog.tsvector, corpus.bm25_scoring) FOR ORDER BY pg_catalog.float_ops;
