@@ -132,11 +132,14 @@ pub extern "C" fn pg_finfo__bm25_index_handler() -> &'static pg_sys::Pg_finfo_re
 #[pg_guard]
 unsafe extern "C-unwind" fn amoptions(reloptions: pg_sys::Datum, validate: bool) -> *mut pg_sys::bytea {
     if !reloptions.is_null() && validate {
-        raise(CoreError::new(
-            SqlState::InvalidParameterValue,
-            "a corpus_bm25 index takes no storage parameters",
-            "Create it without WITH (...).",
-        ));
+        raise(
+            CoreError::new(
+                SqlState::InvalidParameterValue,
+                "a corpus_bm25 index takes no storage parameters",
+                "Create it without WITH (...).",
+            )
+            .with_detail("Its postings, blocks and pending list are sized by the access method."),
+        );
     }
     std::ptr::null_mut()
 }
@@ -694,12 +697,13 @@ impl ScoringArg {
                 let v = pg_sys::GetAttributeByNum(tup, n, &mut isnull);
                 (v, isnull)
             };
-            let bad = |what: &str| {
+            let bad = |what: &str, detail: String| {
                 CoreError::new(
                     SqlState::InvalidParameterValue,
                     format!("corpus.bm25_scoring: {what}"),
                     "Build it as ROW(keys, weights, avg_doc_len, k1, b, page_size)::corpus.bm25_scoring with weights >= 0.",
                 )
+                .with_detail(detail)
             };
             let (v, n) = field(1);
             let keys: Vec<Option<String>> = if n { Vec::new() } else { Vec::from_datum(v, false).unwrap_or_default() };
@@ -718,20 +722,23 @@ impl ScoringArg {
             let b = float(5, Bm25Params::default().b);
             let (v, n) = field(6);
             let page = if n { 0 } else { i32::from_datum(v, false).unwrap_or(0) };
-            let params = Bm25Params::new(k1, b)?;
+            let params = Bm25Params::new(k1, b).map_err(|e| e.with_detail(format!("k1 is {k1}, b is {b}.")))?;
             let mut out =
                 ScoringArg { keys: Vec::new(), weights: Vec::new(), avg_doc_len, params, page: page.max(1) as usize };
             for (k, w) in keys.into_iter().zip(weights.into_iter().chain(std::iter::repeat(None))) {
                 let Some(k) = k else { continue };
                 let w = w.unwrap_or(0.0);
                 if !w.is_finite() || w < 0.0 {
-                    return Err(bad("weights must be finite and not negative"));
+                    return Err(bad("weights must be finite and not negative", format!("Key \"{k}\" has weight {w}.")));
                 }
                 out.keys.push(k);
                 out.weights.push(w);
             }
             if !avg_doc_len.is_finite() || avg_doc_len < 0.0 {
-                return Err(bad("avg_doc_len must be finite and not negative"));
+                return Err(bad(
+                    "avg_doc_len must be finite and not negative",
+                    format!("avg_doc_len is {avg_doc_len}."),
+                ));
             }
             Ok(out)
         }

@@ -219,6 +219,15 @@ SELECT jsonb_build_object(
         'name', c.relname::text,
         'kind', c.relkind::text,
         'distribution', corpus._citus_distribution_column(c.oid),
+        'bm25_indexes', COALESCE((
+            SELECT jsonb_agg(a.attname::text ORDER BY a.attname)
+              FROM pg_index x
+              JOIN pg_class ic ON ic.oid = x.indexrelid
+              JOIN pg_am am ON am.oid = ic.relam
+              JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = x.indkey[0]
+             WHERE x.indrelid = c.oid AND am.amname = 'corpus_bm25' AND x.indnatts = 1
+               AND x.indpred IS NULL AND x.indexprs IS NULL
+               AND x.indisvalid AND x.indisready AND x.indislive), '[]'::jsonb),
         'columns', COALESCE((
             SELECT jsonb_object_agg(a.attname::text, jsonb_build_object(
                        'type', format_type(a.atttypid, a.atttypmod),

@@ -440,6 +440,7 @@ fn resolve_source(
         id: colref(Side::Item, item, &src.id_column, id_info)?,
         text: colref(Side::Item, item, &src.text_column, text_info)?,
         tsv: colref(Side::Item, item, &src.tsv_column, tsv_info)?,
+        tsv_index: item.bm25_indexes.iter().any(|c| c == &src.tsv_column),
         embedding: colref_unchecked(Side::Item, &src.embedding_column, emb_info),
         dimensions: emb_info.typmod,
         space: 0,

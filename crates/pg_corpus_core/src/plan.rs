@@ -434,6 +434,58 @@ LIMIT {lim}",
     p
 }
 
+/// The BM25 lexical subplan through the source's `corpus_bm25` index: the table's rows in
+/// ranking order (`ORDER BY tsv OPERATOR(corpus.<@>) scoring`, the distance being minus the
+/// score), the whole corpus predicate and the caller's filters checked on each row the index
+/// returns, until `limit` rows pass; the rows tied with the last one are fetched too
+/// (`WITH TIES`), so that the item id breaks ties as in every other subplan.
+#[allow(clippy::too_many_arguments)]
+pub fn lexical_bm25_index(
+    corpus: &Corpus,
+    idx: usize,
+    conds: &[Condition],
+    scored: &[crate::lexical::ScoredKey],
+    avg_doc_len: f64,
+    bm25: crate::bm25::Bm25Params,
+    limit: i64,
+    page: i32,
+) -> Subplan {
+    let src = &corpus.sources[idx];
+    let mut params = Params::default();
+    let keys = params.push(Param::TextArray(scored.iter().map(|k| k.key.clone()).collect()));
+    let weights = params.push(Param::Floats(scored.iter().map(|k| k.weight_idf as f32).collect()));
+    let avg = params.push(Param::Float(avg_doc_len));
+    let k1 = params.push(Param::Float(bm25.k1));
+    let b = params.push(Param::Float(bm25.b));
+    let page = params.push(Param::Int(i64::from(page)));
+    let lim = params.push(Param::Int(limit));
+    let fw = from_where(src, conds, false, &[], &mut params);
+    let sql = format!(
+        "SELECT ranked.item_id, ranked.parent_id, -ranked.dist AS score FROM (
+SELECT {id}::text AS item_id, {fk}::text AS parent_id, {id} AS sort_id,
+       {tsv} OPERATOR(corpus.<@>) ROW({keys}::text[], {weights}::real[]::float8[], {avg}::float8, {k1}::float8, {b}::float8, {page}::int4)::corpus.bm25_scoring AS dist
+{fw}
+ORDER BY dist
+FETCH FIRST {lim} ROWS WITH TIES) AS ranked
+WHERE ranked.dist < 0
+ORDER BY ranked.dist, ranked.sort_id
+LIMIT {lim}",
+        id = col(&src.id),
+        fk = col(&src.parent_fk),
+        tsv = col(&src.tsv),
+    );
+    Subplan {
+        source: idx,
+        branch: Branch::Lexical,
+        strategy: Strategy::Bm25Index,
+        sql,
+        params: params.values,
+        limit,
+        pruned: false,
+        index_first: false,
+    }
+}
+
 /// The champion lists of one source (`term`, `items`, `impacts`): for every key in more than `min_df` of
 /// the corpus' documents (by the statistics just written to corpus.lexical_stats), the source's
 /// searchable items of highest BM25 term weight `tf·(k1+1) / (tf + k1·(1 − b + b·dl/avgdl))`,

@@ -101,8 +101,11 @@ pub(super) fn candidate_plans(
         .iter()
         .map(|keys| lexical::candidate_plan(keys, |key| lex.df(key), lex.corpus.n_docs, budget, req.k))
         .collect();
-    let wanting: Vec<usize> =
-        (0..plans.len()).filter(|&i| plans[i].as_ref().is_some_and(|p| !p.champions.is_empty())).collect();
+    // (a source ranked through its index needs no champion lists)
+    let wanting: Vec<usize> = (0..plans.len())
+        .filter(|&i| plans[i].as_ref().is_some_and(|p| !p.champions.is_empty()))
+        .filter(|&i| !super::rounds::through_index(req, lex, i, window))
+        .collect();
     if wanting.is_empty() {
         return Ok(plans);
     }

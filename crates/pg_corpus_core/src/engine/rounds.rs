@@ -75,6 +75,13 @@ impl Request {
     }
 }
 
+/// Whether source `idx`'s BM25 subplan ranks through its `corpus_bm25` index (on Citus the
+/// shards' own statements keep the scoring of their candidates).
+pub(super) fn through_index(req: &Request, lex: &LexicalPlans, idx: usize, window: usize) -> bool {
+    let src = &req.corpus.sources[idx];
+    src.tsv_index && !src.distributed() && lexical::ranks_through_index(lex.corpus.n_docs, lex.corpus_share, window)
+}
+
 /// Every subplan of one round, in source order (semantic, then lexical, per source).
 pub(super) fn subplans(
     req: &Request,
@@ -98,6 +105,19 @@ pub(super) fn subplans(
         match (q.text, q.lexical, &plans) {
             (Some(_), Some(lex), Some(plans)) => {
                 if let Some(cp) = &plans[idx] {
+                    if through_index(req, lex, idx, window) {
+                        out.push(plan::lexical_bm25_index(
+                            &req.corpus,
+                            idx,
+                            &req.conds,
+                            &cp.scored,
+                            lex.corpus.avg_doc_len(),
+                            lex.params,
+                            window as i64,
+                            lexical::index_page(window, lex.corpus_share),
+                        ));
+                        continue;
+                    }
                     let scope = lexical::scope_check_costed(
                         cp,
                         lex.corpus_share,

@@ -57,6 +57,10 @@ pub struct RelationInfo {
     #[serde(default)]
     pub distribution: Option<String>,
     pub columns: BTreeMap<String, ColumnInfo>,
+    /// Columns with a usable `corpus_bm25` index of their own (valid, not partial, on the column
+    /// alone); absent in older catalogs.
+    #[serde(default)]
+    pub bm25_indexes: Vec<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -141,6 +141,8 @@ pub struct Source {
     pub id: ColRef,
     pub text: ColRef,
     pub tsv: ColRef,
+    /// The BM25 column has a `corpus_bm25` index: the lexical branch ranks through it.
+    pub tsv_index: bool,
     pub embedding: ColRef,
     pub dimensions: i32,
     /// Its embedding space: an index into [`Corpus::spaces`] (0: the default space).

@@ -33,6 +33,8 @@ pub enum Strategy {
     Approximate,
     /// The lexical branch: `@@` through the tsvector's GIN index.
     TextMatch,
+    /// The lexical branch: rows ranked by the BM25 column's `corpus_bm25` index.
+    Bm25Index,
 }
 
 impl Strategy {
@@ -41,6 +43,7 @@ impl Strategy {
             Strategy::Exact => "exact",
             Strategy::Approximate => "hnsw_iterative",
             Strategy::TextMatch => "text_match",
+            Strategy::Bm25Index => "bm25_index",
         }
     }
 }
