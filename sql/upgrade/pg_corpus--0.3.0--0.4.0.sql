@@ -150,3 +150,32 @@ DROP FUNCTION corpus._embedding_item_text(oid, smallint, smallint[], text);
 DROP FUNCTION corpus._embedding_item_lock(oid, smallint, smallint, text);
 DROP FUNCTION corpus._embedding_item_store(oid, smallint, smallint, text, anyelement);
 DROP FUNCTION corpus._embedding_queue_deferred();
+
+-- corpus_bm25: an index access method ranking rows by BM25 (sql/bm25_index.sql).
+CREATE TYPE corpus.bm25_scoring AS (
+    keys pg_catalog.text[],
+    weights pg_catalog.float8[],
+    avg_doc_len pg_catalog.float8,
+    k1 pg_catalog.float8,
+    b pg_catalog.float8,
+    page_size pg_catalog.int4
+);
+
+CREATE FUNCTION corpus._bm25_distance(pg_catalog.tsvector, corpus.bm25_scoring) RETURNS pg_catalog.float8
+LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE COST 10
+AS 'MODULE_PATHNAME', '_bm25_distance';
+
+CREATE OPERATOR corpus.<@> (
+    LEFTARG = pg_catalog.tsvector,
+    RIGHTARG = corpus.bm25_scoring,
+    FUNCTION = corpus._bm25_distance
+);
+
+CREATE FUNCTION corpus._bm25_index_handler(internal) RETURNS index_am_handler
+LANGUAGE c AS 'MODULE_PATHNAME', '_bm25_index_handler';
+
+CREATE ACCESS METHOD corpus_bm25 TYPE INDEX HANDLER corpus._bm25_index_handler;
+
+CREATE OPERATOR CLASS corpus.bm25_tsvector_ops
+DEFAULT FOR TYPE pg_catalog.tsvector USING corpus_bm25 AS
+    OPERATOR 1 corpus.<@> (pg_catalog.tsvector, corpus.bm25_scoring) FOR ORDER BY pg_catalog.float_ops;

@@ -1,0 +1,61 @@
+-- corpus_bm25: rows by descending BM25 score, equal to scoring every row; kept exact through
+-- inserts, updates, deletes and VACUUM; bad scorings refused with their SQLSTATE.
+\set SHOW_CONTEXT never
+CREATE EXTENSION IF NOT EXISTS vector;
+CREATE EXTENSION pg_corpus;
+CREATE TABLE bm25_docs (id int PRIMARY KEY, kind text NOT NULL, body text NOT NULL,
+    tsv tsvector GENERATED ALWAYS AS (corpus.bm25_document(body, 'english')) STORED);
+INSERT INTO bm25_docs
+SELECT g, CASE WHEN g % 10 = 3 THEN 'rare' ELSE 'common' END,
+       (SELECT string_agg((ARRAY['refund','invoice','billing','plan','annual','month','dispute','team',
+                                 'lead','reply'])[1 + (g * 7 + w * w * 3 + w * g) % 10], ' ')
+          FROM generate_series(1, 3 + g % 9) AS w)
+  FROM generate_series(1, 3000) AS g;
+CREATE INDEX bm25_docs_idx ON bm25_docs USING corpus_bm25 (tsv);
+CREATE FUNCTION bm25_scoring(page int DEFAULT 5) RETURNS corpus.bm25_scoring LANGUAGE sql IMMUTABLE
+AS $$ SELECT ROW('{refund,disput,lead}'::text[], '{1.0,2.0,0.5}'::float8[], 6.0, 1.2, 0.75, page)::corpus.bm25_scoring $$;
+-- the plan orders by the index
+EXPLAIN (COSTS OFF)
+SELECT id FROM bm25_docs ORDER BY tsv OPERATOR(corpus.<@>) bm25_scoring() LIMIT 5;
+-- the same ranking as scoring every row (ties broken by position, then compared by id)
+CREATE FUNCTION by_index(k int, only_kind text DEFAULT NULL) RETURNS TABLE (id int, d float8) LANGUAGE sql AS $$
+  SELECT id, d FROM (SELECT id, tsv OPERATOR(corpus.<@>) bm25_scoring() AS d FROM bm25_docs
+                      WHERE only_kind IS NULL OR kind = only_kind
+                      ORDER BY d FETCH FIRST k ROWS WITH TIES) s
+   WHERE d < 0 ORDER BY d, id LIMIT k $$;
+CREATE FUNCTION by_scan(k int, only_kind text DEFAULT NULL) RETURNS TABLE (id int, d float8) LANGUAGE sql AS $$
+  SELECT id, d FROM (SELECT id, tsv OPERATOR(corpus.<@>) bm25_scoring() AS d FROM bm25_docs
+                      WHERE only_kind IS NULL OR kind = only_kind OFFSET 0) s
+   WHERE d < 0 ORDER BY d, id LIMIT k $$;
+CREATE FUNCTION same(k int, only_kind text DEFAULT NULL) RETURNS boolean LANGUAGE sql AS $$
+  SELECT (SELECT array_agg(id ORDER BY d, id) FROM by_index(k, only_kind))
+       = (SELECT array_agg(id ORDER BY d, id) FROM by_scan(k, only_kind)) $$;
+SELECT same(10) AS top10, same(500) AS top500, same(100000) AS every_match,
+       same(10, 'rare') AS top10_of_a_tenth, (SELECT count(*) FROM by_index(10, 'rare')) AS rows_of_a_tenth;
+-- rows written after the build: the pending list, then segments merged
+INSERT INTO bm25_docs SELECT g, 'common', 'refund dispute ' || repeat('lead ', g % 5) FROM generate_series(3001, 6000) AS g;
+UPDATE bm25_docs SET body = body || ' dispute dispute' WHERE id % 7 = 0;
+DELETE FROM bm25_docs WHERE id % 5 = 0;
+SELECT same(10) AS top10, same(500) AS top500, same(100000) AS every_match, same(10, 'rare') AS top10_of_a_tenth;
+VACUUM bm25_docs;
+SELECT same(10) AS top10, same(100000) AS every_match;
+-- a first page of one row: the scan goes on with larger pages through the whole ranking
+SELECT array_agg(id ORDER BY d, id) = (SELECT array_agg(id ORDER BY d, id) FROM by_scan(100000)) AS whole_ranking
+  FROM (SELECT id, tsv OPERATOR(corpus.<@>) bm25_scoring(1) AS d FROM bm25_docs ORDER BY d LIMIT 100000) s
+ WHERE d < 0;
+-- bad scorings are refused
+SELECT id FROM bm25_docs
+ ORDER BY tsv OPERATOR(corpus.<@>) ROW('{refund}', '{-1}', 6, 1.2, 0.75, 5)::corpus.bm25_scoring LIMIT 1;
+SELECT id FROM bm25_docs
+ ORDER BY tsv OPERATOR(corpus.<@>) ROW('{refund}', '{1}', 6, 1.2, 7, 5)::corpus.bm25_scoring LIMIT 1;
+CREATE INDEX ON bm25_docs USING corpus_bm25 (tsv) WITH (fillfactor = 50);
+CREATE INDEX ON bm25_docs USING corpus_bm25 (body);
+REINDEX INDEX bm25_docs_idx;
+SELECT same(10) AS after_reindex;
+REINDEX INDEX CONCURRENTLY bm25_docs_idx;
+INSERT INTO bm25_docs SELECT g, 'rare', 'lead lead refund' FROM generate_series(7001, 7100) AS g;
+SELECT same(10) AS after_reindex_concurrently, same(10, 'rare') AS rare_after_reindex_concurrently;
+DROP TABLE bm25_docs;
+DROP FUNCTION by_index, by_scan, same, bm25_scoring;
+DROP EXTENSION pg_corpus;
+DROP EXTENSION vector;
