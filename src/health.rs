@@ -210,7 +210,12 @@ fn source_checks(corpus: &Corpus, idx: usize, out: &mut Vec<CheckRow>) -> Result
             &settings,
         )?
     };
-    let ix = health::judge_indexes(&corpus.name, src, &indexes);
+    let mut ix = health::judge_indexes(&corpus.name, src, &indexes);
+    for x in indexes.iter().filter(|x| x.am == "corpus_bm25" && x.valid) {
+        if let Err(e) = crate::bm25_index::verify_pages(x.oid) {
+            health::judge_bm25_damage(&mut ix, x, &e.message);
+        }
+    }
     out.push(health::judge_slice_index(ix, src, searchable, total, served));
 
     // re-embed queue: counts of this corpus' items; ages and the trigger are per table

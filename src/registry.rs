@@ -216,7 +216,16 @@ fn corpus_add_source(
         let dimensions = catalog::vector_typmod(item_table.as_i64(), embedding_column);
         spi::slots::attach(item_table.as_i64(), embedding_column, id_column, &inputs, embedding_model, dimensions)?;
         // BM25 statistics over the corpus' new extent
-        catalog::refresh_lexical_stats(corpus)
+        catalog::refresh_lexical_stats(corpus)?;
+        let def = spi::catalog::load_corpus(corpus)?;
+        if let Some(src) = def.sources.iter().find(|s| s.name == source && s.language.is_some() && !s.tsv_index) {
+            crate::error::notice(
+                format!("source \"{source}\" has no corpus_bm25 index on its BM25 column"),
+                "Its lexical branch scores every candidate row found through the GIN index.".to_string(),
+                &pg_corpus_core::health::bm25_index_hint(src),
+            );
+        }
+        Ok(())
     })
     .or_raise()
 }

@@ -39,6 +39,12 @@ DELETE FROM bm25_docs WHERE id % 5 = 0;
 SELECT same(10) AS top10, same(500) AS top500, same(100000) AS every_match, same(10, 'rare') AS top10_of_a_tenth;
 VACUUM bm25_docs;
 SELECT same(10) AS top10, same(100000) AS every_match;
+-- the index read whole agrees with itself and with the table
+SELECT segments >= 1 AS has_segments, documents = heap_rows AS every_row_indexed,
+       documents = (SELECT count(*) FROM bm25_docs) AS as_many_as_rows
+  FROM corpus.bm25_index_check('bm25_docs_idx');
+SELECT heap_rows IS NULL AS structure_only FROM corpus.bm25_index_check('bm25_docs_idx', heapallindexed => false);
+SELECT * FROM corpus.bm25_index_check('bm25_docs_pkey');
 -- a first page of one row: the scan goes on with larger pages through the whole ranking
 SELECT array_agg(id ORDER BY d, id) = (SELECT array_agg(id ORDER BY d, id) FROM by_scan(100000)) AS whole_ranking
   FROM (SELECT id, tsv OPERATOR(corpus.<@>) bm25_scoring(1) AS d FROM bm25_docs ORDER BY d LIMIT 100000) s

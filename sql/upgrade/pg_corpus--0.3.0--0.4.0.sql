@@ -179,3 +179,7 @@ CREATE ACCESS METHOD corpus_bm25 TYPE INDEX HANDLER corpus._bm25_index_handler;
 CREATE OPERATOR CLASS corpus.bm25_tsvector_ops
 DEFAULT FOR TYPE pg_catalog.tsvector USING corpus_bm25 AS
     OPERATOR 1 corpus.<@> (pg_catalog.tsvector, corpus.bm25_scoring) FOR ORDER BY pg_catalog.float_ops;
+CREATE FUNCTION corpus.bm25_index_check("index" regclass, heapallindexed boolean DEFAULT true)
+RETURNS TABLE (segments integer, documents bigint, terms bigint, postings bigint, pending_rows bigint, pages bigint,
+               free_pages bigint, heap_rows bigint)
+STRICT VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'bm25_index_check_wrapper';

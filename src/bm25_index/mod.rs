@@ -5,6 +5,7 @@
 //! this module holds PostgreSQL's side: buffers and WAL (`pages`), the access method's
 //! callbacks and the scoring argument.
 
+mod check;
 mod pages;
 mod scan;
 
@@ -668,6 +669,33 @@ unsafe extern "C-unwind" fn amvacuumcleanup(
         (*stats).num_pages = n;
         (*stats).pages_free = free;
         stats
+    }
+}
+
+/// The light check of the health check: the metapage, every segment's directory and document
+/// list, and the pending list read back (the full check is `corpus.bm25_index_check`).
+pub(crate) fn verify_pages(index_oid: i64) -> Result<(), CoreError> {
+    // SAFETY: the index is opened and closed here with a lock that only excludes DROP.
+    unsafe {
+        let rel = pg_sys::index_open(pg_sys::Oid::from(index_oid as u32), pg_sys::AccessShareLock as i32);
+        let result = (|| {
+            let meta_buf = Locked::new(rel, META_BLOCK, false);
+            let meta = meta_buf.meta()?;
+            let mut src = IndexPages::new(rel);
+            for re in &meta.segments {
+                let seg = Segment::open(&mut src, *re)?;
+                if seg.docs(&mut src)?.len() as u64 != re.docs {
+                    return Err(pg_corpus_core::bm25_index::damaged("a segment's document list is short"));
+                }
+            }
+            if meta.pending_docs > 0 {
+                let (bytes, _) = read_pending(&mut src, &meta)?;
+                pg_corpus_core::bm25_index::decode_pending(&bytes)?;
+            }
+            Ok(())
+        })();
+        pg_sys::index_close(rel, pg_sys::AccessShareLock as i32);
+        result
     }
 }
 

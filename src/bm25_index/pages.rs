@@ -145,13 +145,13 @@ pub unsafe fn log_pages(rel: pg_sys::Relation, pages: &[(&Locked, &Page)]) {
 /// The index's pages, read and written one at a time.
 pub struct IndexPages {
     pub rel: pg_sys::Relation,
-    /// Pages allocated by this writer (freed again if its change is abandoned).
-    pub allocated: Vec<u32>,
+    /// The relation's size when last asked (it only grows while a reader holds the metapage).
+    known_blocks: u32,
 }
 
 impl IndexPages {
     pub fn new(rel: pg_sys::Relation) -> IndexPages {
-        IndexPages { rel, allocated: Vec::new() }
+        IndexPages { rel, known_blocks: 0 }
     }
 
     /// Mark pages free (each written as an empty page of kind Free) and give them to the free
@@ -181,7 +181,10 @@ impl IndexPages {
 
 impl PageSource for IndexPages {
     fn read(&mut self, blk: u32) -> Result<Page, CoreError> {
-        if blk >= self.blocks() {
+        if blk >= self.known_blocks {
+            self.known_blocks = self.blocks();
+        }
+        if blk >= self.known_blocks {
             return Err(damaged(format!("a chain points past the end of the index (block {blk})")));
         }
         // SAFETY: blk is within the relation.
@@ -202,7 +205,6 @@ impl PageSink for IndexPages {
                 }
                 let b = Locked::new(self.rel, blk, false);
                 if b.page().is_some_and(|p| p.kind == Kind::Free) {
-                    self.allocated.push(blk);
                     return Ok(blk);
                 }
             }
@@ -217,7 +219,6 @@ impl PageSink for IndexPages {
             pg_sys::UnlockRelationForExtension(self.rel, pg_sys::ExclusiveLock as i32);
             let blk = pg_sys::BufferGetBlockNumber(buf);
             pg_sys::ReleaseBuffer(buf);
-            self.allocated.push(blk);
             Ok(blk)
         }
     }

@@ -58,6 +58,7 @@ ITEM = "(SELECT id::text FROM precedent_chunks ORDER BY id LIMIT 1)"
 CALLS = {
     "bm25_document": [("document", "text", "'פסק דין'"), ("language", "text", "'hebrew'")],
     "bm25_query": [("query", "text", "'פסק דין'"), ("language", "text", "'hebrew'")],
+    "bm25_index_check": [("index", "regclass", "'precedent_chunks_bm25_idx'"), ("heapallindexed", "boolean", "true")],
     "corpus_add_source": [
         ("corpus", "text", "'probe_c'"), ("source", "text", "'items'"), ("item_table", "regclass", "'probe_items'"),
         ("text_column", "text", "'body'"), ("embedding_column", "text", "'emb'"), ("tsv_column", "text", "'tsv'"),

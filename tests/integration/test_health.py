@@ -1126,7 +1126,18 @@ def test_indexes_several_findings_add_up(db):
     db.execute("DROP INDEX precedent_chunks_tsv_idx")
     db.execute("DROP INDEX precedent_chunks_case_law_id_idx")
     r = expect(health(db), "indexes", "external_precedents", "chunks", "warn", 3)
-    assert r["detail"]["indexes"] == ["precedent_chunks_pkey"]
+    assert r["detail"]["indexes"] == ["precedent_chunks_bm25_idx", "precedent_chunks_pkey"]
+
+
+def test_indexes_missing_bm25_index(db):
+    db.execute("DROP INDEX document_chunks_bm25_idx")
+    rows = health(db)
+    r = expect(rows, "indexes", "case_documents", "documents", "warn", 1)
+    assert r["detail"]["lexical_bm25_index"] is False
+    assert "USING corpus_bm25" in r["hint"] and "content_tsv" in r["hint"]
+    only_these_fail(rows, {("indexes", "case_documents", "documents")})
+    run_hint(db, r["hint"])
+    assert_all_ok(db)
 
 
 def test_indexes_invalid_index(db):

@@ -394,7 +394,8 @@ pub fn indexes_sql(oid: i64) -> Query {
                JOIN pg_catalog.pg_opclass oc ON oc.oid = k.opc ORDER BY k.n) AS opclasses,
        x.indpred IS NOT NULL AS partial,
        pg_catalog.format('%I.%I', ns.nspname, ci.relname) AS qualified,
-       pg_catalog.pg_get_indexdef(x.indexrelid) AS definition
+       pg_catalog.pg_get_indexdef(x.indexrelid) AS definition,
+       x.indexrelid::int8 AS oid
   FROM pg_catalog.pg_index x
   JOIN pg_catalog.pg_class ci ON ci.oid = x.indexrelid
   JOIN pg_catalog.pg_am am ON am.oid = ci.relam
@@ -420,10 +421,44 @@ pub struct IndexInfo {
     pub qualified: String,
     #[serde(default)]
     pub definition: String,
+    #[serde(default)]
+    pub oid: i64,
+}
+
+/// A `corpus_bm25` index whose pages do not read back (`damage`: what its check found): searches
+/// through it fail with XX002 until it is rebuilt.
+pub fn judge_bm25_damage(row: &mut CheckRow, index: &IndexInfo, damage: &str) {
+    row.count += 1;
+    let fix = format!("The BM25 index is damaged ({damage}): REINDEX INDEX CONCURRENTLY {};", index_name(index));
+    // the failure's fix first
+    row.hint = if row.hint.is_empty() { fix } else { format!("{fix} {}", row.hint) };
+    row.status = Status::Fail;
+    if let Some(d) = row.detail.as_object_mut() {
+        d.insert("bm25_index_damage".to_string(), json!(damage));
+    }
+}
+
+fn index_name(x: &IndexInfo) -> String {
+    if x.qualified.is_empty() {
+        ident(&x.name)
+    } else {
+        x.qualified.clone()
+    }
+}
+
+/// What to run so that a source's lexical branch ranks through a `corpus_bm25` index instead of
+/// scoring its candidates one by one.
+pub fn bm25_index_hint(src: &Source) -> String {
+    format!(
+        "The lexical branch scores every candidate row without a BM25 index: CREATE INDEX CONCURRENTLY ON {} USING corpus_bm25 ({});",
+        qualified(&src.item.schema, &src.item.name),
+        ident(&src.tsv.column)
+    )
 }
 
 /// Judge a source's indexes: an ANN index on the embedding with the operator class of the
-/// search's distance, a GIN index on the tsvector, an index leading with the parent key (the
+/// search's distance, a GIN index on the tsvector, a corpus_bm25 index on it when pg_corpus'
+/// analyser makes it, an index leading with the parent key (the
 /// exact strategy reaches small slices through it), all valid.
 pub fn judge_indexes(corpus: &str, src: &Source, indexes: &[IndexInfo]) -> CheckRow {
     let mut row = CheckRow::new("indexes", Some(corpus), Some(&src.name));
@@ -436,6 +471,7 @@ pub fn judge_indexes(corpus: &str, src: &Source, indexes: &[IndexInfo]) -> Check
     let ann_ok: Vec<&&IndexInfo> =
         ann.iter().filter(|x| x.opclasses.first().is_some_and(|o| o == src.distance.opclass())).collect();
     let gin = lead(indexes, &src.tsv.column).any(|x| x.am == "gin");
+    let bm25 = lead(indexes, &src.tsv.column).any(|x| x.am == "corpus_bm25");
     let fk = lead(indexes, &src.parent_fk.column).next().is_some();
     // the lexical branch looks champion-list items up by id (and the final fetch, every hit)
     let id = lead(indexes, &src.id.column).next().is_some();
@@ -500,8 +536,13 @@ pub fn judge_indexes(corpus: &str, src: &Source, indexes: &[IndexInfo]) -> Check
             ),
         );
     }
+    if !bm25 && src.language.is_some() {
+        row.count += 1;
+        row.flag(Status::Warn, bm25_index_hint(src));
+    }
     row.detail = json!({
         "ann_index": ann.first().map(|x| &x.name),
+        "lexical_bm25_index": bm25,
         "ann_opclass_expected": src.distance.opclass(),
         "lexical_gin_index": gin,
         "parent_key_index": fk,
@@ -1259,15 +1300,44 @@ mod tests {
             partial: false,
             qualified: format!("public.{name}"),
             definition: format!("CREATE INDEX {name} ON public.t USING {am} ({col})"),
+            oid: 0,
         };
         let good = vec![
             idx("e", "hnsw", "embedding", "vector_cosine_ops", true),
             idx("t", "gin", "content_tsv", "tsvector_ops", true),
             idx("f", "btree", "case_law_id", "int8_ops", true),
             idx("pk", "btree", "id", "int8_ops", true),
+            idx("b", "corpus_bm25", "content_tsv", "bm25_tsvector_ops", true),
         ];
+        let without = |name: &str| good.iter().filter(|x| x.name != name).cloned().collect::<Vec<_>>();
         assert_eq!(judge_indexes("x", src, &good).status, Status::Ok);
-        let row = judge_indexes("x", src, &good[..3]);
+        // without pg_corpus' analyser nothing to rank with; with it, the BM25 index is recommended
+        assert_eq!(judge_indexes("x", src, &without("b")).status, Status::Ok);
+        let mut hebrew = src.clone();
+        hebrew.language = Some(crate::model::Language::parse("hebrew").unwrap());
+        let row = judge_indexes("x", &hebrew, &without("b"));
+        assert_eq!((row.status, row.count), (Status::Warn, 1));
+        assert!(
+            row.hint.ends_with(
+                "CREATE INDEX CONCURRENTLY ON \"public\".\"precedent_chunks\" USING corpus_bm25 (\"content_tsv\");"
+            ),
+            "{}",
+            row.hint
+        );
+        assert_eq!(row.detail["lexical_bm25_index"], false);
+        // a damaged one: the failure's fix comes first
+        let mut row = judge_indexes("x", src, &without("pk"));
+        judge_bm25_damage(&mut row, &good[4], "page 3 is not a page of the index");
+        assert_eq!((row.status, row.count), (Status::Fail, 2));
+        assert!(
+            row.hint.starts_with(
+                "The BM25 index is damaged (page 3 is not a page of the index): REINDEX INDEX CONCURRENTLY public.b;"
+            ),
+            "{}",
+            row.hint
+        );
+        assert_eq!(row.detail["bm25_index_damage"], "page 3 is not a page of the index");
+        let row = judge_indexes("x", src, &without("pk"));
         assert_eq!((row.status, row.count), (Status::Warn, 1));
         assert!(row.hint.contains("CREATE UNIQUE INDEX ON \"public\".\"precedent_chunks\" (\"id\");"), "{}", row.hint);
         let mut wrong_ops = good.clone();
@@ -1282,7 +1352,7 @@ mod tests {
         let mut partial = good.clone();
         partial[0].partial = true;
         assert_eq!(judge_indexes("x", src, &partial).status, Status::Warn);
-        let row = judge_indexes("x", src, &good[1..]);
+        let row = judge_indexes("x", src, &without("e"));
         assert_eq!(row.status, Status::Warn);
         assert!(row.hint.contains("USING hnsw"));
     }

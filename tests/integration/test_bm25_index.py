@@ -1,0 +1,291 @@
+"""The corpus_bm25 index: the lexical branch ranks through it with the same answer as today's
+exhaustive scorer, under the corpus predicate, with MVCC, after a crash, and checked against
+the table by corpus.bm25_index_check.
+
+One table holds three corpora (`kind`): half of its rows, a tenth and a hundredth. The
+reference for each query is the candidate path with a budget that makes it exhaustive (every
+document holding a query key is scored by corpus._bm25_score), run before the index exists.
+"""
+import os
+import re
+import signal
+import subprocess
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import psycopg
+import pytest
+
+N = 12_000
+KINDS = (("half", 0.5), ("tenth", 0.1), ("hundredth", 0.01))
+VOCAB = 1500
+PGCLUSTER = Path(__file__).resolve().parents[2] / "scripts" / "pgcluster.sh"
+
+
+def words(rng, n):
+    # Zipf-like over the vocabulary: a few words in most documents, most words rare
+    ranks = np.minimum((VOCAB ** rng.random(n)).astype(int), VOCAB) - 1
+    return [f"w{r}" for r in ranks]
+
+
+def generate(seed=11):
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i in range(1, N + 1):
+        r = rng.random()
+        kind = "hundredth" if r < 0.01 else "tenth" if r < 0.11 else "half" if r < 0.61 else "other"
+        rows.append((i, kind, " ".join(words(rng, int(rng.integers(3, 60))))))
+    queries = [" ".join(words(rng, int(rng.integers(1, 9)))) for _ in range(45)]
+    return rows, queries
+
+
+def load(conn, rows):
+    conn.execute("""
+        CREATE TABLE docs (
+            id int PRIMARY KEY,
+            kind text NOT NULL,
+            grp int GENERATED ALWAYS AS (id % 500) STORED,
+            body text NOT NULL,
+            emb vector(2),
+            body_bm25 tsvector GENERATED ALWAYS AS (corpus.bm25_document(body, 'simple')) STORED);
+        CREATE INDEX ON docs USING gin (body_bm25);
+        CREATE INDEX ON docs (kind);""")
+    with conn.cursor().copy("COPY docs (id, kind, body, emb) FROM STDIN") as cp:
+        for row in rows:
+            cp.write_row((*row, "[1,0]"))
+    conn.execute("ANALYZE docs")
+    for corpus, _ in KINDS:
+        conn.execute("SELECT corpus.corpus_create(%s, isolation => jsonb_build_object('kind', %s::text))",
+                     [corpus, corpus])
+        conn.execute("""SELECT corpus.corpus_add_source(%s, 'docs', 'docs', text_column => 'body',
+                          embedding_column => 'emb', tsv_column => 'body_bm25', language => 'simple',
+                          parent_fk => 'grp', min_length => 1)""", [corpus])
+
+
+def lexical(conn, corpus, text, k):
+    return conn.execute(
+        "SELECT item_id, lexical_score FROM corpus.corpus_hybrid_search(%s, NULL, %s, k => %s, "
+        "mode => 'lexical', max_per_parent => 0)", [corpus, text, k]).fetchall()
+
+
+def strategy(conn, corpus, text):
+    return conn.execute("SELECT strategy FROM corpus.corpus_explain(%s, NULL, %s, mode => 'lexical')",
+                        [corpus, text]).fetchone()[0]
+
+
+@pytest.fixture(scope="module")
+def data():
+    return generate()
+
+
+@pytest.fixture(scope="module")
+def db(cluster, data):
+    conn = cluster.create_db("pg_corpus_bm25_index")
+    load(conn, data[0])
+    return conn
+
+
+@pytest.fixture(scope="module")
+def reference(db, data):
+    """Every query's exhaustive answer per corpus and k, before the index exists."""
+    db.execute("SET pg_corpus.bm25_candidate_budget = 1000000000")
+    try:
+        out = {(c, q, k): lexical(db, c, q, k) for c, _ in KINDS for q in data[1] for k in (10, 40)}
+    finally:
+        db.execute("RESET pg_corpus.bm25_candidate_budget")
+    db.execute("CREATE INDEX docs_bm25 ON docs USING corpus_bm25 (body_bm25)")
+    return out
+
+
+def test_the_index_ranks_as_the_exhaustive_scorer_in_every_corpus(db, data, reference):
+    used = set()
+    for (corpus, text, k), want in reference.items():
+        got = lexical(db, corpus, text, k)
+        assert got == want, (corpus, text, k)
+        used.add((corpus, strategy(db, corpus, text)))
+    # the large slices rank through the index (a tenth of 12,000 rows for a window of 40); the
+    # hundredth (120 rows) scores its own candidates
+    assert ("half", "bm25_index") in used and ("tenth", "bm25_index") in used, used
+    assert ("hundredth", "bm25_index") not in used, used
+
+
+def test_a_corpus_gets_k_rows_when_k_of_its_rows_match(db, data, reference):
+    for corpus, _ in KINDS:
+        eligible = db.execute(
+            "SELECT count(*) FROM docs WHERE kind = %s AND body_bm25 @@ to_tsquery('simple', 'w0 | w1')",
+            [corpus]).fetchone()[0]
+        assert len(lexical(db, corpus, "w0 w1", 40)) == min(40, eligible)
+    # straight through the index: a hundredth of the table still fills its page
+    rows = db.execute("""
+        SELECT id FROM docs WHERE kind = 'hundredth'
+         ORDER BY body_bm25 OPERATOR(corpus.<@>) ROW('{w3,w7}', '{1,1}', 30, 1.2, 0.75, 10)::corpus.bm25_scoring
+         LIMIT 10""").fetchall()
+    assert len(rows) == 10
+
+
+def explain(conn, corpus, text):
+    sql, params = conn.execute("SELECT sql, params FROM corpus.corpus_explain(%s, NULL, %s, mode => 'lexical')",
+                               [corpus, text]).fetchone()
+    body = "\n".join(line for line in sql.splitlines() if not line.startswith("SET LOCAL "))
+    body = re.sub(r"\$(\d+)", r"%(p\1)s", body.replace("%", "%%"))
+    values = {f"p{i + 1}": v for i, v in enumerate(params)}
+    plan = conn.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {body}", values, prepare=False).fetchone()[0]
+    return sql, plan[0]["Plan"]
+
+
+def nodes(plan):
+    yield plan
+    for child in plan.get("Plans", []):
+        yield from nodes(child)
+
+
+def test_explain_shows_the_index_scan_and_it_reads_a_few_rows(db, reference):
+    sql, plan = explain(db, "half", "w5 w40 w300")
+    assert "OPERATOR(corpus.<@>)" in sql and "WITH TIES" in sql, sql
+    scans = [n for n in nodes(plan) if n.get("Relation Name") == "docs"]
+    assert [n["Node Type"] for n in scans] == ["Index Scan"] and scans[0]["Index Name"] == "docs_bm25", plan
+    # a window of 40 from half of the table: about 80 rows fetched, never the table
+    assert scans[0]["Actual Rows"] < 400, scans[0]
+
+
+def test_writes_are_seen_as_the_heap_sees_them(cluster, db, reference):
+    other = cluster.connect("pg_corpus_bm25_index")
+    try:
+        with db.transaction():
+            db.execute("INSERT INTO docs (id, kind, body, emb) VALUES (900001, 'half', 'zyxnew zyxnew zyxnew', '[1,0]')")
+            assert [r[0] for r in lexical(db, "half", "zyxnew", 10)] == ["900001"], "own insert seen"
+            assert lexical(other, "half", "zyxnew", 10) == [], "not committed: not seen elsewhere"
+        assert [r[0] for r in lexical(other, "half", "zyxnew", 10)] == ["900001"]
+        with pytest.raises(psycopg.errors.UniqueViolation):
+            with db.transaction():
+                db.execute("INSERT INTO docs (id, kind, body) VALUES (900002, 'half', 'zyxgone')")
+                db.execute("INSERT INTO docs (id, kind, body) VALUES (900002, 'half', 'zyxgone')")
+        assert lexical(other, "half", "zyxgone", 10) == [], "a rolled-back row is never returned"
+        db.execute("UPDATE docs SET kind = 'tenth' WHERE id = 900001")
+        assert lexical(other, "half", "zyxnew", 10) == [], "moved out of the corpus"
+        assert [r[0] for r in lexical(other, "tenth", "zyxnew", 10)] == ["900001"]
+        db.execute("DELETE FROM docs WHERE id = 900001")
+        assert lexical(other, "tenth", "zyxnew", 10) == []
+    finally:
+        other.close()
+
+
+def test_many_writes_then_vacuum_keep_the_index_equal_to_the_table(db, data, reference):
+    rng = np.random.default_rng(5)
+    rows = [(N + 1000 + i, "half", " ".join(words(rng, int(rng.integers(3, 40))))) for i in range(3000)]
+    with db.cursor().copy("COPY docs (id, kind, body) FROM STDIN") as cp:
+        for row in rows:
+            cp.write_row(row)
+    db.execute("UPDATE docs SET body = body || ' w2 w2' WHERE id % 11 = 0")
+    db.execute("DELETE FROM docs WHERE id % 7 = 0")
+    check = db.execute("SELECT * FROM corpus.bm25_index_check('docs_bm25')").fetchone()
+    assert check[0] >= 1 and check[-1] > 0, check
+    db.execute("VACUUM docs")
+    check = db.execute("SELECT segments, documents, free_pages, heap_rows FROM corpus.bm25_index_check('docs_bm25')").fetchone()
+    live = db.execute("SELECT count(*) FROM docs WHERE body_bm25 <> ''::tsvector").fetchone()[0]
+    assert check[1] == live == check[3], check
+    # the index's answers are still the exhaustive ones
+    for text in data[1][:10]:
+        want = db.execute("""
+            SELECT id FROM docs WHERE kind = 'half'
+             ORDER BY corpus._bm25_score(body_bm25, (SELECT array_agg(key) FROM corpus.bm25_query(%(q)s, 'simple')),
+                                        (SELECT array_agg(weight) FROM corpus.bm25_query(%(q)s, 'simple')), 20, 1.2, 0.75) DESC, id
+             LIMIT 15""", {"q": text}).fetchall()
+        got = db.execute("""
+            SELECT id FROM (
+              SELECT id, body_bm25 OPERATOR(corpus.<@>) ROW((SELECT array_agg(key) FROM corpus.bm25_query(%(q)s, 'simple')),
+                          (SELECT array_agg(weight) FROM corpus.bm25_query(%(q)s, 'simple')), 20, 1.2, 0.75, 15)::corpus.bm25_scoring AS d
+                FROM docs WHERE kind = 'half' ORDER BY d FETCH FIRST 15 ROWS WITH TIES) s
+             WHERE d < 0 ORDER BY d, id LIMIT 15""", {"q": text}).fetchall()
+        assert got == want, text
+
+
+def test_the_check_refuses_other_indexes_and_roles_that_cannot_read_the_table(db, reference):
+    with pytest.raises(psycopg.errors.WrongObjectType):
+        db.execute("SELECT * FROM corpus.bm25_index_check('docs_pkey')")
+    with pytest.raises(psycopg.errors.WrongObjectType):
+        db.execute("SELECT * FROM corpus.bm25_index_check('docs')")
+    db.execute("DROP ROLE IF EXISTS bm25_outsider; CREATE ROLE bm25_outsider")
+    try:
+        with db.transaction():
+            db.execute("SET LOCAL ROLE bm25_outsider")
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                db.execute("SELECT * FROM corpus.bm25_index_check('docs_bm25')")
+    finally:
+        db.execute("DROP ROLE bm25_outsider")
+
+
+def _exists(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_the_index_survives_kill_9_of_the_server(data):
+    directory = tempfile.mkdtemp(prefix="pg_corpus_bm25_crash_")
+    start = ["bash", str(PGCLUSTER), "start", directory]
+    try:
+        res = subprocess.run(start, capture_output=True, text=True, timeout=180)
+        assert res.returncode == 0, res.stderr
+        uri = res.stdout.strip().splitlines()[-1]
+        conn = psycopg.connect(uri, autocommit=True)
+        conn.execute("CREATE EXTENSION vector; CREATE EXTENSION pg_corpus")
+        load(conn, data[0][:4000])
+        conn.execute("CREATE INDEX docs_bm25 ON docs USING corpus_bm25 (body_bm25)")
+        conn.execute("CHECKPOINT")  # everything below lives only in the WAL when the server dies
+        rng = np.random.default_rng(9)
+        with conn.cursor().copy("COPY docs (id, kind, body) FROM STDIN") as cp:
+            for i in range(2500):  # enough to move pending rows into segments and merge them
+                cp.write_row((100_000 + i, "half", " ".join(words(rng, int(rng.integers(3, 40))))))
+        conn.execute("DELETE FROM docs WHERE id % 3 = 0")
+        conn.execute("VACUUM docs")
+        conn.execute("INSERT INTO docs (id, kind, body) VALUES (200000, 'half', 'zyxcommitted')")
+        open_tx = psycopg.connect(uri)
+        open_tx.execute("INSERT INTO docs (id, kind, body) VALUES (200001, 'half', 'zyxuncommitted')")
+        pid = int(Path(directory, "data", "postmaster.pid").read_text().split()[0])
+        os.kill(pid, signal.SIGKILL)
+        for _ in range(600):
+            if not _exists(pid):
+                break
+            subprocess.run(["sleep", "0.1"])
+        for c in (conn, open_tx):
+            try:
+                c.close()
+            except Exception:
+                pass
+        res = subprocess.run(start, capture_output=True, text=True, timeout=180)
+        assert res.returncode == 0, res.stderr
+        uri = res.stdout.strip().splitlines()[-1]
+        with psycopg.connect(uri, autocommit=True) as conn:
+            check = conn.execute("SELECT documents, heap_rows FROM corpus.bm25_index_check('docs_bm25')").fetchone()
+            assert check[1] > 0, check
+            assert [r[0] for r in lexical(conn, "half", "zyxcommitted", 10)] == ["200000"]
+            assert lexical(conn, "half", "zyxuncommitted", 10) == []
+            conn.execute("INSERT INTO docs (id, kind, body) VALUES (200002, 'half', 'zyxafter')")
+            assert [r[0] for r in lexical(conn, "half", "zyxafter", 10)] == ["200002"]
+            path = Path(directory, "data", conn.execute("SELECT pg_relation_filepath('docs_bm25')").fetchone()[0])
+        # damage: every page but the metapage loses its kind
+        subprocess.run(["bash", str(PGCLUSTER), "stop", directory], capture_output=True, timeout=180)
+        image = bytearray(path.read_bytes())
+        for blk in range(1, len(image) // 8192):
+            image[blk * 8192 + 8184:blk * 8192 + 8186] = b"\x7f\x7f"
+        path.write_bytes(bytes(image))
+        res = subprocess.run(start, capture_output=True, text=True, timeout=180)
+        uri = res.stdout.strip().splitlines()[-1]
+        with psycopg.connect(uri, autocommit=True) as conn:
+            with pytest.raises(psycopg.errors.IndexCorrupted):
+                conn.execute("SELECT * FROM corpus.bm25_index_check('docs_bm25')")
+            with pytest.raises(psycopg.errors.IndexCorrupted):
+                lexical(conn, "half", "w1 w2", 10)
+            status, hint = conn.execute(
+                "SELECT status, hint FROM corpus.corpus_health_check('half') WHERE \"check\" = 'indexes'").fetchone()
+            assert status == "fail" and "REINDEX INDEX CONCURRENTLY" in hint, hint
+            fix = hint[hint.index("REINDEX"):]
+            conn.execute(fix[:fix.index(";") + 1])
+            assert conn.execute("SELECT heap_rows > 0 FROM corpus.bm25_index_check('docs_bm25')").fetchone()[0]
+            assert lexical(conn, "half", "w1 w2", 10)
+    finally:
+        subprocess.run(["bash", str(PGCLUSTER), "stop", directory], capture_output=True, timeout=180)
