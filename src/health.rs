@@ -171,6 +171,22 @@ fn lexical_statistics(corpus: &Corpus) -> Result<CheckRow, CoreError> {
     Ok(health::judge_lexical_statistics(&corpus.name, &facts, in_recovery))
 }
 
+/// The first damaged corpus_bm25 index a search of the corpus would read, as "name: damage".
+fn bm25_damage(corpus: &Corpus) -> Result<Option<String>, CoreError> {
+    for src in corpus.sources.iter().filter(|s| s.tsv_index) {
+        let indexes: Vec<IndexInfo> = spi::health::table_rows(&health::indexes_sql(src.item.oid))?
+            .into_iter()
+            .filter_map(|v| serde_json::from_value(v).ok())
+            .collect();
+        for x in indexes.iter().filter(|x| x.am == "corpus_bm25" && x.valid) {
+            if let Err(e) = crate::bm25_index::verify_pages(x.oid) {
+                return Ok(Some(format!("{}: {}", x.name, e.message)));
+            }
+        }
+    }
+    Ok(None)
+}
+
 fn source_checks(corpus: &Corpus, idx: usize, out: &mut Vec<CheckRow>) -> Result<(), CoreError> {
     let src = &corpus.sources[idx];
     let total = spi::search::reltuples(&[src.item.oid])?[0];
@@ -264,7 +280,11 @@ fn corpus_health_check(
                     Err(e) => out.push(health::judge_unloadable(&name, &e)),
                     Ok(c) => {
                         out.push(health::judge_drift(&c));
-                        out.push(isolation_audit(&c, health::audit_depth(corpus.is_some()))?);
+                        // the audit searches: through a damaged BM25 index it could not
+                        match bm25_damage(&c)? {
+                            Some(damage) => out.push(health::judge_audit_blocked(&c.name, &damage)),
+                            None => out.push(isolation_audit(&c, health::audit_depth(corpus.is_some()))?),
+                        }
                         out.push(lexical_statistics(&c)?);
                         if c.audit.enabled {
                             out.push(audit_log(&c)?);

@@ -10,7 +10,9 @@
 """
 import json
 import os
+import signal
 import subprocess
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -347,6 +349,30 @@ def drop_roles(conn, roles):
         conn.execute(f"DROP ROLE {r}")
 
 
+def _exists(pid):
+    """The process exists, zombies included: pg_ctl (kill(pid, 0)) takes an unreaped postmaster
+    for a running one, so a restart waits until it is reaped."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def kill_9_postmaster(directory, timeout=60):
+    """SIGKILL the postmaster of the private cluster in `directory` (scripts/pgcluster.sh) and
+    wait until it and its children are gone: the crash a restart must recover from."""
+    pid = int(Path(directory, "data", "postmaster.pid").read_text().split()[0])
+    out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True).stdout
+    kids = [int(p) for p in out.split()]
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + timeout
+    while _exists(pid) or any(_exists(k) for k in kids):
+        if time.monotonic() > deadline:
+            raise AssertionError("the postmaster and its children did not exit after SIGKILL")
+        time.sleep(0.1)
+
+
 @pytest.fixture(scope="session")
 def pgc():
     return SimpleNamespace(
@@ -356,5 +382,5 @@ def pgc():
         random_unit_vectors=random_unit_vectors, vec_text=vec_text,
         generate_legal_data=generate_legal_data, load_legal=load_legal, copy_rows=copy_rows,
         run_sql_file=run_sql_file, search=search, search_sql=search_sql, as_role=as_role,
-        drop_roles=drop_roles,
+        drop_roles=drop_roles, kill_9_postmaster=kill_9_postmaster,
     )

@@ -6,9 +6,7 @@ One table holds three corpora (`kind`): half of its rows, a tenth and a hundredt
 reference for each query is the candidate path with a budget that makes it exhaustive (every
 document holding a query key is scored by corpus._bm25_score), run before the index exists.
 """
-import os
 import re
-import signal
 import subprocess
 import tempfile
 from pathlib import Path
@@ -216,15 +214,7 @@ def test_the_check_refuses_other_indexes_and_roles_that_cannot_read_the_table(db
         db.execute("DROP ROLE bm25_outsider")
 
 
-def _exists(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
-def test_the_index_survives_kill_9_of_the_server(data):
+def test_the_index_survives_kill_9_of_the_server(data, pgc):
     directory = tempfile.mkdtemp(prefix="pg_corpus_bm25_crash_")
     start = ["bash", str(PGCLUSTER), "start", directory]
     try:
@@ -245,12 +235,7 @@ def test_the_index_survives_kill_9_of_the_server(data):
         conn.execute("INSERT INTO docs (id, kind, body) VALUES (200000, 'half', 'zyxcommitted')")
         open_tx = psycopg.connect(uri)
         open_tx.execute("INSERT INTO docs (id, kind, body) VALUES (200001, 'half', 'zyxuncommitted')")
-        pid = int(Path(directory, "data", "postmaster.pid").read_text().split()[0])
-        os.kill(pid, signal.SIGKILL)
-        for _ in range(600):
-            if not _exists(pid):
-                break
-            subprocess.run(["sleep", "0.1"])
+        pgc.kill_9_postmaster(directory)
         for c in (conn, open_tx):
             try:
                 c.close()
@@ -280,6 +265,9 @@ def test_the_index_survives_kill_9_of_the_server(data):
                 conn.execute("SELECT * FROM corpus.bm25_index_check('docs_bm25')")
             with pytest.raises(psycopg.errors.IndexCorrupted):
                 lexical(conn, "half", "w1 w2", 10)
+            audit = conn.execute("SELECT status, detail->>'blocked_by' FROM corpus.corpus_health_check('half') "
+                                 "WHERE \"check\" = 'isolation_audit'").fetchone()
+            assert audit[0] == "fail" and audit[1].startswith("docs_bm25: "), audit
             status, hint = conn.execute(
                 "SELECT status, hint FROM corpus.corpus_health_check('half') WHERE \"check\" = 'indexes'").fetchone()
             assert status == "fail" and "REINDEX INDEX CONCURRENTLY" in hint, hint

@@ -557,21 +557,6 @@ def test_wrong_dimension_and_model_are_rejected(cluster, legal):
 # crash safety
 # ---------------------------------------------------------------------------------------------
 
-def _children(pid):
-    out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True).stdout
-    return [int(p) for p in out.split()]
-
-
-def _exists(pid):
-    """The process exists, zombies included: pg_ctl (kill(pid, 0)) takes an unreaped postmaster
-    for a running one, so the restart waits until it is reaped."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
 def test_queue_survives_kill_9_of_the_postmaster(pgc):
     directory = tempfile.mkdtemp(prefix="pg_corpus_crash_")
     start = ["bash", str(PGCLUSTER), "start", directory]
@@ -603,11 +588,7 @@ def test_queue_survives_kill_9_of_the_postmaster(pgc):
         for i, _ in uncommitted:
             open_tx.execute("UPDATE precedent_chunks SET content = %s WHERE id = %s", (LONG.format(f"u{i}"), i))
 
-        pid = int(Path(directory, "data", "postmaster.pid").read_text().split()[0])
-        kids = _children(pid)
-        os.kill(pid, signal.SIGKILL)
-        wait_for(lambda: not _exists(pid) and not any(_exists(k) for k in kids), 60,
-                 "the postmaster and its children to exit")
+        pgc.kill_9_postmaster(directory)
         for c in (conn, open_tx):
             try:
                 c.close()

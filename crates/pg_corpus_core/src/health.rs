@@ -438,6 +438,19 @@ pub fn judge_bm25_damage(row: &mut CheckRow, index: &IndexInfo, damage: &str) {
     }
 }
 
+/// The isolation audit of a corpus whose searches read a damaged BM25 index (`damage`: the
+/// index and what its check found): it cannot search, and the `indexes` row names the REINDEX.
+pub fn judge_audit_blocked(corpus: &str, damage: &str) -> CheckRow {
+    let mut row = CheckRow::new("isolation_audit", Some(corpus), None);
+    row.count = 1;
+    row.flag(
+        Status::Fail,
+        format!("The audit's searches read a damaged BM25 index ({damage}); rebuild it as the indexes row says, then check again."),
+    );
+    row.detail = json!({ "blocked_by": damage });
+    row
+}
+
 fn index_name(x: &IndexInfo) -> String {
     if x.qualified.is_empty() {
         ident(&x.name)
@@ -1337,6 +1350,9 @@ mod tests {
             row.hint
         );
         assert_eq!(row.detail["bm25_index_damage"], "page 3 is not a page of the index");
+        let audit = judge_audit_blocked("x", "b: page 3 is not a page of the index");
+        assert_eq!((audit.check, audit.status, audit.count), ("isolation_audit", Status::Fail, 1));
+        assert_eq!(audit.detail["blocked_by"], "b: page 3 is not a page of the index");
         let row = judge_indexes("x", src, &without("pk"));
         assert_eq!((row.status, row.count), (Status::Warn, 1));
         assert!(row.hint.contains("CREATE UNIQUE INDEX ON \"public\".\"precedent_chunks\" (\"id\");"), "{}", row.hint);
