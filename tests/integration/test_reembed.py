@@ -642,6 +642,9 @@ def test_dump_and_restore_keep_the_trigger_working(cluster, legal):
                          input=dump.stdout, capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr[-2000:]
     assert {k: (r["reason"], r["state"]) for k, r in queue(restored).items()} == before
+    # the BM25 indexes are rebuilt by the restore and agree with their tables
+    for index in ("precedent_chunks_bm25_idx", "halachot_bm25_idx", "document_chunks_bm25_idx"):
+        assert restored.execute("SELECT heap_rows > 0 FROM corpus.bm25_index_check(%s)", [index]).fetchone()[0]
     restored.execute("INSERT INTO precedent_chunks (id, case_law_id, chunk_index, content) VALUES (990001, 1, 0, %s)",
                      (LONG.format("after restore"),))
     restored.execute("UPDATE precedent_chunks SET content = %s WHERE id = %s",

@@ -233,7 +233,13 @@ impl<'a> Cursor<'a> {
 
     /// The first block that may hold `target` or a later document (by headers only).
     fn block_for(&self, target: u64) -> usize {
-        self.block + self.postings.blocks[self.block..].partition_point(|b| b.last_doc < target)
+        let blocks = &self.postings.blocks[self.block..];
+        // most moves stay in the current block or go to the next: no search for them
+        match blocks {
+            [b, ..] if target <= b.last_doc => self.block,
+            [_, b, ..] if target <= b.last_doc => self.block + 1,
+            _ => self.block + blocks.partition_point(|b| b.last_doc < target),
+        }
     }
 
     /// Want no posting before `target` (moves by block headers; decodes nothing).
@@ -464,6 +470,25 @@ fn max_score_into<K: Ord>(
         let mut d = u64::MAX;
         for cur in &mut cursors[essential..] {
             d = d.min(cur.doc(&mut work));
+        }
+        // block-max skipping: while the essential lists' blocks holding d, with every
+        // non-essential list at its best, cannot reach the threshold, no document up to the
+        // first of those blocks' ends can; the lists move past it by their headers alone
+        while d != u64::MAX && threshold > f64::NEG_INFINITY {
+            let (mut upper, mut end) = (before[essential], u64::MAX);
+            for cur in &cursors[essential..] {
+                let (bound, last) = cur.block_bound_at(d);
+                upper += bound;
+                end = end.min(last);
+            }
+            if inflate(upper) >= threshold || end == u64::MAX {
+                break;
+            }
+            d = u64::MAX;
+            for cur in &mut cursors[essential..] {
+                cur.seek(end + 1);
+                d = d.min(cur.doc(&mut work));
+            }
         }
         if d == u64::MAX {
             break;
