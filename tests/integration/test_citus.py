@@ -20,6 +20,7 @@ test_citus_isolation.py. Run by the Citus layer of scripts/test.sh (scripts/citu
 Citus); the default integration layer leaves these two files out.
 """
 import math
+import re
 import subprocess
 import sys
 import time
@@ -235,6 +236,27 @@ def test_explain_and_health_check_run_on_the_coordinator(dbs, pgc):
     citus_rows = [(st, d) for c, _, _, st, d in health if c == "citus"]
     assert len(citus_rows) == 1 and citus_rows[0][0] == "ok" and citus_rows[0][1]["nodes"] == 2, citus_rows
     assert len(citus_rows[0][1]["coordinator"]["slots"]) == 3, "the three distributed item tables' slots"
+
+
+def test_the_lexical_branch_ranks_through_each_shards_bm25_index(dbs, pgc):
+    conn = dbs["dist"]
+    _, text = queries(dbs["data"], pgc, 1, 9)[0]
+    sql, params, strategy = conn.execute(
+        "SELECT sql, params, strategy FROM corpus.corpus_explain('internal_decisions', NULL, %s, mode => 'lexical') "
+        "WHERE source = 'chunks'", (text,)).fetchone()
+    assert strategy == "bm25_index", (strategy, sql)
+    body = "\n".join(line for line in sql.splitlines() if not line.startswith("SET LOCAL "))
+    body = re.sub(r"\$(\d+)", r"%(p\1)s", body.replace("%", "%%"))
+    values = {f"p{i + 1}": v for i, v in enumerate(params)}
+    plan = "\n".join(r[0] for r in conn.execute(f"EXPLAIN (ANALYZE, COSTS OFF) {body}", values, prepare=False))
+    # each shard ranks its own rows (here, small shards, by sorting them) ...
+    assert "Task Count: 4" in plan and "OPERATOR(corpus.<@>)" in plan, plan
+    # ... and through its own BM25 index once sorting a shard costs more
+    with conn.transaction():
+        conn.execute("SET LOCAL citus.propagate_set_commands = 'local'")
+        conn.execute("SET LOCAL enable_sort = off")
+        plan = "\n".join(r[0] for r in conn.execute(f"EXPLAIN (ANALYZE, COSTS OFF) {body}", values, prepare=False))
+    assert re.search(r"Index Scan using precedent_chunks_bm25_idx_\d+", plan), plan
 
 
 def test_the_health_check_names_a_node_whose_slot_copies_differ(dbs):

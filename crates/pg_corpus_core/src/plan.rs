@@ -438,7 +438,9 @@ LIMIT {lim}",
 /// ranking order (`ORDER BY tsv OPERATOR(corpus.<@>) scoring`, the distance being minus the
 /// score), the whole corpus predicate and the caller's filters checked on each row the index
 /// returns, until `limit` rows pass; the rows tied with the last one are fetched too
-/// (`WITH TIES`), so that the item id breaks ties as in every other subplan.
+/// (`WITH TIES`: an index ordered by an operator serves an ORDER BY of that operator alone),
+/// so that the item id breaks ties as in every other subplan. On Citus the statement goes to
+/// every shard, each ranking through its own index, and the coordinator merges their best.
 #[allow(clippy::too_many_arguments)]
 pub fn lexical_bm25_index(
     corpus: &Corpus,
@@ -460,6 +462,8 @@ pub fn lexical_bm25_index(
     let page = params.push(Param::Int(i64::from(page)));
     let lim = params.push(Param::Int(limit));
     let fw = from_where(src, conds, false, &[], &mut params);
+    // (a document without any query key has distance 0: only a plan that is not the index
+    // scan reaches it, after every matching one, and the outer condition drops it)
     let sql = format!(
         "SELECT ranked.item_id, ranked.parent_id, -ranked.dist AS score FROM (
 SELECT {id}::text AS item_id, {fk}::text AS parent_id, {id} AS sort_id,
