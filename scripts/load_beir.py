@@ -345,11 +345,14 @@ def _ensure_language_column(conn, language, log):
     exists = _one(conn, "SELECT count(*) FROM pg_attribute WHERE attrelid = 'precedent_chunks'::regclass "
                         "AND attname = %s AND NOT attisdropped", (column,))
     if not exists:
-        log(f"  adding precedent_chunks.{column} ({expression.as_string(conn)}) + GIN index")
+        log(f"  adding precedent_chunks.{column} ({expression.as_string(conn)}) + GIN and BM25 indexes")
         conn.execute(sql.SQL("ALTER TABLE precedent_chunks ADD COLUMN {} tsvector "
                              "GENERATED ALWAYS AS ({}) STORED").format(sql.Identifier(column), expression))
         conn.execute(sql.SQL("CREATE INDEX {} ON precedent_chunks USING gin ({})").format(
             sql.Identifier(f"precedent_chunks_{column}_idx"), sql.Identifier(column)))
+        if language is not None:
+            conn.execute(sql.SQL("CREATE INDEX {} ON precedent_chunks USING corpus_bm25 ({})").format(
+                sql.Identifier(f"precedent_chunks_{column}_bm25"), sql.Identifier(column)))
     return column
 
 
