@@ -62,9 +62,16 @@ pub(crate) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     out.push(v as u8);
 }
 
+#[inline]
 pub(crate) fn get_varint(bytes: &[u8], at: &mut usize) -> Option<u64> {
-    let mut v = 0u64;
-    let mut shift = 0;
+    // most numbers of a block (gaps, frequencies) fit in one byte
+    let b = *bytes.get(*at)?;
+    *at += 1;
+    if b & 0x80 == 0 {
+        return Some(u64::from(b));
+    }
+    let mut v = u64::from(b & 0x7F);
+    let mut shift = 7;
     loop {
         let b = *bytes.get(*at)?;
         *at += 1;
@@ -103,15 +110,27 @@ pub fn encode_block(postings: &[Posting]) -> (BlockMeta, Vec<u8>) {
 /// postings (a damaged block).
 pub fn decode_block(meta: &BlockMeta, bytes: &[u8]) -> Option<Vec<Posting>> {
     let mut out = Vec::with_capacity(meta.count as usize);
+    decode_block_into(meta, bytes, &mut out).then_some(out)
+}
+
+/// [`decode_block`] into a buffer (cleared first); false for a damaged block.
+pub fn decode_block_into(meta: &BlockMeta, bytes: &[u8], out: &mut Vec<Posting>) -> bool {
+    out.clear();
     let mut at = 0;
     let mut doc = meta.first_doc;
     for _ in 0..meta.count {
-        doc = doc.checked_add(get_varint(bytes, &mut at)?)?;
-        let tf = u32::try_from(get_varint(bytes, &mut at)?).ok()?;
-        let len = u32::try_from(get_varint(bytes, &mut at)?).ok()?;
+        let (Some(gap), Some(tf), Some(len)) =
+            (get_varint(bytes, &mut at), get_varint(bytes, &mut at), get_varint(bytes, &mut at))
+        else {
+            return false;
+        };
+        let (Some(d), Ok(tf), Ok(len)) = (doc.checked_add(gap), u32::try_from(tf), u32::try_from(len)) else {
+            return false;
+        };
+        doc = d;
         out.push(Posting { doc, tf, len });
     }
-    (at == bytes.len() && out.last().map(|p| p.doc) == Some(meta.last_doc)).then_some(out)
+    at == bytes.len() && out.last().map(|p| p.doc) == Some(meta.last_doc)
 }
 
 /// A term's postings as blocks, in memory: what a scan of an index reads, and the reference

@@ -22,7 +22,7 @@ use std::cmp::Ordering;
 use std::collections::{BTreeMap, BinaryHeap};
 
 use crate::bm25::{tf_norm, Bm25Params};
-use crate::postings::{decode_block, inflate, Posting, TermPostings};
+use crate::postings::{decode_block_into, inflate, Posting, TermPostings};
 
 /// One query term: its postings and its factor (query weight × query count × idf, ≥ 0).
 #[derive(Debug, Clone, Copy)]
@@ -173,7 +173,9 @@ struct Cursor<'a> {
     bounds: Vec<f64>,
     max: f64,
     block: usize,
-    decoded: Option<Vec<Posting>>,
+    /// the current block's postings once decoded (`has_block`), in a buffer kept across blocks
+    decoded: Vec<Posting>,
+    has_block: bool,
     pos: usize,
     /// no posting before this document is wanted
     target: u64,
@@ -183,7 +185,18 @@ impl<'a> Cursor<'a> {
     fn new(term: usize, q: &QueryTerm<'a>, s: &Scoring) -> Cursor<'a> {
         let bounds: Vec<f64> = q.postings.blocks.iter().map(|b| b.bound(q.factor, s.avg_doc_len, s.params)).collect();
         let max = bounds.iter().copied().fold(0.0, f64::max);
-        Cursor { term, factor: q.factor, postings: q.postings, bounds, max, block: 0, decoded: None, pos: 0, target: 0 }
+        Cursor {
+            term,
+            factor: q.factor,
+            postings: q.postings,
+            bounds,
+            max,
+            block: 0,
+            decoded: Vec::with_capacity(crate::postings::BLOCK_SIZE),
+            has_block: false,
+            pos: 0,
+            target: 0,
+        }
     }
 
     fn exhausted(&self) -> bool {
@@ -192,7 +205,7 @@ impl<'a> Cursor<'a> {
 
     fn next_block(&mut self) {
         self.block += 1;
-        self.decoded = None;
+        self.has_block = false;
         self.pos = 0;
     }
 
@@ -202,13 +215,16 @@ impl<'a> Cursor<'a> {
             if self.exhausted() {
                 return None;
             }
-            if self.decoded.is_none() {
+            if !self.has_block {
                 let meta = &self.postings.blocks[self.block];
                 // (a block that does not decode is read as empty: its postings are skipped)
-                self.decoded = Some(decode_block(meta, &self.postings.bytes[self.block]).unwrap_or_default());
+                if !decode_block_into(meta, &self.postings.bytes[self.block], &mut self.decoded) {
+                    self.decoded.clear();
+                }
+                self.has_block = true;
                 work.blocks_decoded += 1;
             }
-            let d = self.decoded.as_ref()?;
+            let d = &self.decoded;
             while self.pos < d.len() && d[self.pos].doc < self.target {
                 self.pos += 1;
             }
@@ -222,7 +238,7 @@ impl<'a> Cursor<'a> {
     /// A lower bound of the current document (exact once its block is decoded; u64::MAX once
     /// exhausted).
     fn doc(&mut self, work: &mut Work) -> u64 {
-        if self.decoded.is_some() {
+        if self.has_block {
             return self.current(work).map_or(u64::MAX, |p| p.doc);
         }
         match self.postings.blocks.get(self.block) {
@@ -250,7 +266,7 @@ impl<'a> Cursor<'a> {
         let b = self.block_for(target);
         if b != self.block {
             self.block = b;
-            self.decoded = None;
+            self.has_block = false;
             self.pos = 0;
         }
         self.target = target;
