@@ -614,6 +614,16 @@ def build(dsn, a, data, done, progress_dsn):
         step("gin_precedent_chunks_bm25_idx",
              gin("precedent_chunks_bm25_idx", "precedent_chunks", "content_bm25"))
         step("gin_halachot_bm25_idx", gin("halachot_bm25_idx", "halachot", "rule_bm25"))
+
+        def ranking(name, table, col):
+            def fn():
+                conn.execute("SET maintenance_work_mem = '1GB'")
+                conn.execute(f"CREATE INDEX IF NOT EXISTS {name} ON {table} USING corpus_bm25 ({col})")
+            return fn
+        # the lexical branch ranks through these (docs/lexical-index.md)
+        step("corpus_bm25_precedent_chunks",
+             ranking("precedent_chunks_bm25_rank_idx", "precedent_chunks", "content_bm25"))
+        step("corpus_bm25_halachot", ranking("halachot_bm25_rank_idx", "halachot", "rule_bm25"))
         step("hnsw_precedent_chunks", hnsw("precedent_chunks", "HNSW precedent_chunks"))
         step("hnsw_halachot", hnsw("halachot", "HNSW halachot"))
 
@@ -882,7 +892,8 @@ class Size:
                 "case_law_pkey", "case_law_source_kind_idx", "precedent_chunks_pkey",
                 "precedent_chunks_case_law_id_idx", "halachot_pkey", "halachot_case_law_id_idx",
                 "precedent_chunks_tsv_idx", "halachot_tsv_idx", "precedent_chunks_bm25_idx",
-                "halachot_bm25_idx", "halachot_embedding_idx", "precedent_chunks_embedding_idx")]
+                "halachot_bm25_idx", "halachot_embedding_idx", "precedent_chunks_embedding_idx",
+                "precedent_chunks_bm25_rank_idx", "halachot_bm25_rank_idx")]
             t = time.perf_counter()
             blocks = 0
             for r in rels:
@@ -917,6 +928,7 @@ class Size:
 BUILD_STEPS = ["schema", "case_law", "precedent_chunks", "halachot", "btree",
                "gin_precedent_chunks_tsv_idx", "gin_halachot_tsv_idx",
                "gin_precedent_chunks_bm25_idx", "gin_halachot_bm25_idx",
+               "corpus_bm25_precedent_chunks", "corpus_bm25_halachot",
                "hnsw_precedent_chunks", "hnsw_halachot", "vacuum_analyze"]
 
 
