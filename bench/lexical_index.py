@@ -41,6 +41,8 @@ What it does, per size N (--docs):
       ts_rank_cd       SELECT id FROM docs WHERE body_tsv @@ to_tsquery('english', 'w1 | w2 …')
                        ORDER BY ts_rank_cd(body_tsv, tsq) DESC LIMIT 10
     a query's latency is the median of its rounds; p50/p95 over the queries of each length.
+    Statements are sent unprepared (a custom plan each time): psycopg's automatic prepare of a
+    statement run 5 times makes pg_textsearch's query 2.4x slower (a generic plan).
     Once per query: the rows each method returned, how many slice rows match at all (the
     pg_corpus analyser's keys OR-ed over body_bm25), top-10 overlap of pg_corpus whole with
     pg_textsearch, corpus_explain's strategy for each corpus, and the server-side time
@@ -279,7 +281,10 @@ def run_queries(dsn: str, a, queries: list[dict]) -> dict:
 
     def calls_of(i):
         q = queries[i]
-        return {m: (lambda m=m: conns[m].execute(SQL[m], q).fetchall()) for m in measured(i)}
+        # unprepared (prepare=False), each a custom plan: psycopg's automatic server-side prepare
+        # after 5 runs of one statement slows pg_textsearch's query 2.4x (1.8 -> 4.5 ms p50 on
+        # 2-word queries at 100k) and speeds pg_corpus' up 1.25x (3.5 -> 2.8 ms)
+        return {m: (lambda m=m: conns[m].execute(SQL[m], q, prepare=False).fetchall()) for m in measured(i)}
 
     per_query: dict[str, list[list[float]]] = {m: [[] for _ in queries] for m in METHODS}
     for r in range(a.warmup + a.rounds):
@@ -297,8 +302,9 @@ def run_queries(dsn: str, a, queries: list[dict]) -> dict:
     overlap, slice_matches = [], []
     strategy = {"whole": {}, "slice5": {}}
     server = {m: [] for m in METHODS}
+    planning: dict[str, list] = {m: [] for m in METHODS}
     for i, q in enumerate(queries):
-        ids = {m: [r[0] for r in conns[m].execute(SQL[m], q).fetchall()] for m in measured(i)}
+        ids = {m: [r[0] for r in conns[m].execute(SQL[m], q, prepare=False).fetchall()] for m in measured(i)}
         for m in METHODS:
             rows[m].append(len(ids[m]) if m in ids else None)
         overlap.append(len(set(ids["pg_corpus"]) & set(ids["pg_textsearch"])))
@@ -309,8 +315,9 @@ def run_queries(dsn: str, a, queries: list[dict]) -> dict:
                 "WHERE branch = 'lexical'", [corpus, q["q"]]).fetchall())) or "none"
             strategy[corpus][st] = strategy[corpus].get(st, 0) + 1
         for m in METHODS:
-            server[m].append(h.explain_json(conns[m], SQL[m], q, analyze=True)["Execution Time"]
-                             if a.explain and m in measured(i) else None)
+            doc = h.explain_json(conns[m], SQL[m], q, analyze=True) if a.explain and m in measured(i) else None
+            server[m].append(doc["Planning Time"] + doc["Execution Time"] if doc else None)
+            planning[m].append(doc["Planning Time"] if doc else None)
     plan_text = {}
     q = next(x for x in queries if x["length"] == 3)
     for m in ("pg_textsearch", "pg_textsearch_slice", "ts_rank_cd"):
@@ -324,7 +331,7 @@ def run_queries(dsn: str, a, queries: list[dict]) -> dict:
     for conn in conns.values():
         conn.close()
     return dict(latency=latency, rows=rows, overlap=overlap, slice_matches=slice_matches,
-                strategy=strategy, server=server, plans=plan_text)
+                strategy=strategy, server=server, planning=planning, plans=plan_text)
 
 
 # --------------------------------------------------------------------------------------------
@@ -401,6 +408,8 @@ def summarise(run: dict, queries: list[dict]) -> dict:
                                                and (L == "all" or n == L)], 50)
                                      for m, v in run["server"].items()}
                             for L in list(LENGTHS) + ["all"]},
+                planning_p50={m: h.pct([x for x in v if x is not None], 50)
+                              for m, v in run.get("planning", {}).items()},
                 strategy=run["strategy"])
 
 
@@ -466,13 +475,17 @@ def render(res: dict) -> str:
         parts.append("")
         sp = s["server_p50"]
         if any(v == v for v in sp["all"].values()):
-            parts.append("Server-side time, EXPLAIN (ANALYZE) Execution Time, p50 in ms (one run per query; "
-                         "for pg_corpus the whole search function):\n")
+            parts.append("Server-side time, EXPLAIN (ANALYZE) Planning Time + Execution Time, p50 in ms (one "
+                         "run per query; for pg_corpus the whole search function, its subplans' planning "
+                         "included in its execution):\n")
             parts.append(h.table(["query", *(LABEL[m] for m in METHODS), "pg_corpus / pg_textsearch"],
                                  [[f"{L} word{'s' * (L != 1)}" if L != "all" else "all"]
                                   + [h.fmt_ms(sp[str(L)][m]) for m in METHODS]
                                   + [f"{h.ratio(sp[str(L)]['pg_corpus'], sp[str(L)]['pg_textsearch']):.2f}×"]
                                   for L in list(LENGTHS) + ["all"]]))
+            if s.get("planning_p50"):
+                parts.append("\nof which Planning Time, p50 over all queries: " + ", ".join(
+                    f"{LABEL[m]} {h.fmt_ms(v)}" for m, v in s["planning_p50"].items()) + ".")
             parts.append("")
         nq = len(r["queries"])
         parts.append(h.table(
