@@ -46,7 +46,9 @@ What it does, per size N (--docs):
     Once per query: the rows each method returned, how many slice rows match at all (the
     pg_corpus analyser's keys OR-ed over body_bm25), top-10 overlap of pg_corpus whole with
     pg_textsearch, corpus_explain's strategy for each corpus, and the server-side time
-    (EXPLAIN (ANALYZE) Execution Time) of each method, medians;
+    (EXPLAIN (ANALYZE) planning + execution) of each method, medians; and for
+    --exact-per-length queries of each length, per corpus, the bm25_index subplan's top-40
+    (ids and scores) against the same statement with index scans off (exhaustive);
  5. insert throughput: three fresh tables, each with one index (corpus_bm25 on its generated
     BM25 column; pg_textsearch's bm25 on body; GIN on its generated to_tsvector column), each
     getting --insert-rows new documents in batches of --insert-batch, one transaction a batch,
@@ -76,6 +78,8 @@ LENGTHS = (1, 2, 3, 5, 8)
 K = 10
 DBNAME = "lexical_index"
 TS_INDEX = "docs_body_ts"
+# the 1M run: ts_rank_cd takes seconds a query there, and the table wants more shared buffers
+LARGE = ["--docs", "1000000", "--ts-rank-per-length", "0", "--shared-buffers", "4GB"]
 
 METHODS = ("pg_corpus", "pg_corpus_slice", "pg_textsearch", "pg_textsearch_slice", "ts_rank_cd")
 LABEL = {
@@ -144,6 +148,8 @@ INSERT_TABLES = {  # method -> DDL of a table carrying only that index
             body_tsv tsvector GENERATED ALWAYS AS (to_tsvector('english', body)) STORED);
         CREATE INDEX ON ins_gin USING gin (body_tsv);""",
 }
+CHECK_COLUMNS = ("segments", "documents", "terms", "postings", "pending rows", "pages", "free pages",
+                 "heap rows")
 INSERT_TABLE = {"corpus_bm25": "ins_corpus", "pg_textsearch": "ins_ts", "gin": "ins_gin"}
 INSERT_LABEL = {"corpus_bm25": "corpus_bm25 (generated bm25_document column)",
                 "pg_textsearch": "pg_textsearch bm25", "gin": "GIN (generated to_tsvector column)"}
@@ -334,6 +340,38 @@ def run_queries(dsn: str, a, queries: list[dict]) -> dict:
                 strategy=strategy, server=server, planning=planning, plans=plan_text)
 
 
+def run_checks(dsn: str, a, queries: list[dict]) -> dict:
+    """Exactness: for --exact-per-length queries of each length, per corpus, the lexical subplan
+    as corpus_explain prints it (strategy bm25_index) against the same statement with index scans
+    off, where PostgreSQL computes the operator on every row and sorts: top-40 ids and scores.
+    Then bm25_index_check of the docs table's corpus_bm25 index (without the heap comparison)."""
+    exact: dict = {"checked": 0, "differing": [], "strategies": {}}
+    with h.session(dsn) as c:
+        for corpus in ("whole", "slice5"):
+            for q in queries:
+                if q["nth"] >= a.exact_per_length:
+                    continue
+                strat, settings, sql_, values = h.explained_subplan(c, corpus, None, q["q"], K, "lexical",
+                                                                     "lexical")
+                exact["strategies"][strat] = exact["strategies"].get(strat, 0) + 1
+                got = {}
+                for name, extra in (("index", []), ("exhaustive", [("enable_indexscan", "off"),
+                                                                    ("enable_bitmapscan", "off")])):
+                    with c.transaction():
+                        for k, v in list(settings) + extra:
+                            c.execute("SELECT set_config(%s, %s, true)", [k, str(v)])
+                        got[name] = [(r[0], round(float(r[2]), 9))
+                                     for r in c.execute(sql_, values, prepare=False).fetchall()]
+                exact["checked"] += 1
+                if got["index"] != got["exhaustive"]:
+                    exact["differing"].append(dict(corpus=corpus, q=q["q"], **got))
+        t = time.perf_counter()
+        check = [None if x is None else int(x) for x in c.execute(
+            "SELECT * FROM corpus.bm25_index_check('docs_bm25_idx', heapallindexed => false)").fetchone()]
+        check_s = time.perf_counter() - t
+    return dict(exact=exact, index_check=check, index_check_s=check_s)
+
+
 # --------------------------------------------------------------------------------------------
 # Inserts
 # --------------------------------------------------------------------------------------------
@@ -376,7 +414,7 @@ def run_inserts(dsn: str, a, text: Text) -> dict:
             "AND indexrelid::regclass::text <> 'ins_corpus_pkey'))").fetchall()]
         for m in INSERT_TABLES:
             out[m]["index_bytes"] = h.value(
-                conn, "SELECT sum(pg_relation_size(indexrelid)) FROM pg_index WHERE indrelid = %s::regclass "
+                conn, "SELECT sum(pg_relation_size(indexrelid))::bigint FROM pg_index WHERE indrelid = %s::regclass "
                 "AND NOT indisprimary", [INSERT_TABLE[m]])
     return out
 
@@ -458,8 +496,10 @@ def render(res: dict) -> str:
         b = r["build"]
         bl = s["by_length"]
         parts.append(f"### {int(n):,} documents\n")
+        tr = r.get("ts_rank_per_length")
         parts.append(f"Run {r['when']}; {len(r['queries'])} queries ({r['per_length']} of each length; "
-                     f"ts_rank_cd on the first {r.get('ts_rank_per_length')} of each length only), "
+                     + (f"ts_rank_cd on the first {tr} of each length only" if tr else "ts_rank_cd not run")
+                     + "), "
                      f"median of {r['rounds']} interleaved rounds per query after {r['warmup']} "
                      f"warm-up pass(es); slice: {b['slice_rows']:,} rows. Latency at the client "
                      "(local socket), ms.\n")
@@ -503,7 +543,20 @@ def render(res: dict) -> str:
                      "english configuration) and so do their BM25 statistics. pg_corpus strategy "
                      "(corpus_explain): "
                      + "; ".join(f"{c}: " + ", ".join(f"{k} {v}" for k, v in st.items())
-                                 for c, st in s["strategy"].items()) + ".\n")
+                                 for c, st in s["strategy"].items()) + ".")
+        ck = r.get("checks")
+        if ck:
+            ex = ck["exact"]
+            parts.append(
+                f"Exactness: the lexical subplan as corpus_explain prints it (strategies "
+                f"{ex['strategies']}) against the same statement with index scans off (the operator "
+                f"computed on every row, then sorted), top-{4 * K} ids and scores: "
+                f"{len(ex['differing'])} of {ex['checked']} (query, corpus) pairs differ. "
+                f"bm25_index_check('docs_bm25_idx', heapallindexed => false) in {ck['index_check_s']:.1f} s: "
+                + ", ".join(f"{n} {v:,}" for n, v in zip(CHECK_COLUMNS, ck["index_check"]) if v is not None)
+                + f" (checked {ck['when']}).\n")
+        else:
+            parts.append("")
         rows = []
         for key, label, _ in INDEXES:
             rows.append([label, f"{b['build'][key]:.1f}", f"{b['size'][key] / 2**20:.1f}"])
@@ -525,7 +578,7 @@ def render(res: dict) -> str:
                                f"{ins[m]['rows_per_s']:,.0f}",
                                " / ".join(h.fmt_ms(ins[m]["batch_ms"][x]) for x in ("p50", "p99", "max"))
                                if "batch_ms" in ins[m] else "–",
-                               f"{ins[m]['index_bytes'] / 2**20:.1f}"]
+                               f"{int(ins[m]['index_bytes']) / 2**20:.1f}"]
                               for m in INSERT_TABLES]))
         parts.append("\nEach into an empty table carrying that one index, batches interleaved across "
                      "the three tables; the time includes each method's analysis (generated column or "
@@ -545,8 +598,8 @@ def render(res: dict) -> str:
                  f"{m.get('extensions')}; commit {m.get('commit')}. The machine is shared and noisy: "
                  "read the figures as ratios between methods measured in the same run, not as "
                  "absolute speeds.\n")
-    parts.append(f"Reproduce: `{res['command']}` (each size's run is kept in the JSON; the "
-                 "1M tables come from `--docs 1000000`).\n")
+    parts.append(f"Reproduce: `{res['command']}` (each size's run is kept in the JSON and every "
+                 "output is written from all of them).\n")
     return "\n".join(parts)
 
 
@@ -579,6 +632,17 @@ def run(a) -> None:
                 "autovacuum": "off", "jit": "off"}
     directory = Path(a.cache_dir) / "cluster"
     res = json.loads(Path(a.json).read_text()) if Path(a.json).exists() and not a.smoke else {"sizes": {}}
+    if a.render_only:
+        return write_outputs(a, res)
+    if a.checks_only:
+        if str(a.docs) not in res["sizes"]:
+            sys.exit(f"--checks-only: {a.json} has no run of {a.docs} documents")
+        a.reuse = True
+        with h.Cluster(directory, settings, keep=a.keep) as uri:
+            dsn, _ = prepare(uri, a, text)
+            h.log("checks")
+            res["sizes"][str(a.docs)]["checks"] = dict(run_checks(dsn, a, queries), when=h.now())
+        return write_outputs(a, res)
     with h.Cluster(directory, settings, keep=a.keep) as uri:
         dsn, build = prepare(uri, a, text)
         with h.session(dsn) as conn:
@@ -589,6 +653,8 @@ def run(a) -> None:
             # without pg_prewarm (the wheel has none), the warm-up passes read the pages in
         h.log(f"queries: {len(queries)} × {len(METHODS)} methods × {a.warmup + a.rounds} passes")
         q = run_queries(dsn, a, queries)
+        h.log("checks")
+        checks = dict(run_checks(dsn, a, queries), when=h.now())
         h.log("inserts")
         ins = run_inserts(dsn, a, text)
         with h.session(dsn) as conn:
@@ -600,13 +666,29 @@ def run(a) -> None:
                  ts_rank_per_length=a.ts_rank_per_length,
                  insert_batch=a.insert_batch, params=data_params(a), build=build, inserts=ins,
                  queries=[{k: v for k, v in x.items() if k != "orq"} for x in queries],
-                 raw=q, plans=q["plans"])
+                 raw=q, plans=q["plans"], checks=checks)
     entry["summary"] = summarise(q, queries)
     res["sizes"][str(a.docs)] = entry
     res["machine"] = mach
-    res["command"] = (h.command(SPEC, []) + " && " + h.command(SPEC, ["--docs", "1000000"])
+    write_outputs(a, res)
+
+
+def _rounded(x):
+    """Floats to 3 decimals (ms and s: the JSON stays small)."""
+    if isinstance(x, float):
+        return round(x, 3)
+    if isinstance(x, dict):
+        return {k: _rounded(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_rounded(v) for v in x]
+    return x
+
+
+def write_outputs(a, res: dict) -> None:
+    """The JSON, the markdown, the page's generated section and the plot, from every size run."""
+    res["command"] = (h.command(SPEC, []) + "; " + h.command(SPEC, LARGE)
                       if "1000000" in res["sizes"] else h.command(SPEC, []))
-    Path(a.json).write_text(h.dump_json(res))
+    Path(a.json).write_text(h.dump_json(_rounded(res)))
     body = render(res)
     Path(a.markdown).write_text("# corpus_bm25 against pg_textsearch (bench/lexical_index.py)\n\n" + body)
     h.write_results_section(a.section, "bench/lexical_index.py", body, "The corpus_bm25 index")
@@ -621,6 +703,9 @@ def params(p) -> None:
     p.add_argument("--per-length", type=int, default=40, help="queries of each length (default 40)")
     p.add_argument("--ts-rank-per-length", type=int, default=8,
                    help="queries of each length ts_rank_cd runs on (default 8; 0: none)")
+    p.add_argument("--exact-per-length", type=int, default=4,
+                   help="queries of each length whose index ranking is compared with a sequential "
+                        "scan's, per corpus (default 4)")
     p.add_argument("--rounds", type=int, default=3, help="timed passes over the queries (default 3)")
     p.add_argument("--warmup", type=int, default=1, help="untimed passes first (default 1)")
     p.add_argument("--vocab", type=int, default=50_000, help="distinct words (default 50000)")
@@ -641,6 +726,10 @@ def params(p) -> None:
                    help="the cluster's folder, outside the clone (readable by the postgres OS user)")
     p.add_argument("--reuse", action="store_true", help="keep a database built with the same parameters")
     p.add_argument("--keep", action="store_true", help="leave the cluster running")
+    p.add_argument("--checks-only", action="store_true",
+                   help="only the exactness and bm25_index_check of a kept --docs database (its run in "
+                        "--json gets them), then the outputs again")
+    p.add_argument("--render-only", action="store_true", help="only write the outputs again from --json")
 
 
 SPEC = h.Spec(
