@@ -36,6 +36,7 @@ pub static BM25_CANDIDATE_BUDGET: GucSetting<i32> = GucSetting::<i32>::new(-1);
 
 /// Hybrid searches run a second, pseudo-relevance feedback round unless the call says otherwise.
 pub static HYBRID_FEEDBACK: GucSetting<bool> = GucSetting::<bool>::new(false);
+pub static BM25_INDEX: GucSetting<bool> = GucSetting::<bool>::new(true);
 
 /// Bulk loads: skip the re-embed trigger's per-row work (enqueue afterwards in one statement).
 pub static DEFER_EMBEDDING_QUEUE: GucSetting<bool> = GucSetting::<bool>::new(false);
@@ -76,6 +77,14 @@ pub fn init() {
         &BM25_CANDIDATE_BUDGET,
         -1,
         i32::MAX,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_bool_guc(
+        c"pg_corpus.bm25_index",
+        c"Rank the lexical branch through a source's corpus_bm25 index where its BM25 column has one.",
+        c"Off: the branch scores the candidates its GIN index finds, as without the index (like enable_indexscan, for comparisons and diagnosis).",
+        &BM25_INDEX,
         GucContext::Userset,
         GucFlags::default(),
     );

@@ -31,6 +31,7 @@ pub(crate) fn config() -> Config {
         bm25_k1: gucs::BM25_K1.get(),
         bm25_b: gucs::BM25_B.get(),
         bm25_candidate_budget: gucs::BM25_CANDIDATE_BUDGET.get(),
+        bm25_index: gucs::BM25_INDEX.get(),
         hybrid_feedback: gucs::HYBRID_FEEDBACK.get(),
         // SAFETY: a plain GUC variable, read in the backend's only thread.
         random_page_cost: unsafe { pgrx::pg_sys::random_page_cost },

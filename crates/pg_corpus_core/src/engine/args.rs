@@ -91,6 +91,8 @@ pub struct Config {
     pub bm25_b: f64,
     /// Below 1: automatic ([`crate::lexical::auto_candidate_budget`]).
     pub bm25_candidate_budget: i32,
+    /// Rank through a source's `corpus_bm25` index where there is one.
+    pub bm25_index: bool,
     pub hybrid_feedback: bool,
     /// The session's random_page_cost (BM25 subplans plan with at most 1.1).
     pub random_page_cost: f64,
@@ -107,6 +109,7 @@ impl Default for Config {
             bm25_k1: 1.2,
             bm25_b: 0.75,
             bm25_candidate_budget: -1,
+            bm25_index: true,
             hybrid_feedback: false,
             random_page_cost: 4.0,
         }

@@ -78,7 +78,9 @@ impl Request {
 /// Whether source `idx`'s BM25 subplan ranks through its `corpus_bm25` index (on Citus, each
 /// shard through its own).
 pub(super) fn through_index(req: &Request, lex: &LexicalPlans, idx: usize, window: usize) -> bool {
-    req.corpus.sources[idx].tsv_index && lexical::ranks_through_index(lex.corpus.n_docs, lex.corpus_share, window)
+    req.config.bm25_index
+        && req.corpus.sources[idx].tsv_index
+        && lexical::ranks_through_index(lex.corpus.n_docs, lex.corpus_share, window)
 }
 
 /// Every subplan of one round, in source order (semantic, then lexical, per source).
