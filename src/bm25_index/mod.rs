@@ -23,7 +23,7 @@ use pgrx::pg_sys;
 use pgrx::prelude::*;
 
 use crate::error::OrRaise;
-use pages::{log_pages, IndexPages, Locked, CAPACITY, META_BLOCK};
+use pages::{log_pages, IndexPages, Locked, TempPages, CAPACITY, META_BLOCK};
 
 /// Bytes of pending rows beyond which an insert moves them into a segment: a scan reads the
 /// whole pending list, so it stays a few pages long.
@@ -190,10 +190,11 @@ struct BuildState {
     /// Rows of the heap block being read (a HOT chain's root may come after later offsets).
     block: Vec<(u64, PendingDoc)>,
     block_no: u64,
+    /// sorted runs spilled to a temporary file when the rows do not fit in the budget
     runs: Vec<SegmentRef>,
+    spill: Option<TempPages>,
     docs: Vec<u64>,
     rows: f64,
-    pages: IndexPages,
     budget: usize,
 }
 
@@ -211,19 +212,37 @@ impl BuildState {
             self.docs.push(doc);
         }
         if self.builder.postings() * 24 > self.budget {
-            self.write_run();
+            self.spill_run();
         }
     }
 
-    fn write_run(&mut self) {
+    /// Move the rows read so far into a sorted run of the temporary file.
+    fn spill_run(&mut self) {
         if self.docs.is_empty() {
             return;
         }
         let builder = std::mem::take(&mut self.builder);
         let docs = std::mem::take(&mut self.docs);
-        let terms = builder.finish();
-        let run = write_segment(&mut self.pages, &terms, &docs).or_raise();
+        let spill = self.spill.get_or_insert_with(TempPages::new);
+        let run = write_segment(spill, &builder.finish(), &docs).or_raise();
         self.runs.push(run);
+    }
+
+    /// The index's one segment: the rows in memory written directly, or every run merged from
+    /// the temporary file.
+    fn finish(mut self, index: pg_sys::Relation) -> Option<SegmentRef> {
+        let mut pages = IndexPages::new(index);
+        if self.runs.is_empty() {
+            if self.docs.is_empty() {
+                return None;
+            }
+            let docs = std::mem::take(&mut self.docs);
+            return Some(write_segment(&mut pages, &std::mem::take(&mut self.builder).finish(), &docs).or_raise());
+        }
+        self.spill_run();
+        let mut spill = self.spill.take().expect("runs were spilled");
+        let opened: Vec<Segment> = self.runs.iter().map(|r| Segment::open(&mut spill, *r).or_raise()).collect();
+        Some(merge_segments(&mut spill, &mut pages, &opened, |_| false).or_raise())
     }
 }
 
@@ -300,9 +319,9 @@ unsafe extern "C-unwind" fn ambuild(
             block: Vec::new(),
             block_no: 0,
             runs: Vec::new(),
+            spill: None,
             docs: Vec::new(),
             rows: 0.0,
-            pages: IndexPages::new(index),
             budget,
         };
         pg_sys::table_index_build_scan(
@@ -316,24 +335,12 @@ unsafe extern "C-unwind" fn ambuild(
             std::ptr::null_mut(),
         );
         st.flush_block();
-        st.write_run();
-        let mut runs = std::mem::take(&mut st.runs);
-        if runs.len() > 1 {
-            let opened: Vec<Segment> = runs.iter().map(|r| Segment::open(&mut st.pages, *r).or_raise()).collect();
-            let mut src = IndexPages::new(index);
-            let merged = merge_segments(&mut src, &mut st.pages, &opened, |_| false).or_raise();
-            let mut old = Vec::new();
-            for s in &opened {
-                old.extend(s.pages(&mut src).or_raise());
-            }
-            st.pages.free(&old);
-            runs = vec![merged];
-        }
-        let meta = Meta { segments: runs, ..Meta::default() };
+        let rows = st.rows;
+        let meta = Meta { segments: st.finish(index).into_iter().collect(), ..Meta::default() };
         let docs = meta.docs() as f64;
         write_meta_page(index, &meta);
         let r = pg_sys::palloc0(std::mem::size_of::<pg_sys::IndexBuildResult>()) as *mut pg_sys::IndexBuildResult;
-        (*r).heap_tuples = st.rows;
+        (*r).heap_tuples = rows;
         (*r).index_tuples = docs;
         r
     }

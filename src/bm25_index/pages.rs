@@ -236,3 +236,80 @@ impl PageSink for IndexPages {
         CAPACITY
     }
 }
+
+/// Pages in a temporary file (a build's sorted runs, merged into the index afterwards), so
+/// that the index itself holds only the final segment.
+pub struct TempPages {
+    file: *mut pg_sys::BufFile,
+    next: u32,
+}
+
+const TEMP_HEADER: usize = 12;
+
+impl TempPages {
+    pub fn new() -> TempPages {
+        // SAFETY: a temporary file of this transaction, closed when dropped (or at its end).
+        TempPages { file: unsafe { pg_sys::BufFileCreateTemp(false) }, next: 0 }
+    }
+}
+
+impl Drop for TempPages {
+    fn drop(&mut self) {
+        // SAFETY: the file BufFileCreateTemp returned; an aborting transaction closes it itself
+        // before Rust unwinds only when it is not closed here.
+        unsafe { pg_sys::BufFileClose(self.file) }
+    }
+}
+
+impl PageSource for TempPages {
+    fn read(&mut self, blk: u32) -> Result<Page, CoreError> {
+        let mut image = vec![0u8; pg_sys::BLCKSZ as usize];
+        // SAFETY: the file is open; the buffer holds one block.
+        let got = unsafe {
+            if pg_sys::BufFileSeekBlock(self.file, blk as _) != 0 {
+                0
+            } else {
+                pg_sys::BufFileRead(self.file, image.as_mut_ptr() as *mut std::ffi::c_void, image.len())
+            }
+        };
+        let bad = || damaged(format!("block {blk} of a build's temporary file does not read back"));
+        if got != image.len() {
+            return Err(bad());
+        }
+        let kind = Kind::from_u16(u16::from_le_bytes([image[0], image[1]])).ok_or_else(bad)?;
+        let next = u32::from_le_bytes(image[4..8].try_into().expect("four bytes"));
+        let len = u32::from_le_bytes(image[8..12].try_into().expect("four bytes")) as usize;
+        if len > CAPACITY {
+            return Err(bad());
+        }
+        Ok(Page { kind, next, data: image[TEMP_HEADER..TEMP_HEADER + len].to_vec() })
+    }
+}
+
+impl PageSink for TempPages {
+    fn alloc(&mut self) -> Result<u32, CoreError> {
+        self.next += 1;
+        Ok(self.next - 1)
+    }
+
+    fn write(&mut self, blk: u32, page: &Page) -> Result<(), CoreError> {
+        let mut image = vec![0u8; pg_sys::BLCKSZ as usize];
+        image[0..2].copy_from_slice(&(page.kind as u16).to_le_bytes());
+        image[4..8].copy_from_slice(&page.next.to_le_bytes());
+        image[8..12].copy_from_slice(&(page.data.len() as u32).to_le_bytes());
+        image[TEMP_HEADER..TEMP_HEADER + page.data.len()].copy_from_slice(&page.data);
+        // SAFETY: the file is open; blocks are written at their own offsets (a block past the
+        // end extends the file).
+        unsafe {
+            if pg_sys::BufFileSeekBlock(self.file, blk as _) != 0 {
+                return Err(damaged(format!("block {blk} of a build's temporary file cannot be written")));
+            }
+            pg_sys::BufFileWrite(self.file, image.as_ptr() as *mut std::ffi::c_void as _, image.len());
+        }
+        Ok(())
+    }
+
+    fn capacity(&self) -> usize {
+        CAPACITY
+    }
+}

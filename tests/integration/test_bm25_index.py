@@ -199,6 +199,27 @@ def test_many_writes_then_vacuum_keep_the_index_equal_to_the_table(db, data, ref
         assert got == want, text
 
 
+def test_a_build_beyond_its_memory_merges_runs_from_a_temporary_file(db, data, reference):
+    """With maintenance_work_mem far below the postings, the build spills sorted runs to a
+    temporary file and writes only their merge into the index: no free pages are left behind,
+    and the ranking is the same."""
+    with db.transaction():
+        db.execute("DROP INDEX docs_bm25")
+        db.execute("SET LOCAL maintenance_work_mem = '1MB'")
+        db.execute("CREATE INDEX docs_bm25 ON docs USING corpus_bm25 (body_bm25)")
+        segments, free, documents, heap_rows = db.execute(
+            "SELECT segments, free_pages, documents, heap_rows FROM corpus.bm25_index_check('docs_bm25')").fetchone()
+        assert (segments, free) == (1, 0) and documents == heap_rows > 0
+        for text in data[1][:20]:
+            got = lexical(db, "half", text, 10)
+            db.execute("SET LOCAL pg_corpus.bm25_index = off")
+            db.execute("SET LOCAL pg_corpus.bm25_candidate_budget = 1000000000")
+            assert strategy(db, "half", text) == "text_match"
+            assert lexical(db, "half", text, 10) == got, text
+            db.execute("SET LOCAL pg_corpus.bm25_index = on")
+            db.execute("SET LOCAL pg_corpus.bm25_candidate_budget = -1")
+
+
 def test_the_check_refuses_other_indexes_and_roles_that_cannot_read_the_table(db, reference):
     with pytest.raises(psycopg.errors.WrongObjectType):
         db.execute("SELECT * FROM corpus.bm25_index_check('docs_pkey')")
