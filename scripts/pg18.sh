@@ -99,7 +99,7 @@ step "PostgreSQL 18: pg_regress (pg_test/)"
 # (PostgreSQL 15's pg_regress and psql as clients: the wheel's pg_regress crashes on this system)
 "$ROOT/pg_test/run.sh" "$ROOT/.pgdata/regress-pg18"
 
-step "PostgreSQL 18: integration tests of the search path, standby, upgrade and docs"
+step "PostgreSQL 18: integration tests of the search path, standby, upgrade, docs and the BM25 index"
 "$ROOT/scripts/pgcluster.sh" start "$ROOT/.pgdata/test-pg18" >/dev/null
 server="$(psql "$("$ROOT/scripts/pgcluster.sh" uri "$ROOT/.pgdata/test-pg18")" -Atc 'SHOW server_version_num')"
 [ "${server:0:2}" = 18 ] || { echo "the test cluster runs PostgreSQL $server, not 18" >&2; exit 1; }
@@ -109,5 +109,5 @@ PG_CORPUS_TEST_DIR="$ROOT/.pgdata/test-pg18" "$ROOT/.venv/bin/python" -m pytest 
   tests/integration/test_side_tables.py tests/integration/test_worker_rights.py \
   tests/integration/test_trigger_robustness.py tests/integration/test_reembed.py \
   tests/integration/test_health.py tests/integration/test_standby.py tests/integration/test_upgrade.py \
-  tests/integration/test_docs.py
+  tests/integration/test_docs.py tests/integration/test_bm25_index.py
 step "PostgreSQL 18: all passed"
