@@ -4,7 +4,7 @@
 //! the facts they judge (through `crate::spi`), runs the isolation probes (through the real
 //! search path) and turns the core's verdicts into rows.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use pg_corpus_core::health::{
     self, AuditDepth, CheckRow, ContractFigures, IndexInfo, IsolationFacts, Probing, Sampling,
@@ -171,23 +171,33 @@ fn lexical_statistics(corpus: &Corpus) -> Result<CheckRow, CoreError> {
     Ok(health::judge_lexical_statistics(&corpus.name, &facts, in_recovery))
 }
 
-/// The first damaged corpus_bm25 index a search of the corpus would read, as "name: damage".
-fn bm25_damage(corpus: &Corpus) -> Result<Option<String>, CoreError> {
-    for src in corpus.sources.iter().filter(|s| s.tsv_index) {
+/// The corpus' damaged corpus_bm25 indexes (each read back once): OID -> (name, damage).
+fn bm25_damage(corpus: &Corpus) -> Result<BTreeMap<i64, (String, String)>, CoreError> {
+    let mut out = BTreeMap::new();
+    let mut seen = std::collections::HashSet::new();
+    for src in &corpus.sources {
         let indexes: Vec<IndexInfo> = spi::health::table_rows(&health::indexes_sql(src.item.oid))?
             .into_iter()
             .filter_map(|v| serde_json::from_value(v).ok())
             .collect();
         for x in indexes.iter().filter(|x| x.am == "corpus_bm25" && x.valid) {
+            if !seen.insert(x.oid) {
+                continue;
+            }
             if let Err(e) = crate::bm25_index::verify_pages(x.oid) {
-                return Ok(Some(format!("{}: {}", x.name, e.message)));
+                out.insert(x.oid, (x.name.clone(), e.message));
             }
         }
     }
-    Ok(None)
+    Ok(out)
 }
 
-fn source_checks(corpus: &Corpus, idx: usize, out: &mut Vec<CheckRow>) -> Result<(), CoreError> {
+fn source_checks(
+    corpus: &Corpus,
+    idx: usize,
+    damage: &BTreeMap<i64, (String, String)>,
+    out: &mut Vec<CheckRow>,
+) -> Result<(), CoreError> {
     let src = &corpus.sources[idx];
     let total = spi::search::reltuples(&[src.item.oid])?[0];
     let sampling = Sampling::of(total);
@@ -227,9 +237,9 @@ fn source_checks(corpus: &Corpus, idx: usize, out: &mut Vec<CheckRow>) -> Result
         )?
     };
     let mut ix = health::judge_indexes(&corpus.name, src, &indexes);
-    for x in indexes.iter().filter(|x| x.am == "corpus_bm25" && x.valid) {
-        if let Err(e) = crate::bm25_index::verify_pages(x.oid) {
-            health::judge_bm25_damage(&mut ix, x, &e.message);
+    for x in &indexes {
+        if let Some((_, d)) = damage.get(&x.oid) {
+            health::judge_bm25_damage(&mut ix, x, d);
         }
     }
     out.push(health::judge_slice_index(ix, src, searchable, total, served));
@@ -281,8 +291,11 @@ fn corpus_health_check(
                     Ok(c) => {
                         out.push(health::judge_drift(&c));
                         // the audit searches: through a damaged BM25 index it could not
-                        match bm25_damage(&c)? {
-                            Some(damage) => out.push(health::judge_audit_blocked(&c.name, &damage)),
+                        let damage = bm25_damage(&c)?;
+                        match damage.values().next() {
+                            Some((index, d)) => {
+                                out.push(health::judge_audit_blocked(&c.name, &format!("{index}: {d}")))
+                            }
                             None => out.push(isolation_audit(&c, health::audit_depth(corpus.is_some()))?),
                         }
                         out.push(lexical_statistics(&c)?);
@@ -290,7 +303,7 @@ fn corpus_health_check(
                             out.push(audit_log(&c)?);
                         }
                         for idx in 0..c.sources.len() {
-                            source_checks(&c, idx, &mut out)?;
+                            source_checks(&c, idx, &damage, &mut out)?;
                         }
                     }
                 }

@@ -830,6 +830,9 @@ impl ScoringArg {
     }
 }
 
+/// A call site's scoring: the argument's bytes it was read from, its keys, mean length, k1 and b.
+type CachedScoring = (Vec<u8>, Vec<pg_corpus_core::lexical::ScoredKey>, f64, Bm25Params);
+
 /// The distance the index orders by: minus the BM25 score of a document under a scoring
 /// (`tsvector OPERATOR(corpus.<@>) corpus.bm25_scoring`); 0 for a document without any key.
 #[no_mangle]
@@ -840,7 +843,7 @@ pub unsafe extern "C-unwind" fn _bm25_distance(fcinfo: pg_sys::FunctionCallInfo)
         let args = (*fcinfo).args.as_slice(2);
         let raw = varlena(args[1].value);
         let flinfo = (*fcinfo).flinfo;
-        let cached = (*flinfo).fn_extra as *mut (Vec<u8>, Vec<pg_corpus_core::lexical::ScoredKey>, f64, Bm25Params);
+        let cached = (*flinfo).fn_extra as *mut CachedScoring;
         let hit = !cached.is_null() && (*cached).0.as_slice() == raw;
         if !hit {
             let arg = ScoringArg::from_datum(args[1].value).or_raise();
@@ -852,7 +855,7 @@ pub unsafe extern "C-unwind" fn _bm25_distance(fcinfo: pg_sys::FunctionCallInfo)
                 *cached = entry;
             }
         }
-        let c = &*((*flinfo).fn_extra as *const (Vec<u8>, Vec<pg_corpus_core::lexical::ScoredKey>, f64, Bm25Params));
+        let c = &*((*flinfo).fn_extra as *const CachedScoring);
         let score = match TsVector::parse(tsvector_bytes(args[0].value)) {
             Some(doc) => pg_corpus_core::lexical::score_tsvector(&doc, &c.1, c.2, c.3),
             None => 0.0,
