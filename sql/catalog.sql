@@ -222,7 +222,10 @@ CREATE TABLE corpus.corpora (
                      CONSTRAINT corpora_graph_check CHECK (jsonb_typeof(graph) = 'object'),
     -- the search audit log (0.3.0): {"enabled": bool, "query_text": bool}
     audit            jsonb NOT NULL DEFAULT '{}'
-                     CONSTRAINT corpora_audit_check CHECK (jsonb_typeof(audit) = 'object')
+                     CONSTRAINT corpora_audit_check CHECK (jsonb_typeof(audit) = 'object'),
+    -- fusion defaults of its searches (0.4.0): {"rrf_k", "window", "feedback"}
+    ranking          jsonb NOT NULL DEFAULT '{}'
+                     CONSTRAINT corpora_ranking_check CHECK (jsonb_typeof(ranking) = 'object')
 );
 COMMENT ON TABLE corpus.corpora IS 'pg_corpus: one row per corpus (isolation predicate, filters)';
 

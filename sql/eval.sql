@@ -71,10 +71,35 @@ CREATE TABLE corpus.eval_query_results (
     PRIMARY KEY (run_id, query_id)
 );
 
+-- corpus_tune's runs: what it measured and chose, and the settings it replaced (to revert).
+CREATE TABLE corpus.tune_runs (
+    id            bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    gold_set      text NOT NULL REFERENCES corpus.gold_sets (name) ON DELETE CASCADE,
+    corpus        text NOT NULL,
+    started_at    timestamptz NOT NULL,
+    finished_at   timestamptz NOT NULL DEFAULT clock_timestamp(),
+    tuned_by      name NOT NULL DEFAULT current_user,
+    queries       integer NOT NULL,
+    folds         integer NOT NULL,
+    seed          bigint NOT NULL,
+    baseline_ndcg float8 NOT NULL,
+    tuned_ndcg    float8 NOT NULL,
+    p_value       float8 NOT NULL,
+    -- chosen on every query: {"rrf_k", "window", "feedback", "weights": {source: {...}}}
+    settings      jsonb NOT NULL,
+    -- the corpus' settings when the run started, in the same shape
+    previous      jsonb NOT NULL,
+    -- per fold: its queries and the setting chosen on the other folds
+    fold_settings jsonb NOT NULL,
+    applied       boolean NOT NULL,
+    reverted_at   timestamptz
+);
+
 SELECT pg_catalog.pg_extension_config_dump('corpus.gold_sets', '');
 SELECT pg_catalog.pg_extension_config_dump('corpus.gold_queries', '');
 SELECT pg_catalog.pg_extension_config_dump('corpus.gold_judgments', '');
 SELECT pg_catalog.pg_extension_config_dump('corpus.eval_runs', '');
 SELECT pg_catalog.pg_extension_config_dump('corpus.eval_query_results', '');
+SELECT pg_catalog.pg_extension_config_dump('corpus.tune_runs', '');
 REVOKE ALL ON corpus.gold_sets, corpus.gold_queries, corpus.gold_judgments, corpus.eval_runs,
-              corpus.eval_query_results FROM PUBLIC;
+              corpus.eval_query_results, corpus.tune_runs FROM PUBLIC;

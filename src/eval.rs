@@ -20,28 +20,10 @@ use crate::spi::eval::GoldSet;
 
 const MODES: [&str; 3] = ["semantic", "lexical", "hybrid"];
 
-/// The ranking keys of a search's rows that judgments are matched against: for item-level
-/// judgments a hit matches "source:item_id" or, failing that, "item_id"; for parent-level ones
-/// its parent id (the first hit of a parent counts, later ones are duplicates of it).
+/// The ranking of a search's rows that judgments are matched against ([`metrics::ranking`]).
 fn ranking(gold: &GoldSet, judgments: Option<&HashMap<String, i32>>, rows: &[SearchRow]) -> Vec<String> {
-    let mut seen = std::collections::HashSet::new();
-    let mut out = Vec::with_capacity(rows.len());
-    for r in rows {
-        let key = if gold.level == "parent" {
-            r.parent_id.clone()
-        } else {
-            let qualified = format!("{}:{}", r.source, r.item_id);
-            if judgments.is_some_and(|j| j.contains_key(&qualified)) {
-                qualified
-            } else {
-                r.item_id.clone()
-            }
-        };
-        if seen.insert(key.clone()) {
-            out.push(key);
-        }
-    }
-    out
+    let hits = rows.iter().map(|r| (r.source.as_str(), r.item_id.as_str(), r.parent_id.as_str()));
+    metrics::ranking(gold.level == "parent", judgments, hits)
 }
 
 /// A gold query's stored extra queries as a search in `mode` takes them: a semantic run keeps
@@ -67,7 +49,7 @@ fn evaluate_mode(
     mode: &str,
     k: i32,
     max_per_parent: Option<i32>,
-    rrf_k: i32,
+    rrf_k: Option<i32>,
     candidates: Option<i32>,
     extra_queries: bool,
     evidence: bool,
@@ -94,6 +76,7 @@ fn evaluate_mode(
                 max_per_parent,
                 candidates,
                 rrf_k,
+                source_weights: None,
                 include_stale: false,
                 feedback: None,
                 extra_queries: if extra_queries { for_mode(&q.extra_queries, mode) } else { serde_json::Value::Null },
@@ -123,7 +106,7 @@ pub(crate) fn evaluate(
     modes: default!(Option<Vec<Option<String>>>, "ARRAY['semantic', 'lexical', 'hybrid']"),
     k: default!(Option<i32>, 10),
     max_per_parent: default!(Option<i32>, "NULL"),
-    rrf_k: default!(Option<i32>, 60),
+    rrf_k: default!(Option<i32>, "NULL"),
     candidates: default!(Option<i32>, "NULL"),
     store: default!(Option<bool>, true),
     extra_queries: default!(Option<bool>, false),
@@ -148,7 +131,6 @@ pub(crate) fn evaluate(
             .and_then(|m| m.into_iter().map(|m| required(m, F, "an element of modes")).collect())
             .or_raise();
         let k = required(k, F, "k").or_raise();
-        let rrf_k = required(rrf_k, F, "rrf_k").or_raise();
         let store = required(store, F, "store").or_raise();
         let extra_queries = required(extra_queries, F, "extra_queries").or_raise();
         let evidence = required(evidence, F, "evidence").or_raise();
@@ -163,7 +145,7 @@ fn run_evaluation(
     modes: Vec<String>,
     k: i32,
     max_per_parent: Option<i32>,
-    rrf_k: i32,
+    rrf_k: Option<i32>,
     candidates: Option<i32>,
     store: bool,
     [extra_queries, evidence, expand]: [bool; 3],

@@ -26,6 +26,7 @@ mod regtypes;
 mod search;
 mod spi;
 mod trigger;
+mod tune;
 mod vector;
 
 ::pgrx::pg_module_magic!(name, version);

@@ -84,6 +84,7 @@ fn corpus_alter(
     must_include: default!(Option<JsonbText>, "NULL"),
     graph: default!(Option<JsonbText>, "NULL"),
     audit: default!(Option<JsonbText>, "NULL"),
+    ranking: default!(Option<JsonbText>, "NULL"),
 ) {
     let settings = CorpusSettings {
         isolation,
@@ -99,9 +100,14 @@ fn corpus_alter(
     spi::pinned_search_path(|| -> Result<(), CoreError> {
         spi::require_writable("corpus_alter")?;
         check_shapes(&settings)?;
+        let ranking = ranking.map(|r| r.parse("ranking")).transpose()?;
+        let ranking = ranking.map(|r| pg_corpus_core::ranking::parse_change(&r)).transpose()?;
         let name = name.unwrap_or("");
         if !catalog::update_corpus(name, &settings)? {
             return Err(registry::no_corpus(name, "See corpus.corpus_list() for the defined corpora."));
+        }
+        if let Some(change) = &ranking {
+            catalog::alter_ranking(name, change)?;
         }
         spi::catalog::validate_corpus(name)?;
         catalog::snapshot_column_types(name, None)?;
@@ -362,12 +368,13 @@ fn corpus_list() -> TableIterator<
         name!(graph, Option<JsonbText>),
         name!(edges, Option<JsonbText>),
         name!(audit, Option<JsonbText>),
+        name!(ranking, Option<JsonbText>),
     ),
 > {
     let rows = spi::pinned_search_path(catalog::list).or_raise();
     TableIterator::new(rows.into_iter().map(|r| {
         let j = |s: Option<String>| s.map(JsonbText);
-        let [isolation, filter_fields, sources, spaces, evidence, must_include, graph, edges, audit] = r.json;
+        let [isolation, filter_fields, sources, spaces, evidence, must_include, graph, edges, audit, ranking] = r.json;
         (
             r.name,
             r.description,
@@ -381,6 +388,7 @@ fn corpus_list() -> TableIterator<
             j(graph),
             j(edges),
             j(audit),
+            j(ranking),
         )
     }))
 }

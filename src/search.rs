@@ -121,6 +121,20 @@ pub(crate) fn run_of(
     })
 }
 
+/// The unfused branch lists of one round of a search (a tuner's capture), with JIT off as
+/// for [`run_of`].
+pub(crate) fn branch_lists(
+    corpus: &str,
+    definition: std::sync::Arc<pg_corpus_core::model::Corpus>,
+    args: Args,
+) -> Result<Vec<pg_corpus_core::fusion::RankedList>, CoreError> {
+    spi::with_settings(&[("jit", "off".to_string())], || {
+        let mut exec = SpiExecutor::new(corpus);
+        let req = request_of(definition, args, &mut exec)?;
+        engine::branch_lists(&req, &mut exec)
+    })
+}
+
 /// Log a finished search (when its corpus logs searches) with its latency.
 fn record_audit(row: Option<pg_corpus_core::audit::AuditRow>, started: std::time::Instant) -> Result<(), CoreError> {
     if let Some(mut row) = row {
@@ -200,7 +214,7 @@ pub(crate) fn hybrid_search(
     mode: default!(Option<&str>, "'hybrid'"),
     max_per_parent: default!(Option<i32>, 3),
     candidates: default!(Option<i32>, "NULL"),
-    rrf_k: default!(Option<i32>, 60),
+    rrf_k: default!(Option<i32>, "NULL"),
     include_stale: default!(Option<bool>, false),
     feedback: default!(Option<bool>, "NULL"),
     extra_queries: default!(Option<JsonbText>, "NULL"),
@@ -236,7 +250,7 @@ pub(crate) fn hybrid_search(
         let corpus = required(corpus, F, "corpus")?;
         let args = Args {
             max_per_parent,
-            rrf_k: required(rrf_k, F, "rrf_k")?,
+            rrf_k,
             feedback,
             evidence,
             expand: Some(required(expand, F, "expand")?),
@@ -339,7 +353,7 @@ fn corpus_find_similar(
     max_per_parent: default!(Option<i32>, 3),
     exclude_parent: default!(Option<bool>, false),
     candidates: default!(Option<i32>, "NULL"),
-    rrf_k: default!(Option<i32>, 60),
+    rrf_k: default!(Option<i32>, "NULL"),
     include_stale: default!(Option<bool>, false),
     filter_mode: default!(Option<&str>, "'strict'"),
 ) -> TableIterator<
@@ -374,7 +388,7 @@ fn corpus_find_similar(
             exclude_parent: required(exclude_parent, F, "exclude_parent")?,
             args: Args {
                 max_per_parent,
-                rrf_k: required(rrf_k, F, "rrf_k")?,
+                rrf_k,
                 ..common_args(F, None, None, k, filters, mode, candidates, include_stale, None, filter_mode, None)?
             },
         };

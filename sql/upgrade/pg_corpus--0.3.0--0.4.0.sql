@@ -10,10 +10,15 @@ CREATE OR REPLACE FUNCTION corpus.corpus_create(name text, isolation jsonb DEFAU
     spaces jsonb DEFAULT '{}', evidence jsonb DEFAULT '{}', must_include jsonb DEFAULT '[]',
     graph jsonb DEFAULT '{}', audit jsonb DEFAULT '{}')
 RETURNS void VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'corpus_create_wrapper';
-CREATE OR REPLACE FUNCTION corpus.corpus_alter(name text, isolation jsonb DEFAULT NULL,
+-- A corpus' ranking settings: the fusion defaults of its searches, set by corpus_alter's
+-- ranking argument or by corpus_tune.
+ALTER TABLE corpus.corpora ADD COLUMN ranking jsonb NOT NULL DEFAULT '{}'
+    CONSTRAINT corpora_ranking_check CHECK (jsonb_typeof(ranking) = 'object');
+DROP FUNCTION corpus.corpus_alter(text, jsonb, text[], jsonb, text, jsonb, jsonb, jsonb, jsonb, jsonb);
+CREATE FUNCTION corpus.corpus_alter(name text, isolation jsonb DEFAULT NULL,
     required_filters text[] DEFAULT NULL, filter_fields jsonb DEFAULT NULL, description text DEFAULT NULL,
     spaces jsonb DEFAULT NULL, evidence jsonb DEFAULT NULL, must_include jsonb DEFAULT NULL,
-    graph jsonb DEFAULT NULL, audit jsonb DEFAULT NULL)
+    graph jsonb DEFAULT NULL, audit jsonb DEFAULT NULL, ranking jsonb DEFAULT NULL)
 RETURNS void VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'corpus_alter_wrapper';
 CREATE OR REPLACE FUNCTION corpus.corpus_drop(name text, if_exists boolean DEFAULT false)
 RETURNS void VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'corpus_drop_wrapper';
@@ -35,10 +40,11 @@ CREATE OR REPLACE FUNCTION corpus.corpus_drop_edges(corpus text, name text)
 RETURNS void VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'corpus_drop_edges_wrapper';
 CREATE OR REPLACE FUNCTION corpus.corpus_audit_purge(older_than interval, corpus text DEFAULT NULL)
 RETURNS bigint VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'corpus_audit_purge_wrapper';
-CREATE OR REPLACE FUNCTION corpus.corpus_list()
+DROP FUNCTION corpus.corpus_list();
+CREATE FUNCTION corpus.corpus_list()
 RETURNS TABLE (name text, description text, isolation jsonb, required_filters text[], filter_fields jsonb,
                sources jsonb, spaces jsonb, evidence jsonb, must_include jsonb, graph jsonb, edges jsonb,
-               audit jsonb)
+               audit jsonb, ranking jsonb)
 STRICT STABLE PARALLEL SAFE LANGUAGE c AS 'MODULE_PATHNAME', 'corpus_list_wrapper';
 DROP FUNCTION corpus._require_object(jsonb, text);
 DROP FUNCTION corpus._require_array(jsonb, text);
@@ -183,3 +189,63 @@ CREATE FUNCTION corpus.bm25_index_check("index" regclass, heapallindexed boolean
 RETURNS TABLE (segments integer, documents bigint, terms bigint, postings bigint, pending_rows bigint, pages bigint,
                free_pages bigint, heap_rows bigint)
 STRICT VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'bm25_index_check_wrapper';
+
+-- Searches and evaluations take rrf_k from the corpus' ranking settings unless the call gives it.
+CREATE OR REPLACE FUNCTION corpus.corpus_hybrid_search(corpus text, query_vec vector, query_text text,
+    k integer DEFAULT 10, filters jsonb DEFAULT '{}', mode text DEFAULT 'hybrid', max_per_parent integer DEFAULT 3,
+    candidates integer DEFAULT NULL, rrf_k integer DEFAULT NULL, include_stale boolean DEFAULT false,
+    feedback boolean DEFAULT NULL, extra_queries jsonb DEFAULT NULL, filter_mode text DEFAULT 'strict',
+    query_vectors jsonb DEFAULT NULL, evidence boolean DEFAULT NULL, expand boolean DEFAULT false)
+RETURNS TABLE (rank integer, corpus text, source text, item_id text, parent_id text, score float8,
+               semantic_rank integer, semantic_distance float8, lexical_rank integer, lexical_score float8,
+               content text, locator jsonb, metadata jsonb, embedding_stale boolean, query_ranks jsonb,
+               evidence jsonb, origin jsonb)
+VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'hybrid_search_wrapper';
+CREATE OR REPLACE FUNCTION corpus.corpus_find_similar(corpus text, source text, item_id text,
+    k integer DEFAULT 10, filters jsonb DEFAULT '{}', mode text DEFAULT 'hybrid', max_per_parent integer DEFAULT 3,
+    exclude_parent boolean DEFAULT false, candidates integer DEFAULT NULL, rrf_k integer DEFAULT NULL,
+    include_stale boolean DEFAULT false, filter_mode text DEFAULT 'strict')
+RETURNS TABLE (rank integer, corpus text, source text, item_id text, parent_id text, score float8,
+               semantic_rank integer, semantic_distance float8, lexical_rank integer, lexical_score float8,
+               content text, locator jsonb, metadata jsonb, embedding_stale boolean, query_ranks jsonb,
+               evidence jsonb, origin jsonb)
+VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'corpus_find_similar_wrapper';
+CREATE OR REPLACE FUNCTION corpus.corpus_evaluate(gold_set text,
+    modes text[] DEFAULT ARRAY['semantic', 'lexical', 'hybrid'], k integer DEFAULT 10,
+    max_per_parent integer DEFAULT NULL, rrf_k integer DEFAULT NULL, candidates integer DEFAULT NULL,
+    store boolean DEFAULT true, extra_queries boolean DEFAULT false, evidence boolean DEFAULT false,
+    expand boolean DEFAULT false)
+RETURNS TABLE (run_id bigint, mode text, queries integer, precision_at_k float8, recall_at_k float8,
+               mrr float8, ndcg_at_k float8)
+VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'evaluate_wrapper';
+
+-- corpus_tune: fusion settings chosen on a gold set by cross-validation, and their reversal.
+CREATE TABLE corpus.tune_runs (
+    id            bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    gold_set      text NOT NULL REFERENCES corpus.gold_sets (name) ON DELETE CASCADE,
+    corpus        text NOT NULL,
+    started_at    timestamptz NOT NULL,
+    finished_at   timestamptz NOT NULL DEFAULT clock_timestamp(),
+    tuned_by      name NOT NULL DEFAULT current_user,
+    queries       integer NOT NULL,
+    folds         integer NOT NULL,
+    seed          bigint NOT NULL,
+    baseline_ndcg float8 NOT NULL,
+    tuned_ndcg    float8 NOT NULL,
+    p_value       float8 NOT NULL,
+    settings      jsonb NOT NULL,
+    previous      jsonb NOT NULL,
+    fold_settings jsonb NOT NULL,
+    applied       boolean NOT NULL,
+    reverted_at   timestamptz
+);
+SELECT pg_catalog.pg_extension_config_dump('corpus.tune_runs', '');
+REVOKE ALL ON corpus.tune_runs FROM PUBLIC;
+CREATE FUNCTION corpus.corpus_tune(corpus text, gold_set text, folds integer DEFAULT 5,
+    budget_seconds float8 DEFAULT 600, apply boolean DEFAULT false, alpha float8 DEFAULT 0.05,
+    seed bigint DEFAULT 0, k integer DEFAULT 10)
+RETURNS TABLE (run_id bigint, queries integer, folds integer, baseline_ndcg float8, tuned_ndcg float8,
+               gain float8, p_value float8, significant boolean, applied boolean, settings jsonb, previous jsonb)
+VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'corpus_tune_wrapper';
+CREATE FUNCTION corpus.corpus_tune_revert(corpus text) RETURNS bigint
+VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'corpus_tune_revert_wrapper';

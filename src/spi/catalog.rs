@@ -271,6 +271,8 @@ const CORPUS_DEFINITION: &str = r#"
          'must_include', c.must_include,
          'graph', c.graph,
          'audit', c.audit,
+         -- (absent from catalogs of older releases)
+         'ranking', to_jsonb(c) -> 'ranking',
          'edges', COALESCE((
              SELECT jsonb_agg(jsonb_build_object(
                         'name', e.name,

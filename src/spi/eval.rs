@@ -357,3 +357,104 @@ pub fn compare_queries(
     })
     .map_err(spi_failure)
 }
+
+/// Store ranking settings (`corpus_alter`'s `ranking` shape) through `corpus_alter`, so that only
+/// a role that may change the corpus can and the definition is checked as for any change.
+pub fn apply_ranking(corpus: &str, settings: &serde_json::Value) -> Result<(), CoreError> {
+    let text = settings.to_string();
+    Spi::connect_mut(|client| {
+        client.update(
+            "SELECT corpus.corpus_alter($1, ranking => $2::text::jsonb)",
+            None,
+            &[DatumWithOid::from(corpus), DatumWithOid::from(text.as_str())],
+        )?;
+        Ok::<_, pgrx::spi::SpiError>(())
+    })
+    .map_err(spi_failure)
+}
+
+/// One `corpus_tune` run as corpus.tune_runs keeps it.
+pub struct TuneRun<'a> {
+    pub gold_set: &'a str,
+    pub corpus: &'a str,
+    pub started_at: &'a str,
+    pub queries: i32,
+    pub folds: i32,
+    pub seed: i64,
+    pub baseline: f64,
+    pub tuned: f64,
+    pub p_value: f64,
+    pub settings: &'a serde_json::Value,
+    pub previous: &'a serde_json::Value,
+    pub fold_settings: &'a serde_json::Value,
+    pub applied: bool,
+}
+
+pub fn store_tune_run(r: &TuneRun<'_>) -> Result<i64, CoreError> {
+    let (settings, previous, folds) = (r.settings.to_string(), r.previous.to_string(), r.fold_settings.to_string());
+    Spi::connect_mut(|client| {
+        client
+            .update(
+                "INSERT INTO corpus.tune_runs (gold_set, corpus, started_at, queries, folds, seed, baseline_ndcg, \
+                 tuned_ndcg, p_value, settings, previous, fold_settings, applied) \
+                 VALUES ($1, $2, $3::timestamptz, $4, $5, $6, $7, $8, $9, $10::text::jsonb, $11::text::jsonb, \
+                 $12::text::jsonb, $13) RETURNING id",
+                None,
+                &[
+                    DatumWithOid::from(r.gold_set),
+                    DatumWithOid::from(r.corpus),
+                    DatumWithOid::from(r.started_at),
+                    DatumWithOid::from(r.queries),
+                    DatumWithOid::from(r.folds),
+                    DatumWithOid::from(r.seed),
+                    DatumWithOid::from(r.baseline),
+                    DatumWithOid::from(r.tuned),
+                    DatumWithOid::from(r.p_value),
+                    DatumWithOid::from(settings.as_str()),
+                    DatumWithOid::from(previous.as_str()),
+                    DatumWithOid::from(folds.as_str()),
+                    DatumWithOid::from(r.applied),
+                ],
+            )?
+            .first()
+            .get_one::<i64>()
+    })
+    .map_err(spi_failure)
+    .map(Option::unwrap_or_default)
+}
+
+/// The latest applied, not reverted tuning of a corpus: its id and the settings it replaced.
+pub fn last_applied_tuning(corpus: &str) -> Result<Option<(i64, serde_json::Value)>, CoreError> {
+    let row = Spi::connect(|client| {
+        let t = client.select(
+            "SELECT id, previous::text FROM corpus.tune_runs \
+              WHERE corpus = $1 AND applied AND reverted_at IS NULL ORDER BY id DESC LIMIT 1",
+            None,
+            &[DatumWithOid::from(corpus)],
+        )?;
+        if t.is_empty() {
+            return Ok(None);
+        }
+        let row = t.first();
+        Ok::<_, pgrx::spi::SpiError>(Some((row.get::<i64>(1)?, row.get::<String>(2)?)))
+    })
+    .map_err(spi_failure)?;
+    match row {
+        Some((Some(id), Some(previous))) => {
+            Ok(Some((id, pg_corpus_core::json::parse(&previous, "the settings a tuning replaced")?)))
+        }
+        _ => Ok(None),
+    }
+}
+
+pub fn mark_reverted(run_id: i64) -> Result<(), CoreError> {
+    Spi::connect_mut(|client| {
+        client.update(
+            "UPDATE corpus.tune_runs SET reverted_at = clock_timestamp() WHERE id = $1",
+            None,
+            &[DatumWithOid::from(run_id)],
+        )?;
+        Ok::<_, pgrx::spi::SpiError>(())
+    })
+    .map_err(spi_failure)
+}

@@ -279,12 +279,12 @@ pub fn refresh_lexical_stats(corpus: &str) -> Result<(), CoreError> {
 }
 
 /// One corpus as `corpus_list` shows it; `json` holds the text of isolation, filter_fields,
-/// sources, spaces, evidence, must_include, graph, edges and audit.
+/// sources, spaces, evidence, must_include, graph, edges, audit and ranking.
 pub struct ListedCorpus {
     pub name: Option<String>,
     pub description: Option<String>,
     pub required_filters: Option<Vec<Option<String>>>,
-    pub json: [Option<String>; 9],
+    pub json: [Option<String>; 10],
 }
 
 /// Every corpus with its sources and edge sets, by name.
@@ -312,7 +312,7 @@ pub fn list() -> Result<Vec<ListedCorpus>, CoreError> {
                                  'from_source', e.from_source, 'from_column', e.from_column,
                                  'to_source', e.to_source, 'to_column', e.to_column) ORDER BY e.name)
                                 FROM corpus.edges e WHERE e.corpus = c.name), '[]'::jsonb)::text,
-                    c.audit::text
+                    c.audit::text, c.ranking::text
                FROM corpus.corpora c
               ORDER BY c.name",
             None,
@@ -320,7 +320,7 @@ pub fn list() -> Result<Vec<ListedCorpus>, CoreError> {
         )?;
         let mut out = Vec::new();
         for row in table {
-            let mut json: [Option<String>; 9] = Default::default();
+            let mut json: [Option<String>; 10] = Default::default();
             for (i, slot) in json.iter_mut().enumerate() {
                 *slot = row.get::<String>(4 + i)?;
             }
@@ -334,4 +334,63 @@ pub fn list() -> Result<Vec<ListedCorpus>, CoreError> {
         Ok(out)
     })
     .map_err(spi_failure)
+}
+
+/// A corpus' ranking settings in the shape `corpus_alter(ranking => ...)` takes, every key
+/// present (null: the default) and every source's weights: what restores them as they are.
+/// None when there is no such corpus.
+pub fn ranking_settings(corpus: &str) -> Result<Option<serde_json::Value>, CoreError> {
+    let text = Spi::connect(|client| {
+        client
+            .select(
+                "SELECT jsonb_build_object(
+                        'rrf_k', c.ranking -> 'rrf_k',
+                        'window', c.ranking -> 'window',
+                        'feedback', c.ranking -> 'feedback',
+                        'weights', COALESCE((SELECT jsonb_object_agg(s.name, jsonb_build_object(
+                                                 'semantic', s.semantic_weight, 'lexical', s.lexical_weight))
+                                               FROM corpus.sources s WHERE s.corpus = c.name), '{}'::jsonb))::text
+                   FROM corpus.corpora c WHERE c.name = $1",
+                None,
+                &[DatumWithOid::from(corpus)],
+            )?
+            .first()
+            .get_one::<String>()
+    })
+    .map_err(spi_failure)?;
+    text.map(|t| pg_corpus_core::json::parse(&t, "the corpus' ranking settings")).transpose()
+}
+
+/// Store a ranking change: the corpus row's settings and the weights of the sources it names
+/// (checked against the corpus' sources first). False when there is no such corpus.
+pub fn alter_ranking(corpus: &str, change: &pg_corpus_core::ranking::RankingChange) -> Result<bool, CoreError> {
+    let Some(current) = ranking_settings(corpus)? else {
+        return Ok(false);
+    };
+    let names: Vec<&str> =
+        current["weights"].as_object().map(|o| o.keys().map(String::as_str).collect()).unwrap_or_default();
+    pg_corpus_core::ranking::check_sources(change, corpus, &names)?;
+    let stored = pg_corpus_core::ranking::parse(&serde_json::json!({
+        "rrf_k": current["rrf_k"], "window": current["window"], "feedback": current["feedback"],
+    }))?;
+    let next = change.apply(&stored).to_json().to_string();
+    execute(
+        "UPDATE corpus.corpora SET ranking = $2::text::jsonb WHERE name = $1",
+        &[DatumWithOid::from(corpus), DatumWithOid::from(next.as_str())],
+    )?;
+    for (source, w) in &change.weights {
+        execute(
+            "UPDATE corpus.sources
+                SET semantic_weight = COALESCE($3, semantic_weight),
+                    lexical_weight  = COALESCE($4, lexical_weight)
+              WHERE corpus = $1 AND name = $2",
+            &[
+                DatumWithOid::from(corpus),
+                DatumWithOid::from(source.as_str()),
+                DatumWithOid::from(w.semantic),
+                DatumWithOid::from(w.lexical),
+            ],
+        )?;
+    }
+    Ok(true)
 }

@@ -74,7 +74,8 @@ CALLS = {
                      ("description", "text", "'altered'"), ("spaces", "jsonb", "NULL"),
                      ("evidence", "jsonb", "'{\"rare_share\": 0.05}'"),
                      ("must_include", "jsonb", "'[{\"name\": \"rules\", \"source\": \"halachot\", \"top\": 2}]'"),
-                     ("graph", "jsonb", "'{\"seeds\": 3}'"), ("audit", "jsonb", "'{\"enabled\": true}'")],
+                     ("graph", "jsonb", "'{\"seeds\": 3}'"), ("audit", "jsonb", "'{\"enabled\": true}'"),
+                     ("ranking", "jsonb", "'{\"rrf_k\": 30, \"window\": 60, \"weights\": {\"halachot\": {\"lexical\": 2}}}'")],
     "corpus_compare_queries": [("run_a", "bigint", "(SELECT min(id) FROM corpus.eval_runs)"),
                                ("run_b", "bigint", "(SELECT max(id) FROM corpus.eval_runs)"),
                                ("metric", "text", "'ndcg'")],
@@ -137,6 +138,10 @@ CALLS = {
     "corpus_calibrate_evidence": [("gold_set", "text", "'probe_gold'"), ("quantile", "double precision", "0.9"),
                                   ("apply", "boolean", "true"), ("candidates", "integer", "50")],
     "corpus_list": [],
+    "corpus_tune": [("corpus", "text", f"'{EXT}'"), ("gold_set", "text", "'probe_gold'"), ("folds", "integer", "2"),
+                    ("budget_seconds", "double precision", "30"), ("apply", "boolean", "true"),
+                    ("alpha", "double precision", "0.5"), ("seed", "bigint", "1"), ("k", "integer", "5")],
+    "corpus_tune_revert": [("corpus", "text", f"'{EXT}'")],
     "corpus_refresh_lexical_stats": [("corpus", "text", f"'{EXT}'"), ("only_stale", "boolean", "false"),
                                      ("stale_fraction", "double precision", "0.1")],
 }
@@ -198,6 +203,14 @@ def db(cluster, pgc):
     conn.execute("""INSERT INTO corpus.gold_judgments (gold_set, query_id, target, grade)
                     SELECT 'probe_gold', 'q' || id, 'chunks:' || id, 1
                       FROM precedent_chunks WHERE embedding IS NOT NULL ORDER BY id LIMIT 3""")
+    # an applied tuning for corpus_tune_revert to revert: it replaced the settings as they are
+    conn.execute("""INSERT INTO corpus.tune_runs (gold_set, corpus, started_at, queries, folds, seed, baseline_ndcg,
+                        tuned_ndcg, p_value, settings, previous, fold_settings, applied)
+                    SELECT 'probe_gold', 'external_precedents', now(), 3, 2, 0, 0.5, 0.6, 0.01, '{}', l.ranking
+                           || jsonb_build_object('weights', (SELECT jsonb_object_agg(s->>'source', jsonb_build_object(
+                                  'semantic', s->'semantic_weight', 'lexical', s->'lexical_weight'))
+                                  FROM jsonb_array_elements(l.sources) s)), '[]', true
+                      FROM corpus.corpus_list() l WHERE l.name = 'external_precedents'""")
     conn.execute("SELECT * FROM corpus.corpus_evaluate('probe_gold', modes => '{hybrid}')")
     conn.execute("SELECT * FROM corpus.corpus_evaluate('probe_gold', modes => '{lexical}')")
     yield conn

@@ -104,6 +104,9 @@ ENTRY_POINTS = [
     ("enqueue", "SELECT corpus.corpus_embedding_enqueue('tenant.items', 'emb', only_missing => false)"),
     ("evaluate", "SELECT * FROM corpus.corpus_evaluate('parity_gold', store => false)"),
     ("calibrate", "SELECT * FROM corpus.corpus_calibrate_evidence('parity_gold')"),
+    ("tune", "SELECT * FROM corpus.corpus_tune('parity', 'parity_gold', folds => 2, budget_seconds => 20, apply => true, "
+             "alpha => 0.99)"),
+    ("tune_revert", "SELECT corpus.corpus_tune_revert('parity')"),
     ("claim", "SELECT * FROM corpus.corpus_embedding_claim(batch_size => 5, only_table => 'tenant.items')"),
     ("add_and_drop_source", "SELECT corpus.corpus_add_source('parity', 'again', 'tenant.items', text_column => 'body', "
                             "tsv_column => 'tsv', embedding_column => 'emb', parent_table => 'tenant.parents', "
@@ -126,9 +129,10 @@ NOT_READING_TABLES = {
     "corpus_embedding_fail": "the worker API: the queue only", "corpus_embedding_release": "the worker API: the queue only",
     "corpus_embedding_retry_dead": "the worker API: the queue only",
 }
-# the entry points that answer on the planted tables (the calibration runs its searches, then
-# needs a larger gold set than this one: 55000)
-ANSWERING = [n for n, _ in ENTRY_POINTS if n != "calibrate"]
+# the entry points that answer on the planted tables (the calibration and the tuning run their
+# searches, then may need a larger gold set than this one: 55000; a revert needs an applied
+# tuning)
+ANSWERING = [n for n, _ in ENTRY_POINTS if n not in ("calibrate", "tune", "tune_revert")]
 PLAIN_SELECT = ("SELECT i.id, i.body, i.tsv, i.emb, i.status, i.page, i.parent_id, p.kind, p.title, p.area "
                 "FROM tenant.items i JOIN tenant.parents p ON p.id = i.parent_id")
 

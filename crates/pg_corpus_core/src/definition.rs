@@ -527,6 +527,7 @@ pub fn resolve(def: &CorpusDef) -> Result<Corpus> {
         edge_errors: Vec::new(),
         graph: crate::augment::parse_limits(&def.graph)?,
         audit: crate::audit::parse(&def.audit)?,
+        ranking: crate::ranking::parse(&def.ranking)?,
     };
     corpus.must_include = crate::augment::parse_must_include(&def.must_include, &corpus)?;
     for e in &def.edges {

@@ -31,12 +31,14 @@ pub mod model;
 pub mod plan;
 pub mod postings;
 pub mod queue;
+pub mod ranking;
 pub mod registry;
 pub mod slots;
 pub mod sql;
 pub mod statistics;
 pub mod topk;
 pub mod tsvector;
+pub mod tune;
 
 #[cfg(test)]
 mod testing;

@@ -41,6 +41,35 @@ pub fn evaluate(ranking: &[String], judgments: &HashMap<String, i32>, k: usize) 
     QueryMetrics { precision, recall, mrr, ndcg, hits: ranking.len(), relevant }
 }
 
+/// The ranking of a search's hits that judgments are matched against: for item-level
+/// judgments a hit (source, item id, parent id) matches "source:item_id" or, failing that,
+/// "item_id"; for parent-level ones its parent id (the first hit of a parent counts, later ones
+/// are duplicates of it).
+pub fn ranking<'a>(
+    parent_level: bool,
+    judgments: Option<&HashMap<String, i32>>,
+    hits: impl IntoIterator<Item = (&'a str, &'a str, &'a str)>,
+) -> Vec<String> {
+    let mut seen = std::collections::HashSet::new();
+    let mut out = Vec::new();
+    for (source, item_id, parent_id) in hits {
+        let key = if parent_level {
+            parent_id.to_string()
+        } else {
+            let qualified = format!("{source}:{item_id}");
+            if judgments.is_some_and(|j| j.contains_key(&qualified)) {
+                qualified
+            } else {
+                item_id.to_string()
+            }
+        };
+        if seen.insert(key.clone()) {
+            out.push(key);
+        }
+    }
+    out
+}
+
 /// Mean of each metric over queries.
 pub fn mean(per_query: &[QueryMetrics]) -> QueryMetrics {
     let n = per_query.len().max(1) as f64;
@@ -69,10 +98,10 @@ pub struct Comparison {
 }
 
 /// A small deterministic PRNG (SplitMix64): the test must give the same p-value every time.
-struct SplitMix64(u64);
+pub(crate) struct SplitMix64(pub(crate) u64);
 
 impl SplitMix64 {
-    fn next(&mut self) -> u64 {
+    pub(crate) fn next(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);

@@ -126,7 +126,11 @@ pub struct Args {
     pub mode: String,
     pub max_per_parent: Option<i32>,
     pub candidates: Option<i32>,
-    pub rrf_k: i32,
+    /// None: the corpus' setting ([`crate::ranking::Ranking`]).
+    pub rrf_k: Option<i32>,
+    /// (semantic, lexical) weight of each source in definition order, in place of the
+    /// catalog's (a tuner's trial settings; no SQL argument sets it).
+    pub source_weights: Option<Vec<(f64, f64)>>,
     pub include_stale: bool,
     pub feedback: Option<bool>,
     /// `extra_queries`: a JSON array of `{"text", "vector", "weight", "label"}` objects (NULL
@@ -156,7 +160,8 @@ impl Default for Args {
             mode: "hybrid".into(),
             max_per_parent: Some(3),
             candidates: None,
-            rrf_k: 60,
+            rrf_k: None,
+            source_weights: None,
             include_stale: false,
             feedback: None,
             extra_queries: Value::Null,
@@ -174,9 +179,11 @@ impl Default for Args {
 pub struct Checked {
     pub mode: Mode,
     pub k: usize,
-    pub window: usize,
+    /// The call's window (None: the corpus' rule).
+    pub window: Option<usize>,
     pub max_per_parent: Option<usize>,
-    pub rrf_k: f64,
+    /// The call's rank constant (None: the corpus').
+    pub rrf_k: Option<f64>,
 }
 
 pub(crate) fn bad(msg: String, hint: &str) -> CoreError {
@@ -199,14 +206,14 @@ impl Args {
             if c < 1 || c > max_candidates {
                 return Err(bad(
                     format!("candidates must be between 1 and {max_candidates}, got {c}"),
-                    "Leave it NULL for max(20, 4*k), or raise pg_corpus.max_candidates.",
+                    "Leave it NULL for the corpus' window (by default max(20, 4*k)), or raise pg_corpus.max_candidates.",
                 ));
             }
         }
-        if !(0..=100_000).contains(&self.rrf_k) {
+        if let Some(rrf_k) = self.rrf_k.filter(|r| !(0..=crate::ranking::MAX_RRF_K).contains(r)) {
             return Err(bad(
-                format!("rrf_k must be between 0 and 100000, got {}", self.rrf_k),
-                "The usual value is 60.",
+                format!("rrf_k must be between 0 and {}, got {rrf_k}", crate::ranking::MAX_RRF_K),
+                "The usual value is 60; leave it NULL for the corpus' setting.",
             ));
         }
         let max_per_parent = match self.max_per_parent {
@@ -219,8 +226,8 @@ impl Args {
             }
             Some(n) => Some(n as usize),
         };
-        let window = self.candidates.map_or((4 * k).max(20), |c| c) as usize;
-        Ok(Checked { mode, k: k as usize, window, max_per_parent, rrf_k: self.rrf_k as f64 })
+        let window = self.candidates.map(|c| c as usize);
+        Ok(Checked { mode, k: k as usize, window, max_per_parent, rrf_k: self.rrf_k.map(f64::from) })
     }
 }
 
@@ -552,8 +559,32 @@ pub fn validate(corpus: Arc<Corpus>, args: Args, checked: Checked, config: Confi
             "Pass both query_vec and query_text with mode => 'hybrid', or feedback => false.",
         )),
         Some(f) => f,
-        None => config.hybrid_feedback && can_feed_back,
+        None => corpus.ranking.feedback.unwrap_or(config.hybrid_feedback) && can_feed_back,
     };
+    let window = window.unwrap_or_else(|| corpus.ranking.window(k, config.max_candidates));
+    let corpus = match args.source_weights {
+        None => corpus,
+        Some(w) if w.len() == corpus.sources.len() && w.iter().all(|(s, l)| s.is_finite() && l.is_finite()) => {
+            let mut c = (*corpus).clone();
+            for (src, (s, l)) in c.sources.iter_mut().zip(w) {
+                src.semantic_weight = s;
+                src.lexical_weight = l;
+            }
+            Arc::new(c)
+        }
+        Some(w) => {
+            return Err(bad(
+                format!(
+                    "{} source weights for the {} sources of corpus \"{}\"",
+                    w.len(),
+                    corpus.sources.len(),
+                    corpus.name
+                ),
+                "Give one finite (semantic, lexical) pair per source.",
+            ))
+        }
+    };
+    let rrf_k = rrf_k.unwrap_or_else(|| f64::from(corpus.ranking.rrf_k()));
     let expand = args.expand.unwrap_or(false);
     if let Some(e) = corpus.edge_errors.first().filter(|_| expand) {
         return Err(e.clone());
@@ -605,7 +636,7 @@ mod tests {
             (Box::new(|a| a.k = 1001), SqlState::InvalidParameterValue),
             (Box::new(|a| a.mode = "fuzzy".into()), SqlState::InvalidParameterValue),
             (Box::new(|a| a.candidates = Some(0)), SqlState::InvalidParameterValue),
-            (Box::new(|a| a.rrf_k = -1), SqlState::InvalidParameterValue),
+            (Box::new(|a| a.rrf_k = Some(-1)), SqlState::InvalidParameterValue),
             (Box::new(|a| a.max_per_parent = Some(-2)), SqlState::InvalidParameterValue),
             (Box::new(|a| a.query_vec = Some(vec![0.5; 3])), SqlState::DataException),
             (Box::new(|a| a.query_vec = Some(vec![f32::NAN; 384])), SqlState::DataException),
@@ -711,7 +742,7 @@ mod tests {
             (InvalidParameterValue, Some("fuzzy"), Args { mode: "fuzzy".into(), ..hybrid() }, false),
             (InvalidParameterValue, Some("mode"), Args { mode: String::new(), ..hybrid() }, false),
             (InvalidParameterValue, Some("candidates"), Args { candidates: Some(-1), ..hybrid() }, false),
-            (InvalidParameterValue, Some("rrf_k"), Args { rrf_k: -1, ..hybrid() }, false),
+            (InvalidParameterValue, Some("rrf_k"), Args { rrf_k: Some(-1), ..hybrid() }, false),
             (InvalidParameterValue, Some("max_per_parent"), Args { max_per_parent: Some(-1), ..hybrid() }, false),
             (InvalidParameterValue, Some("feedback"), Args { feedback: Some(true), ..semantic() }, false),
             (

@@ -156,7 +156,7 @@ mod tests {
         assert_eq!(out.rejected_filters.iter().map(|r| r.field.as_str()).collect::<Vec<_>>(), vec!["judge"]);
         assert_eq!(
             row.options,
-            json!({"max_per_parent": 3, "candidates": null, "rrf_k": 60, "include_stale": false, "feedback": null,
+            json!({"max_per_parent": 3, "candidates": null, "rrf_k": null, "include_stale": false, "feedback": null,
                    "extra_queries": 1, "filter_mode": "lenient", "query_vectors": [], "evidence": false,
                    "expand": null, "item": null})
         );

@@ -26,6 +26,15 @@ pub(super) fn source_infos(req: &Request) -> Vec<SourceInfo> {
         .collect()
 }
 
+/// The original query's branch lists of one round with the request's window, each corpus-wide
+/// and in rank order, unfused: what a tuner replays fusion settings on.
+pub fn branch_lists(req: &Request, exec: &mut dyn Executor) -> Result<Vec<RankedList>> {
+    let sem = semantic_plans(req, exec)?;
+    let queries = req.queries();
+    let Round { lists, .. } = run_round(req, &queries, &sem, req.window, exec)?;
+    Ok(lists.into_iter().filter(|l| l.query == QueryTag::Original).collect())
+}
+
 /// The fused, capped hits of a request (before the final fetch).
 pub fn ranked(req: &Request, exec: &mut dyn Executor) -> Result<Vec<Fused>> {
     let sem = semantic_plans(req, exec)?;

@@ -43,6 +43,7 @@ pub use entry::{audit_row, run, Call, Outcome};
 pub use evidence::EvidencePlan;
 pub use explain::{explain, ExplainRow};
 pub use fetch::search;
+pub use fuse::branch_lists;
 pub use io::{
     ChampionList, ChampionRequest, Executor, FeedbackDoc, FetchedRow, ItemKeysQuery, ItemsQuery, NeighboursQuery,
     SeedItem, SeedQuery, SliceOf, SliceQuery, TermStats,

@@ -126,6 +126,9 @@ pub struct CorpusDef {
     /// Graph expansion limits ([`crate::augment::parse_limits`]).
     #[serde(default)]
     pub graph: Value,
+    /// The fusion defaults ([`crate::ranking::parse`]; absent from catalogs of older releases).
+    #[serde(default)]
+    pub ranking: Value,
     /// Registered edge sets (`corpus.edges`).
     #[serde(default)]
     pub edges: Vec<EdgeDef>,

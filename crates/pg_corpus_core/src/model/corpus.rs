@@ -239,6 +239,8 @@ pub struct Corpus {
     pub graph: GraphLimits,
     /// Whether searches are logged.
     pub audit: AuditConfig,
+    /// The fusion defaults of its searches.
+    pub ranking: super::Ranking,
 }
 
 /// The name of the space of sources that declare none, searched with `query_vec`.

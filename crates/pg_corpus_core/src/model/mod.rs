@@ -6,6 +6,7 @@ mod catalog;
 mod corpus;
 mod features;
 mod language;
+mod ranking;
 mod search;
 
 pub use catalog::{ColumnInfo, CorpusDef, EdgeDef, RelationInfo, SourceDef};
@@ -17,6 +18,7 @@ pub use features::{
     DEFAULT_RARE_SHARE,
 };
 pub use language::{Language, LANGUAGES};
+pub use ranking::{Ranking, DEFAULT_RRF_K, DEFAULT_WINDOW, MAX_RRF_K, MAX_WINDOW, WINDOW_PER_K};
 pub use search::{Branch, Condition, Hit, Op, QueryTag, SearchRow, Strategy};
 
 /// Whether a name of a corpus, source, embedding space, must-include class or edge set is valid:

@@ -1,0 +1,52 @@
+//! A corpus' ranking settings: the fusion defaults of its searches.
+
+use serde_json::{json, Map, Value};
+
+/// RRF's rank constant when neither the call nor the corpus sets one.
+pub const DEFAULT_RRF_K: i32 = 60;
+/// The smallest candidate window (items per source and branch) when neither the call nor the
+/// corpus sets one; a search asks for at least [`WINDOW_PER_K`] × k.
+pub const DEFAULT_WINDOW: i32 = 20;
+/// A search's window is never below this many candidates per row asked for.
+pub const WINDOW_PER_K: usize = 4;
+/// The bounds of the settings (rrf_k as the search argument takes it).
+pub const MAX_RRF_K: i32 = 100_000;
+pub const MAX_WINDOW: i32 = 100_000;
+
+/// The fusion defaults a corpus sets (None: the extension's default).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Ranking {
+    pub rrf_k: Option<i32>,
+    /// The smallest candidate window; a search uses max(window, 4k).
+    pub window: Option<i32>,
+    pub feedback: Option<bool>,
+}
+
+impl Ranking {
+    /// The rank constant a search uses.
+    pub fn rrf_k(&self) -> i32 {
+        self.rrf_k.unwrap_or(DEFAULT_RRF_K)
+    }
+
+    /// The candidate window of a search for `k` rows (at most `max_candidates`, the
+    /// operator's bound on the work).
+    pub fn window(&self, k: usize, max_candidates: i32) -> usize {
+        let floor = self.window.unwrap_or(DEFAULT_WINDOW).max(1) as usize;
+        floor.max(WINDOW_PER_K * k).min(max_candidates.max(1) as usize)
+    }
+
+    /// The stored form: only the keys set.
+    pub fn to_json(&self) -> Value {
+        let mut out = Map::new();
+        if let Some(v) = self.rrf_k {
+            out.insert("rrf_k".into(), json!(v));
+        }
+        if let Some(v) = self.window {
+            out.insert("window".into(), json!(v));
+        }
+        if let Some(v) = self.feedback {
+            out.insert("feedback".into(), json!(v));
+        }
+        Value::Object(out)
+    }
+}
