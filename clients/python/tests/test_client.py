@@ -217,6 +217,15 @@ def test_catalog_and_evaluation_round_trip(conn, demo_dsn):
         cmp = {r.metric: r for r in client.compare_runs(runs["lexical"].run_id, runs["hybrid"].run_id, trials=100)}
         assert cmp["ndcg"].queries == 2
         assert len(client.compare_queries(runs["lexical"].run_id, runs["hybrid"].run_id)) == 2
+        tuned = client.tune("external_precedents", "client-gold", folds=2, budget_seconds=30, seed=3)
+        assert isinstance(tuned, pg_corpus.TuneRun) and tuned.queries == 2 and not tuned.applied
+        assert set(tuned.settings) == {"rrf_k", "window", "feedback", "weights"}
+        with pytest.raises(pg_corpus.PgCorpusError) as e:
+            client.tune_revert("external_precedents")
+        assert e.value.sqlstate == "55000"
+        client.alter_corpus("client_example", ranking={"rrf_k": 30})
+        info = {c.name: c for c in client.list_corpora()}["client_example"]
+        assert info.ranking == {"rrf_k": 30}
         client.drop_source("client_example", "chunks")
         client.drop_corpus("client_example")
         client.drop_corpus("client_example", if_exists=True)

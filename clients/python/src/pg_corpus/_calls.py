@@ -210,6 +210,20 @@ def evaluate(gold_set: str, *, modes: Sequence[str] = UNSET, k: int = UNSET, max
                  _rows_of(t.EvalRun))
 
 
+def tune(corpus: str, gold_set: str, *, folds: int = UNSET, budget_seconds: float = UNSET, apply: bool = UNSET,
+         alpha: float = UNSET, seed: int = UNSET, k: int = UNSET) -> Call[t.TuneRun]:
+    """``corpus_tune``: fusion settings chosen on a gold set by cross-validation (:class:`TuneRun`)."""
+    return _call("corpus_tune", [(corpus, "text"), (gold_set, "text")],
+                 [("folds", folds, "int"), ("budget_seconds", budget_seconds, "float8"), ("apply", apply, "boolean"),
+                  ("alpha", alpha, "float8"), ("seed", seed, "bigint"), ("k", k, "int")],
+                 lambda rows: _rows_of(t.TuneRun)(rows)[0])
+
+
+def tune_revert(corpus: str) -> Call[int]:
+    """``corpus_tune_revert``: the id of the tuning run whose replaced settings were restored."""
+    return _call("corpus_tune_revert", [(corpus, "text")], [], _count)
+
+
 def compare_runs(run_a: int, run_b: int, *, trials: int = UNSET) -> Call[list[t.RunComparison]]:
     """``corpus_compare_runs``: per metric, the difference of two runs and its p-value."""
     return _call("corpus_compare_runs", [(run_a, "bigint"), (run_b, "bigint")], [("trials", trials, "int")],
@@ -270,10 +284,12 @@ def add_source(corpus: str, source: str, item_table: str, *, text_column: str, e
 
 def alter_corpus(name: str, *, isolation: dict[str, Any] = UNSET, required_filters: Sequence[str] = UNSET,
                  filter_fields: dict[str, Any] = UNSET, description: str | None = UNSET,
-                 spaces: dict[str, Any] = UNSET) -> Call[None]:
-    """``corpus_alter``: the arguments given replace the corpus' definition of them."""
-    return _call("corpus_alter", [(name, "text")], _corpus_options(isolation, required_filters, filter_fields,
-                                                                   description, spaces),
+                 spaces: dict[str, Any] = UNSET, ranking: dict[str, Any] = UNSET) -> Call[None]:
+    """``corpus_alter``: the arguments given replace the corpus' definition of them (``ranking``:
+    the keys given, null ones back to the default)."""
+    return _call("corpus_alter", [(name, "text")],
+                 _corpus_options(isolation, required_filters, filter_fields, description, spaces)
+                 + [("ranking", _json(ranking), "jsonb")],
                  _nothing, returns_rows=False)
 
 

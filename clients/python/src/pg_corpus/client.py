@@ -102,6 +102,8 @@ class _Calls:
     evaluate = _Method(c.evaluate)
     compare_runs = _Method(c.compare_runs)
     compare_queries = _Method(c.compare_queries)
+    tune = _Method(c.tune)
+    tune_revert = _Method(c.tune_revert)
     # -- catalog -----------------------------------------------------------------------------
     list_corpora = _Method(c.list_corpora)
     create_corpus = _Method(c.create_corpus)

@@ -72,6 +72,25 @@ class HealthRow:
 
 
 @dataclass(frozen=True)
+class TuneRun:
+    """The row of ``corpus_tune``: the cross-validated figures and the settings chosen."""
+
+    run_id: int
+    queries: int
+    folds: int
+    baseline_ndcg: float
+    tuned_ndcg: float
+    gain: float
+    p_value: float
+    significant: bool
+    applied: bool
+    #: ``{"rrf_k", "window", "feedback", "weights": {source: {"semantic", "lexical"}}}``
+    settings: dict[str, Any]
+    #: the corpus' settings before, in the same shape
+    previous: dict[str, Any]
+
+
+@dataclass(frozen=True)
 class EvalRun:
     """One row of ``corpus_evaluate``: a stored run of one mode."""
 
@@ -129,6 +148,8 @@ class CorpusInfo:
     graph: dict[str, Any] = field(default_factory=dict)
     #: registered edge sets: ``[{"name", "edge_table", "from_source", "from_column", "to_source", "to_column"}]``
     edges: list[dict[str, Any]] = field(default_factory=list)
+    #: the fusion defaults of its searches: ``{"rrf_k", "window", "feedback"}`` (the keys set)
+    ranking: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
