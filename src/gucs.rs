@@ -127,7 +127,7 @@ pub fn init() {
     GucRegistry::define_int_guc(
         c"pg_corpus.max_candidates",
         c"Largest per-branch candidate window a search widens to.",
-        c"The window starts at candidates (default max(20, 4*k)) and grows until k rows survive the per-parent cap.",
+        c"The window starts at candidates (default max(100, 4*k)) and grows until k rows survive the per-parent cap.",
         &MAX_CANDIDATES,
         1,
         1_000_000,

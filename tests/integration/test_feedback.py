@@ -12,7 +12,7 @@ import pytest
 
 SEED = 3172
 EXT = "external_precedents"
-WINDOW = 40  # max(20, 4 * k) for k = 10
+WINDOW = 100  # the default window for k = 10: max(100, 4 * k)
 BETA = 0.5
 
 

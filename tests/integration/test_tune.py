@@ -132,6 +132,13 @@ def test_applying_then_reverting_leaves_the_catalog_as_it_was(db):
     assert e.value.diag.message_hint
 
 
+def test_the_budget_bounds_the_queries_captured(db):
+    r = tune(db, "tune_lex", "gold_lex", folds=3, budget_seconds=0.05)
+    assert 3 <= r["queries"] < N_QUERIES, r
+    folds = db.execute("SELECT fold_settings FROM corpus.tune_runs WHERE id = %s", [r["run_id"]]).fetchone()[0]
+    assert sum(len(f["queries"]) for f in folds) == r["queries"]
+
+
 def test_no_significant_gain_is_never_applied(db):
     before = listed(db, "tune_both")
     r = tune(db, "tune_both", "gold_both", folds=3, apply=True)

@@ -164,12 +164,12 @@ mod tests {
     #[test]
     fn the_window_is_the_floor_or_four_times_k_within_max_candidates() {
         let r = Ranking::default();
-        assert_eq!(r.window(10, 10_000), 40);
-        assert_eq!(r.window(3, 10_000), 20);
-        let r = Ranking { window: Some(100), ..Ranking::default() };
         assert_eq!(r.window(10, 10_000), 100);
         assert_eq!(r.window(50, 10_000), 200);
-        assert_eq!(r.window(10, 64), 64, "pg_corpus.max_candidates bounds a corpus' window");
+        let r = Ranking { window: Some(20), ..Ranking::default() };
+        assert_eq!(r.window(10, 10_000), 40);
+        assert_eq!(r.window(3, 10_000), 20);
+        assert_eq!(Ranking::default().window(10, 64), 64, "pg_corpus.max_candidates bounds a corpus' window");
         assert_eq!(Ranking::default().rrf_k(), 60);
     }
 

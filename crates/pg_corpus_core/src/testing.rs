@@ -54,6 +54,8 @@ pub fn legal_def() -> Value {
         "isolation": {"source_kind": "external_upload"},
         "required_filters": [], "filter_fields": {"court": "text", "page_number": "integer"},
         "vector_schema": "public",
+        // the engine's tests follow the window's mechanics from a floor of 20 (k 10: 40)
+        "ranking": {"window": 20},
         "sources": [
             src("chunks", &chunks, "content", "content_tsv", json!({}),
                 json!({"case_number": "parent.case_number", "page": "page_number"})),

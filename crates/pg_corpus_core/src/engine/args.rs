@@ -206,7 +206,7 @@ impl Args {
             if c < 1 || c > max_candidates {
                 return Err(bad(
                     format!("candidates must be between 1 and {max_candidates}, got {c}"),
-                    "Leave it NULL for the corpus' window (by default max(20, 4*k)), or raise pg_corpus.max_candidates.",
+                    "Leave it NULL for the corpus' window (by default max(100, 4*k)), or raise pg_corpus.max_candidates.",
                 ));
             }
         }

@@ -6,7 +6,7 @@ use serde_json::{json, Map, Value};
 pub const DEFAULT_RRF_K: i32 = 60;
 /// The smallest candidate window (items per source and branch) when neither the call nor the
 /// corpus sets one; a search asks for at least [`WINDOW_PER_K`] × k.
-pub const DEFAULT_WINDOW: i32 = 20;
+pub const DEFAULT_WINDOW: i32 = 100;
 /// A search's window is never below this many candidates per row asked for.
 pub const WINDOW_PER_K: usize = 4;
 /// The bounds of the settings (rrf_k as the search argument takes it).
