@@ -77,6 +77,7 @@ fn evaluate_mode(
                 candidates,
                 rrf_k,
                 source_weights: None,
+                feedback_params: None,
                 include_stale: false,
                 feedback: None,
                 extra_queries: if extra_queries { for_mode(&q.extra_queries, mode) } else { serde_json::Value::Null },

@@ -111,6 +111,7 @@ fn isolation_audit(corpus: &std::sync::Arc<Corpus>, depth: &AuditDepth) -> Resul
                         candidates: None,
                         rrf_k: None,
                         source_weights: None,
+                        feedback_params: None,
                         include_stale: true,
                         feedback: None,
                         extra_queries: serde_json::Value::Null,

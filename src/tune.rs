@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use pg_corpus_core::engine::{Args, Call};
 use pg_corpus_core::metrics;
-use pg_corpus_core::ranking::WINDOW_PER_K;
+use pg_corpus_core::ranking::{FeedbackParams, WINDOW_PER_K};
 use pg_corpus_core::tune::{self, Capture, Grid, Problem, Setting};
 use pg_corpus_core::{CoreError, SqlState};
 use pgrx::prelude::*;
@@ -102,13 +102,14 @@ fn progress(phase: &str, detail: serde_json::Value) {
 }
 
 /// A setting in the catalog's shape (what `corpus_alter(ranking => ...)` takes).
-fn settings_json(s: &Setting, feedback: bool, sources: &[String]) -> serde_json::Value {
+fn settings_json(s: &Setting, feedback: bool, p: FeedbackParams, sources: &[String]) -> serde_json::Value {
     let weights: serde_json::Map<String, serde_json::Value> = sources
         .iter()
         .zip(&s.weights)
         .map(|(name, (sem, lex))| (name.clone(), json!({"semantic": sem, "lexical": lex})))
         .collect();
-    json!({"rrf_k": s.rrf_k, "window": s.window, "feedback": feedback, "weights": weights})
+    json!({"rrf_k": s.rrf_k, "window": s.window, "feedback": feedback, "feedback_beta": p.beta,
+           "feedback_alpha": p.alpha, "feedback_terms": p.terms, "weights": weights})
 }
 
 type TuneRow = (i64, i32, i32, f64, f64, f64, f64, bool, bool, JsonB, JsonB);
@@ -233,6 +234,40 @@ fn run(corpus: &str, gold_set: &str, plan: Plan, apply: bool) -> Result<TuneRow,
     };
     let fold_feedback: Vec<bool> = (0..plan.folds).map(|f| feedback_for(&cv.training(f))).collect();
     let chosen_feedback = feedback_for(&all);
+    // the feedback round's parameters: each alternative measured with feedback on (and the
+    // current fusion settings) while the time left also covers the tuned pass
+    let current_params = definition.ranking.feedback_params();
+    let mut params: Vec<FeedbackParams> = Vec::new();
+    let mut param_scores: Vec<Vec<f64>> = Vec::new();
+    if let Some(on) = if current_feedback { Some(&base) } else { flipped.as_ref() } {
+        params.push(current_params);
+        param_scores.push(on.clone());
+        let pass = (started.elapsed().as_secs_f64() - base_start - base_seconds).max(base_seconds);
+        for p in tune::feedback_alternatives(current_params) {
+            if plan.budget.as_secs_f64() - started.elapsed().as_secs_f64() < pass * 3.0 {
+                break;
+            }
+            let scores = queries
+                .iter()
+                .map(|q| {
+                    let a = Args { feedback: Some(true), feedback_params: Some(p), ..args(q, plan.k, max_per_parent) };
+                    measure(&gold, q, a, plan.k)
+                })
+                .collect::<Result<Vec<f64>, _>>()?;
+            params.push(p);
+            param_scores.push(scores);
+        }
+    }
+    let params_for = |train: &[usize], on: bool| {
+        if on && !params.is_empty() {
+            params[tune::best_option(train, &param_scores)]
+        } else {
+            current_params
+        }
+    };
+    let fold_params: Vec<FeedbackParams> =
+        (0..plan.folds).map(|f| params_for(&cv.training(f), fold_feedback[f])).collect();
+    let chosen_params = params_for(&all, chosen_feedback);
     let tuned: Vec<f64> = queries
         .iter()
         .enumerate()
@@ -245,6 +280,7 @@ fn run(corpus: &str, gold_set: &str, plan: Plan, apply: bool) -> Result<TuneRow,
                 candidates: Some(window as i32),
                 source_weights: Some(s.weights.clone()),
                 feedback: Some(fold_feedback[cv.fold_of[i]]),
+                feedback_params: Some(fold_params[cv.fold_of[i]]),
                 ..args(q, plan.k, max_per_parent)
             };
             measure(&gold, q, a, plan.k)
@@ -256,16 +292,17 @@ fn run(corpus: &str, gold_set: &str, plan: Plan, apply: bool) -> Result<TuneRow,
     progress(
         "measured",
         json!({"baseline": cmp.mean_a, "tuned": cmp.mean_b, "p_value": cmp.p_value,
-               "feedback_measured": flipped.is_some(), "seconds": started.elapsed().as_secs_f64()}),
+               "feedback_measured": flipped.is_some(), "feedback_parameters_measured": params.len(),
+               "seconds": started.elapsed().as_secs_f64()}),
     );
 
     // 4. record, and apply when asked and significant
-    let settings = settings_json(&chosen, chosen_feedback, &sources);
+    let settings = settings_json(&chosen, chosen_feedback, chosen_params, &sources);
     let folds_json: Vec<serde_json::Value> = (0..plan.folds)
         .map(|f| {
             let ids: Vec<&str> =
                 (0..queries.len()).filter(|&i| cv.fold_of[i] == f).map(|i| queries[i].id.as_str()).collect();
-            json!({"fold": f, "queries": ids, "settings": settings_json(&cv.settings[f], fold_feedback[f], &sources)})
+            json!({"fold": f, "queries": ids, "settings": settings_json(&cv.settings[f], fold_feedback[f], fold_params[f], &sources)})
         })
         .collect();
     let applied = apply && significant;

@@ -347,6 +347,9 @@ pub fn ranking_settings(corpus: &str) -> Result<Option<serde_json::Value>, CoreE
                         'rrf_k', c.ranking -> 'rrf_k',
                         'window', c.ranking -> 'window',
                         'feedback', c.ranking -> 'feedback',
+                        'feedback_beta', c.ranking -> 'feedback_beta',
+                        'feedback_alpha', c.ranking -> 'feedback_alpha',
+                        'feedback_terms', c.ranking -> 'feedback_terms',
                         'weights', COALESCE((SELECT jsonb_object_agg(s.name, jsonb_build_object(
                                                  'semantic', s.semantic_weight, 'lexical', s.lexical_weight))
                                                FROM corpus.sources s WHERE s.corpus = c.name), '{}'::jsonb))::text
@@ -372,6 +375,8 @@ pub fn alter_ranking(corpus: &str, change: &pg_corpus_core::ranking::RankingChan
     pg_corpus_core::ranking::check_sources(change, corpus, &names)?;
     let stored = pg_corpus_core::ranking::parse(&serde_json::json!({
         "rrf_k": current["rrf_k"], "window": current["window"], "feedback": current["feedback"],
+        "feedback_beta": current["feedback_beta"], "feedback_alpha": current["feedback_alpha"],
+        "feedback_terms": current["feedback_terms"],
     }))?;
     let next = change.apply(&stored).to_json().to_string();
     execute(

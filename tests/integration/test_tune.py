@@ -115,7 +115,7 @@ def test_applying_then_reverting_leaves_the_catalog_as_it_was(db):
     assert r["applied"]
     after = listed(db, "tune_lex")
     s = r["settings"]
-    assert after["ranking"] == {"rrf_k": s["rrf_k"], "window": s["window"], "feedback": s["feedback"]}
+    assert after["ranking"] == {k: v for k, v in s.items() if k != "weights"}
     source = after["sources"][0]
     assert (source["semantic_weight"], source["lexical_weight"]) == \
         (s["weights"]["docs"]["semantic"], s["weights"]["docs"]["lexical"])
@@ -160,8 +160,19 @@ def test_the_corpus_ranking_settings_are_the_defaults_of_its_searches(db):
         # a key given as null goes back to the default; keys not given stay
         db.execute("""SELECT corpus.corpus_alter('tune_lex', ranking => '{"rrf_k": null}')""")
         assert listed(db, "tune_lex")["ranking"] == {"window": 80}
+        # feedback from the corpus' settings is the call's feedback => true with those parameters
+        fed = ids(db, "tune_lex", *q, feedback=True)
+        db.execute("""SELECT corpus.corpus_alter('tune_lex', ranking => '{"feedback": true}')""")
+        assert ids(db, "tune_lex", *q) == fed
+        assert ids(db, "tune_lex", *q, feedback=False) == \
+            ids(db, "tune_lex", *q, rrf_k=60, candidates=80, feedback=False)
+        db.execute("""SELECT corpus.corpus_alter('tune_lex', ranking => '{"feedback_beta": 2, "feedback_terms": 5}')""")
+        assert listed(db, "tune_lex")["ranking"] == {"window": 80, "feedback": True, "feedback_beta": 2,
+                                                     "feedback_terms": 5}
+        assert len(ids(db, "tune_lex", *q)) == 10
     finally:
-        db.execute("""SELECT corpus.corpus_alter('tune_lex', ranking => '{"rrf_k": null, "window": null}')""")
+        db.execute("""SELECT corpus.corpus_alter('tune_lex', ranking => '{"rrf_k": null, "window": null,
+                      "feedback": null, "feedback_beta": null, "feedback_terms": null}')""")
     assert listed(db, "tune_lex")["ranking"] == {}
     assert ids(db, "tune_lex", *q) == plain
 
@@ -170,6 +181,8 @@ def test_the_corpus_ranking_settings_are_the_defaults_of_its_searches(db):
     ("SELECT corpus.corpus_alter('tune_lex', ranking => '{\"rrf_k\": -1}')", "22023"),
     ("SELECT corpus.corpus_alter('tune_lex', ranking => '{\"windows\": 10}')", "22023"),
     ("SELECT corpus.corpus_alter('tune_lex', ranking => '[]')", "22023"),
+    ("SELECT corpus.corpus_alter('tune_lex', ranking => '{\"feedback_alpha\": 2}')", "22023"),
+    ("SELECT corpus.corpus_alter('tune_lex', ranking => '{\"feedback_terms\": 0}')", "22023"),
     ("SELECT corpus.corpus_alter('tune_lex', ranking => '{\"weights\": {\"nope\": {\"lexical\": 2}}}')", "42704"),
     ("SELECT corpus.corpus_alter('tune_lex', ranking => '{\"weights\": {\"docs\": {\"lexical\": -2}}}')", "22023"),
     ("SELECT * FROM corpus.corpus_tune('tune_lex', 'gold_lex', folds => 1)", "22023"),

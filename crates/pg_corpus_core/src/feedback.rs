@@ -17,10 +17,10 @@ use std::collections::BTreeMap;
 use crate::lexical::QueryKey;
 
 pub const VECTOR_DOCS: usize = 3;
-pub const VECTOR_BETA: f64 = 0.5;
+pub const VECTOR_BETA: f64 = crate::model::DEFAULT_FEEDBACK_BETA;
 pub const RM3_DOCS: usize = 10;
-pub const RM3_TERMS: usize = 20;
-pub const RM3_ALPHA: f64 = 0.5;
+pub const RM3_TERMS: usize = crate::model::DEFAULT_FEEDBACK_TERMS as usize;
+pub const RM3_ALPHA: f64 = crate::model::DEFAULT_FEEDBACK_ALPHA;
 
 fn normalised(v: &[f64]) -> Option<Vec<f64>> {
     let norm = v.iter().map(|x| x * x).sum::<f64>().sqrt();

@@ -9,15 +9,16 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-pub use crate::model::{Ranking, DEFAULT_RRF_K, DEFAULT_WINDOW, MAX_RRF_K, MAX_WINDOW, WINDOW_PER_K};
+pub use crate::model::{FeedbackParams, Ranking, DEFAULT_RRF_K, DEFAULT_WINDOW, MAX_RRF_K, MAX_WINDOW, WINDOW_PER_K};
 
 use crate::error::{CoreError, Result, SqlState};
 
 /// The bound of a branch weight.
 pub const MAX_WEIGHT: f64 = 1_000.0;
 
-const KEYS: [&str; 4] = ["rrf_k", "window", "feedback", "weights"];
+const KEYS: [&str; 7] = ["rrf_k", "window", "feedback", "feedback_beta", "feedback_alpha", "feedback_terms", "weights"];
 const SHAPE: &str = "ranking is {\"rrf_k\": 60, \"window\": 20, \"feedback\": false, \
+                     \"feedback_beta\": 0.5, \"feedback_alpha\": 0.5, \"feedback_terms\": 20, \
                      \"weights\": {\"source\": {\"semantic\": 1, \"lexical\": 1}}}: every key optional, \
                      null resets a setting to the default.";
 
@@ -36,6 +37,9 @@ pub struct RankingChange {
     pub rrf_k: Option<Option<i32>>,
     pub window: Option<Option<i32>>,
     pub feedback: Option<Option<bool>>,
+    pub feedback_beta: Option<Option<f64>>,
+    pub feedback_alpha: Option<Option<f64>>,
+    pub feedback_terms: Option<Option<i32>>,
     pub weights: BTreeMap<String, WeightChange>,
 }
 
@@ -46,6 +50,9 @@ impl RankingChange {
             rrf_k: self.rrf_k.unwrap_or(settings.rrf_k),
             window: self.window.unwrap_or(settings.window),
             feedback: self.feedback.unwrap_or(settings.feedback),
+            feedback_beta: self.feedback_beta.unwrap_or(settings.feedback_beta),
+            feedback_alpha: self.feedback_alpha.unwrap_or(settings.feedback_alpha),
+            feedback_terms: self.feedback_terms.unwrap_or(settings.feedback_terms),
         }
     }
 }
@@ -63,6 +70,18 @@ fn int_in(v: &Value, what: &str, lo: i32, hi: i32) -> Result<Option<i32>> {
                 "ranking: {what} must be an integer in [{lo}, {hi}], got {}",
                 crate::json::brief(x)
             ))),
+        },
+    }
+}
+
+fn number_in(v: &Value, what: &str, lo: f64, hi: f64) -> Result<Option<f64>> {
+    match v {
+        Value::Null => Ok(None),
+        x => match x.as_f64() {
+            Some(f) if f.is_finite() && (lo..=hi).contains(&f) => Ok(Some(f)),
+            _ => {
+                Err(invalid(format!("ranking: {what} must be a number in [{lo}, {hi}], got {}", crate::json::brief(x))))
+            }
         },
     }
 }
@@ -110,6 +129,9 @@ pub fn parse_change(value: &Value) -> Result<RankingChange> {
                 x => Err(invalid(format!("ranking: feedback must be a boolean, got {}", crate::json::brief(x)))),
             })
             .transpose()?,
+        feedback_beta: obj.get("feedback_beta").map(|v| number_in(v, "feedback_beta", 0.0, 4.0)).transpose()?,
+        feedback_alpha: obj.get("feedback_alpha").map(|v| number_in(v, "feedback_alpha", 0.0, 1.0)).transpose()?,
+        feedback_terms: obj.get("feedback_terms").map(|v| int_in(v, "feedback_terms", 1, 100)).transpose()?,
         weights: BTreeMap::new(),
     };
     match obj.get("weights") {
@@ -175,12 +197,31 @@ mod tests {
 
     #[test]
     fn settings_round_trip_and_null_resets() {
-        let stored = parse(&json!({"rrf_k": 20, "window": 100, "feedback": true})).unwrap();
-        assert_eq!(stored, Ranking { rrf_k: Some(20), window: Some(100), feedback: Some(true) });
+        let stored = parse(&json!({"rrf_k": 20, "window": 100, "feedback": true, "feedback_terms": 10})).unwrap();
+        assert_eq!(
+            stored,
+            Ranking {
+                rrf_k: Some(20),
+                window: Some(100),
+                feedback: Some(true),
+                feedback_terms: Some(10),
+                ..Ranking::default()
+            }
+        );
+        assert_eq!(stored.feedback_params(), FeedbackParams { beta: 0.5, alpha: 0.5, terms: 10 });
         assert_eq!(parse(&stored.to_json()).unwrap(), stored);
         let change = parse_change(&json!({"window": null, "weights": {"chunks": {"lexical": 2}}})).unwrap();
         let next = change.apply(&stored);
-        assert_eq!(next, Ranking { rrf_k: Some(20), window: None, feedback: Some(true) });
+        assert_eq!(
+            next,
+            Ranking {
+                rrf_k: Some(20),
+                window: None,
+                feedback: Some(true),
+                feedback_terms: Some(10),
+                ..Ranking::default()
+            }
+        );
         assert_eq!(change.weights["chunks"], WeightChange { semantic: None, lexical: Some(2.0) });
         assert_eq!(parse(&Value::Null).unwrap(), Ranking::default());
         assert_eq!(Ranking::default().to_json(), json!({}));
@@ -196,6 +237,9 @@ mod tests {
             json!({"window": 0}),
             json!({"window": "100"}),
             json!({"feedback": 1}),
+            json!({"feedback_beta": 5}),
+            json!({"feedback_alpha": -0.1}),
+            json!({"feedback_terms": 0}),
             json!({"weights": []}),
             json!({"weights": {"chunks": 2}}),
             json!({"weights": {"chunks": {"semantic": -1}}}),

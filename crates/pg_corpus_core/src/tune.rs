@@ -13,7 +13,7 @@ use std::collections::HashMap;
 
 use crate::fusion::{self, RankedList, SourceInfo};
 use crate::metrics::{self, SplitMix64};
-use crate::ranking::WINDOW_PER_K;
+use crate::ranking::{FeedbackParams, WINDOW_PER_K};
 
 /// One fusion setting.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -271,6 +271,35 @@ pub fn flip_feedback(train: &[usize], base: &[f64], flipped: &[f64]) -> bool {
     gain > EPSILON
 }
 
+/// The index of the option with the best mean score over `train` (`scores[option][query]`);
+/// the first of equal ones, so that the current option, listed first, stays unless beaten.
+pub fn best_option(train: &[usize], scores: &[Vec<f64>]) -> usize {
+    let mean = |s: &Vec<f64>| train.iter().map(|&q| s[q]).sum::<f64>() / train.len().max(1) as f64;
+    let mut best = 0;
+    for (i, s) in scores.iter().enumerate().skip(1) {
+        if mean(s) > mean(&scores[best]) + EPSILON {
+            best = i;
+        }
+    }
+    best
+}
+
+/// The feedback parameters tried besides `current`: each changed alone, halved or doubled
+/// within its range.
+pub fn feedback_alternatives(current: FeedbackParams) -> Vec<FeedbackParams> {
+    let mut out = vec![
+        FeedbackParams { beta: current.beta / 2.0, ..current },
+        FeedbackParams { beta: (current.beta * 2.0).min(4.0), ..current },
+        FeedbackParams { alpha: (current.alpha - 0.2).max(0.0), ..current },
+        FeedbackParams { alpha: (current.alpha + 0.2).min(1.0), ..current },
+        FeedbackParams { terms: (current.terms / 2).max(1), ..current },
+        FeedbackParams { terms: (current.terms * 2).min(100), ..current },
+    ];
+    out.retain(|p| *p != current);
+    out.dedup();
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -485,6 +514,20 @@ mod tests {
         assert!(!flip_feedback(&[2, 3], &base, &flipped));
         assert!(!flip_feedback(&[0, 1, 2, 3], &base, &flipped), "no mean gain");
         assert!(!flip_feedback(&[], &base, &flipped));
+    }
+
+    #[test]
+    fn the_best_option_is_the_first_of_the_best_on_the_training_queries() {
+        let scores = vec![vec![0.5, 0.5, 0.5], vec![0.9, 0.1, 0.5], vec![0.5, 0.5, 0.5]];
+        assert_eq!(best_option(&[0], &scores), 1);
+        assert_eq!(best_option(&[1], &scores), 0, "the current option, first, stays unless beaten");
+        assert_eq!(best_option(&[2], &scores), 0);
+        let alts = feedback_alternatives(FeedbackParams { beta: 0.5, alpha: 0.5, terms: 20 });
+        assert_eq!(alts.len(), 6);
+        assert!(alts.iter().all(|p| (0.0..=4.0).contains(&p.beta) && (0.0..=1.0).contains(&p.alpha) && p.terms >= 1));
+        let edge = feedback_alternatives(FeedbackParams { beta: 4.0, alpha: 1.0, terms: 100 });
+        assert!(edge.iter().all(|p| p.beta <= 4.0 && p.alpha <= 1.0 && p.terms <= 100), "{edge:?}");
+        assert_eq!(edge.len(), 3, "the changes the ranges allow: {edge:?}");
     }
 
     #[test]

@@ -131,6 +131,8 @@ pub struct Args {
     /// (semantic, lexical) weight of each source in definition order, in place of the
     /// catalog's (a tuner's trial settings; no SQL argument sets it).
     pub source_weights: Option<Vec<(f64, f64)>>,
+    /// The feedback round's parameters in place of the corpus' (a tuner's trials too).
+    pub feedback_params: Option<crate::model::FeedbackParams>,
     pub include_stale: bool,
     pub feedback: Option<bool>,
     /// `extra_queries`: a JSON array of `{"text", "vector", "weight", "label"}` objects (NULL
@@ -162,6 +164,7 @@ impl Default for Args {
             candidates: None,
             rrf_k: None,
             source_weights: None,
+            feedback_params: None,
             include_stale: false,
             feedback: None,
             extra_queries: Value::Null,
@@ -562,17 +565,9 @@ pub fn validate(corpus: Arc<Corpus>, args: Args, checked: Checked, config: Confi
         None => corpus.ranking.feedback.unwrap_or(config.hybrid_feedback) && can_feed_back,
     };
     let window = window.unwrap_or_else(|| corpus.ranking.window(k, config.max_candidates));
-    let corpus = match args.source_weights {
-        None => corpus,
-        Some(w) if w.len() == corpus.sources.len() && w.iter().all(|(s, l)| s.is_finite() && l.is_finite()) => {
-            let mut c = (*corpus).clone();
-            for (src, (s, l)) in c.sources.iter_mut().zip(w) {
-                src.semantic_weight = s;
-                src.lexical_weight = l;
-            }
-            Arc::new(c)
-        }
-        Some(w) => {
+    let corpus = match (args.source_weights, args.feedback_params) {
+        (None, None) => corpus,
+        (Some(w), _) if w.len() != corpus.sources.len() || !w.iter().all(|(s, l)| s.is_finite() && l.is_finite()) => {
             return Err(bad(
                 format!(
                     "{} source weights for the {} sources of corpus \"{}\"",
@@ -582,6 +577,19 @@ pub fn validate(corpus: Arc<Corpus>, args: Args, checked: Checked, config: Confi
                 ),
                 "Give one finite (semantic, lexical) pair per source.",
             ))
+        }
+        (weights, params) => {
+            let mut c = (*corpus).clone();
+            for (src, (s, l)) in c.sources.iter_mut().zip(weights.unwrap_or_default()) {
+                src.semantic_weight = s;
+                src.lexical_weight = l;
+            }
+            if let Some(p) = params {
+                c.ranking.feedback_beta = Some(p.beta);
+                c.ranking.feedback_alpha = Some(p.alpha);
+                c.ranking.feedback_terms = Some(p.terms as i32);
+            }
+            Arc::new(c)
         }
     };
     let rrf_k = rrf_k.unwrap_or_else(|| f64::from(corpus.ranking.rrf_k()));

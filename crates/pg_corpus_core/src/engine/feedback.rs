@@ -43,14 +43,12 @@ pub(super) fn feedback_round(
         .take(feedback::VECTOR_DOCS)
         .filter_map(|d| d.embedding.clone())
         .collect();
-    let moved = feedback::vector_prf(vector, &vectors, feedback::VECTOR_BETA).unwrap_or_else(|| vector.clone());
+    let params = req.corpus.ranking.feedback_params();
+    let moved = feedback::vector_prf(vector, &vectors, params.beta).unwrap_or_else(|| vector.clone());
     let tfs: Vec<_> = docs.iter().take(feedback::RM3_DOCS).map(|d| d.tf.clone()).collect();
     let mut expanded = lex.clone();
-    expanded.keys_per_source = lex
-        .keys_per_source
-        .iter()
-        .map(|keys| feedback::rm3(keys, &tfs, feedback::RM3_TERMS, feedback::RM3_ALPHA))
-        .collect();
+    expanded.keys_per_source =
+        lex.keys_per_source.iter().map(|keys| feedback::rm3(keys, &tfs, params.terms, params.alpha)).collect();
     let mut new_keys: Vec<String> = expanded
         .keys_per_source
         .iter()

@@ -18,7 +18,10 @@ pub use features::{
     DEFAULT_RARE_SHARE,
 };
 pub use language::{Language, LANGUAGES};
-pub use ranking::{Ranking, DEFAULT_RRF_K, DEFAULT_WINDOW, MAX_RRF_K, MAX_WINDOW, WINDOW_PER_K};
+pub use ranking::{
+    FeedbackParams, Ranking, DEFAULT_FEEDBACK_ALPHA, DEFAULT_FEEDBACK_BETA, DEFAULT_FEEDBACK_TERMS, DEFAULT_RRF_K,
+    DEFAULT_WINDOW, MAX_RRF_K, MAX_WINDOW, WINDOW_PER_K,
+};
 pub use search::{Branch, Condition, Hit, Op, QueryTag, SearchRow, Strategy};
 
 /// Whether a name of a corpus, source, embedding space, must-include class or edge set is valid:

@@ -12,6 +12,12 @@ pub const WINDOW_PER_K: usize = 4;
 /// The bounds of the settings (rrf_k as the search argument takes it).
 pub const MAX_RRF_K: i32 = 100_000;
 pub const MAX_WINDOW: i32 = 100_000;
+/// The feedback round's parameters when the corpus sets none: how far the query vector moves
+/// towards the first fusion's best items (β), the weight of the original query's keys in the
+/// expanded BM25 query (α), and how many expansion keys it keeps.
+pub const DEFAULT_FEEDBACK_BETA: f64 = 0.5;
+pub const DEFAULT_FEEDBACK_ALPHA: f64 = 0.5;
+pub const DEFAULT_FEEDBACK_TERMS: i32 = 20;
 
 /// The fusion defaults a corpus sets (None: the extension's default).
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
@@ -20,6 +26,17 @@ pub struct Ranking {
     /// The smallest candidate window; a search uses max(window, 4k).
     pub window: Option<i32>,
     pub feedback: Option<bool>,
+    pub feedback_beta: Option<f64>,
+    pub feedback_alpha: Option<f64>,
+    pub feedback_terms: Option<i32>,
+}
+
+/// The feedback round's parameters a search uses.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FeedbackParams {
+    pub beta: f64,
+    pub alpha: f64,
+    pub terms: usize,
 }
 
 impl Ranking {
@@ -35,6 +52,15 @@ impl Ranking {
         floor.max(WINDOW_PER_K * k).min(max_candidates.max(1) as usize)
     }
 
+    /// The feedback round's parameters.
+    pub fn feedback_params(&self) -> FeedbackParams {
+        FeedbackParams {
+            beta: self.feedback_beta.unwrap_or(DEFAULT_FEEDBACK_BETA),
+            alpha: self.feedback_alpha.unwrap_or(DEFAULT_FEEDBACK_ALPHA),
+            terms: self.feedback_terms.unwrap_or(DEFAULT_FEEDBACK_TERMS).max(1) as usize,
+        }
+    }
+
     /// The stored form: only the keys set.
     pub fn to_json(&self) -> Value {
         let mut out = Map::new();
@@ -46,6 +72,15 @@ impl Ranking {
         }
         if let Some(v) = self.feedback {
             out.insert("feedback".into(), json!(v));
+        }
+        if let Some(v) = self.feedback_beta {
+            out.insert("feedback_beta".into(), json!(v));
+        }
+        if let Some(v) = self.feedback_alpha {
+            out.insert("feedback_alpha".into(), json!(v));
+        }
+        if let Some(v) = self.feedback_terms {
+            out.insert("feedback_terms".into(), json!(v));
         }
         Value::Object(out)
     }
