@@ -402,6 +402,58 @@ fn corpus_find_similar(
     TableIterator::new(rows.into_iter().map(move |r| hit_row(&name, r)))
 }
 
+/// One item of a corpus by its id, with its full text and provenance, read under the corpus
+/// predicate and `filters` as a search's hits are: what a caller cites after a search.
+/// 42704 alike for an item that does not exist, is another corpus' or is not searchable.
+#[pg_extern(stable, parallel_restricted)]
+fn corpus_fetch(
+    corpus: Option<&str>,
+    source: Option<&str>,
+    item_id: Option<&str>,
+    filters: default!(Option<JsonbText>, "'{}'"),
+) -> TableIterator<
+    'static,
+    (
+        name!(corpus, String),
+        name!(source, String),
+        name!(item_id, String),
+        name!(parent_id, String),
+        name!(content, Option<String>),
+        name!(locator, JsonB),
+        name!(metadata, JsonB),
+        name!(embedding_stale, bool),
+    ),
+> {
+    const F: &str = "corpus_fetch";
+    let row = spi::pinned_search_path(|| {
+        let corpus = required(corpus, F, "corpus")?;
+        let a = engine::FetchArgs {
+            source: required(source, F, "source")?.to_string(),
+            item_id: required(item_id, F, "item_id")?.to_string(),
+            filters: filters.map_or(Ok(serde_json::Value::Null), |j| j.parse("filters"))?,
+        };
+        let definition = spi::catalog::load_corpus(corpus)?;
+        spi::with_settings(&[("jit", "off".to_string())], || {
+            let mut exec = SpiExecutor::new(corpus);
+            exec.with_definition(definition.clone());
+            engine::fetch_item(definition, a, &mut exec)
+        })
+        .map(|r| (corpus.to_string(), r))
+    })
+    .or_raise();
+    let (corpus, r) = row;
+    TableIterator::new(std::iter::once((
+        corpus,
+        r.source,
+        r.item_id,
+        r.parent_id,
+        r.content,
+        JsonB(r.locator),
+        JsonB(r.metadata),
+        r.embedding_stale,
+    )))
+}
+
 /// What a search of `corpus` in `filter_mode` does with each piece of `filters` (a range's
 /// operators one by one): accepted, or dropped with the reason and the SQLSTATE a strict search
 /// raises for it. Errors are the search's own (the isolation column; a missing or invalid

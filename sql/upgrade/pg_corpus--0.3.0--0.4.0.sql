@@ -249,3 +249,9 @@ RETURNS TABLE (run_id bigint, queries integer, folds integer, baseline_ndcg floa
 VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'corpus_tune_wrapper';
 CREATE FUNCTION corpus.corpus_tune_revert(corpus text) RETURNS bigint
 VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'corpus_tune_revert_wrapper';
+
+-- corpus_fetch: one item's full text and provenance under the corpus predicate.
+CREATE FUNCTION corpus.corpus_fetch(corpus text, source text, item_id text, filters jsonb DEFAULT '{}')
+RETURNS TABLE (corpus text, source text, item_id text, parent_id text, content text, locator jsonb,
+               metadata jsonb, embedding_stale boolean)
+STABLE PARALLEL RESTRICTED LANGUAGE c AS 'MODULE_PATHNAME', 'corpus_fetch_wrapper';

@@ -137,6 +137,10 @@ CALLS = {
     "corpus_drop_edges": [("corpus", "text", f"'{EXT}'"), ("name", "text", "'cites'")],
     "corpus_calibrate_evidence": [("gold_set", "text", "'probe_gold'"), ("quantile", "double precision", "0.9"),
                                   ("apply", "boolean", "true"), ("candidates", "integer", "50")],
+    "corpus_fetch": [("corpus", "text", f"'{EXT}'"), ("source", "text", "'chunks'"),
+                     ("item_id", "text", f"(SELECT item_id FROM corpus.corpus_hybrid_search('{EXT}', NULL, 'פסק', "
+                                         "mode => 'lexical') WHERE source = 'chunks' LIMIT 1)"),
+                     ("filters", "jsonb", "'{}'")],
     "corpus_list": [],
     "corpus_tune": [("corpus", "text", f"'{EXT}'"), ("gold_set", "text", "'probe_gold'"), ("folds", "integer", "2"),
                     ("budget_seconds", "double precision", "30"), ("apply", "boolean", "true"),

@@ -93,6 +93,7 @@ ENTRY_POINTS = [
     ("lexical", "SELECT * FROM corpus.corpus_hybrid_search('parity', NULL, 'appeal', mode => 'lexical')"),
     ("feedback", "SELECT * FROM corpus.corpus_hybrid_search('parity', '[1,0,0]', 'appeal', feedback => true)"),
     ("find_similar", "SELECT * FROM corpus.corpus_find_similar('parity', 'items', '1')"),
+    ("fetch", "SELECT * FROM corpus.corpus_fetch('parity', 'items', '1', '{\"area\": \"north\"}')"),
     ("explain", "SELECT * FROM corpus.corpus_explain('parity', '[1,0,0]', 'appeal', filters => '{\"area\": \"north\"}')"),
     ("check_filters", "SELECT * FROM corpus.corpus_check_filters('parity', '{\"area\": \"north\", \"page\": 2}')"),
     ("health", "SELECT * FROM corpus.corpus_health_check('parity')"),

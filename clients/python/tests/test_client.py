@@ -219,10 +219,17 @@ def test_catalog_and_evaluation_round_trip(conn, demo_dsn):
         assert len(client.compare_queries(runs["lexical"].run_id, runs["hybrid"].run_id)) == 2
         tuned = client.tune("external_precedents", "client-gold", folds=2, budget_seconds=30, seed=3)
         assert isinstance(tuned, pg_corpus.TuneRun) and tuned.queries == 2 and not tuned.applied
-        assert set(tuned.settings) == {"rrf_k", "window", "feedback", "weights"}
+        assert set(tuned.settings) == {"rrf_k", "window", "feedback", "feedback_beta", "feedback_alpha",
+                                       "feedback_terms", "weights"}
         with pytest.raises(pg_corpus.PgCorpusError) as e:
             client.tune_revert("external_precedents")
         assert e.value.sqlstate == "55000"
+        hit = client.search("external_precedents", None, "שופטת", mode="lexical", k=1)[0]
+        item = client.fetch("external_precedents", hit.source, hit.item_id)
+        assert isinstance(item, pg_corpus.Item) and (item.item_id, item.locator) == (hit.item_id, hit.locator)
+        assert item.content is not None and hit.content is not None and item.content.startswith(hit.content[:40])
+        with pytest.raises(pg_corpus.UnknownCorpus):
+            client.fetch("internal_decisions", hit.source, hit.item_id)
         client.alter_corpus("client_example", ranking={"rrf_k": 30})
         info = {c.name: c for c in client.list_corpora()}["client_example"]
         assert info.ranking == {"rrf_k": 30}

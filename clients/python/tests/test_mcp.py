@@ -24,7 +24,7 @@ from pg_corpus import mcp_server
 
 CONFIG = Path(pg_corpus.__file__).parent / "examples" / "legal.toml"
 TOOLS = ["search_precedent_library", "search_internal_decisions", "search_case_documents", "find_similar_cases",
-         "corpus_health"]
+         "fetch_precedent", "corpus_health"]
 
 
 def server_args(dsn, *extra):
@@ -85,6 +85,7 @@ def test_every_tool_answers_with_provenance(demo_dsn, conn):
                                                                    "practice_area": "aerodynamics", "k": 3})
         out["similar"] = await s.call_tool("find_similar_cases", {"item_id": str(chunk[0]), "source": "chunks",
                                                                    "k": 3})
+        out["fetch"] = await s.call_tool("fetch_precedent", {"item_id": str(chunk[0])})
         out["health"] = await s.call_tool("corpus_health", {})
         return out
     r = run(demo_dsn, body)
@@ -99,18 +100,25 @@ def test_every_tool_answers_with_provenance(demo_dsn, conn):
     assert all(h["provenance"].get("page") is not None for h in r["docs"].structured_content["hits"])
     similar = r["similar"].structured_content["hits"]
     assert len(similar) == 3 and str(chunk[0]) not in {h["item_id"] for h in similar}
+    fetched = r["fetch"].structured_content
+    assert (fetched["source"], fetched["item_id"], fetched["text"]) == ("chunks", str(chunk[0]), chunk[1])
+    assert fetched["provenance"]["case_number"] in text(r["fetch"])
     assert r["health"].structured_content["rows"]
 
 
-def test_a_missing_scope_filter_or_a_bad_filter_is_a_tool_error_that_says_what_to_do(demo_dsn):
+def test_a_missing_scope_filter_or_a_bad_filter_is_a_tool_error_that_says_what_to_do(demo_dsn, conn):
     async def body(s):
         return (await s.call_tool("search_case_documents", {"query": "wing"}),
                 await s.call_tool("search_precedent_library", {"query": "x", "court": 5}),
-                await s.call_tool("find_similar_cases", {"item_id": "no-such-item"}))
-    missing, bad, unknown = run(demo_dsn, body)
+                await s.call_tool("find_similar_cases", {"item_id": "no-such-item"}),
+                await s.call_tool("fetch_precedent", {"item_id": str(internal)}))
+    internal = conn.execute("SELECT p.id FROM precedent_chunks p JOIN case_law c ON c.id = p.case_law_id "
+                            "WHERE c.source_kind <> 'external_upload' ORDER BY p.id LIMIT 1").fetchone()[0]
+    missing, bad, unknown, other = run(demo_dsn, body)
     assert missing.is_error and "practice_area" in text(missing)
     assert bad.is_error
     assert unknown.is_error and "item_id" in text(unknown)
+    assert other.is_error and "is not in corpus" in text(other), "another corpus' item is a missing one"
 
 
 def test_no_tool_returns_an_item_of_another_corpus(demo_dsn, conn):

@@ -8,13 +8,13 @@
 from .client import UNSET, AsyncClient, Client
 from .errors import (BadFilter, BadVector, DatabaseUnavailable, InvalidArgument, MissingScopeFilter, PermissionDenied,
                      PgCorpusError, ReadOnly, UnknownCorpus)
-from .types import (CorpusInfo, EvalRun, FilterCheck, HealthRow, Hit, LexicalRefresh, QueryComparison, QueryKey,
-                    QueuedItem, RunComparison, Subplan, TuneRun)
+from .types import (CorpusInfo, EvalRun, FilterCheck, HealthRow, Hit, Item, LexicalRefresh, QueryComparison,
+                    QueryKey, QueuedItem, RunComparison, Subplan, TuneRun)
 
 __version__ = "0.4.0"
 __all__ = [
     "AsyncClient", "BadFilter", "BadVector", "Client", "CorpusInfo", "DatabaseUnavailable", "EvalRun", "FilterCheck",
-    "HealthRow", "Hit", "InvalidArgument", "LexicalRefresh", "MissingScopeFilter", "PermissionDenied", "PgCorpusError",
-    "QueryComparison", "QueryKey", "QueuedItem", "ReadOnly", "RunComparison", "Subplan", "TuneRun", "UNSET",
+    "HealthRow", "Hit", "InvalidArgument", "Item", "LexicalRefresh", "MissingScopeFilter", "PermissionDenied",
+    "PgCorpusError", "QueryComparison", "QueryKey", "QueuedItem", "ReadOnly", "RunComparison", "Subplan", "TuneRun", "UNSET",
     "UnknownCorpus",
 ]

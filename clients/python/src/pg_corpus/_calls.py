@@ -154,6 +154,13 @@ def search(corpus: str, vector: VectorLike = None, text: str | None = None, *, k
                  _rows_of(t.Hit))
 
 
+def fetch(corpus: str, source: str, item_id: str | int, *, filters: dict[str, Any] | None = UNSET) -> Call[t.Item]:
+    """``corpus_fetch``: one item's full text and provenance under the corpus predicate
+    (:class:`UnknownCorpus` alike for a missing item and one outside the corpus)."""
+    return _call("corpus_fetch", [(corpus, "text"), (source, "text"), (str(item_id), "text")],
+                 [("filters", _json(filters), "jsonb")], lambda rows: _rows_of(t.Item)(rows)[0])
+
+
 def find_similar(corpus: str, source: str, item_id: str | int, *, k: int = 10,
                  filters: dict[str, Any] | None = UNSET, mode: str = UNSET, max_per_parent: int | None = UNSET,
                  exclude_parent: bool = UNSET, candidates: int | None = UNSET, rrf_k: int = UNSET,

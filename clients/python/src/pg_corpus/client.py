@@ -94,6 +94,7 @@ class _Calls:
     # -- search ------------------------------------------------------------------------------
     search = _Method(c.search)
     find_similar = _Method(c.find_similar)
+    fetch = _Method(c.fetch)
     check_filters = _Method(c.check_filters)
     explain = _Method(c.explain)
     # -- health and evaluation ---------------------------------------------------------------

@@ -96,8 +96,8 @@ def load_config(text: str) -> ServerConfig:
         unknown = set(t) - {f for f in ToolConfig.__dataclass_fields__}
         if unknown:
             raise ConfigError(f"tool {t.get('name')!r}: unknown keys {sorted(unknown)}")
-        if t.get("kind", "search") not in ("search", "similar", "health"):
-            raise ConfigError(f"tool {t.get('name')!r}: kind must be search, similar or health")
+        if t.get("kind", "search") not in ("search", "similar", "fetch", "health"):
+            raise ConfigError(f"tool {t.get('name')!r}: kind must be search, similar, fetch or health")
         tools.append(ToolConfig(**t))
     if not tools:
         raise ConfigError("the configuration defines no [[tools]]")
@@ -354,6 +354,58 @@ def similar_tool(tool: ToolConfig, info: CorpusInfo, backend: Backend) -> Callab
     return _as_tool(handler, tool.name, params, returns)
 
 
+class FetchResult(BaseModel):
+    corpus: str
+    source: str
+    item_id: str
+    parent_id: str
+    provenance: dict[str, Any]
+    metadata: dict[str, Any]
+    text: str | None
+
+
+def fetch_tool(tool: ToolConfig, info: CorpusInfo, backend: Backend) -> Callable[..., Awaitable[Any]]:
+    """One item's full text and provenance (``corpus_fetch``, under the corpus predicate): what
+    a model quotes after a search. An id of another corpus is the same error as a missing one."""
+    from mcp_types import CallToolResult, TextContent
+
+    sources = [s["source"] for s in info.sources]
+    params = [
+        _param("item_id", Annotated[str, Field(description="the id of a result of this corpus (its item_id)")]),
+        _param("source", Annotated[str | None, Field(description=f"its source, one of {', '.join(sources)}")],
+               None),
+    ]
+    for f in tool.required:
+        params.append(_param(f, field_param(f, info.filter_fields[f], "required scope", False)))
+    returns = Annotated[CallToolResult, FetchResult]
+
+    async def handler(**kwargs: Any) -> CallToolResult:
+        item_id, source = kwargs.pop("item_id"), kwargs.pop("source", None)
+        filters = {f: v for f, v in kwargs.items() if v is not None}
+        client = await backend.ready()
+        last: PgCorpusError | None = None
+        for s in [source] if source else sources:
+            try:
+                item = await client.fetch(tool.corpus, s, item_id, filters=filters)
+            except UnknownCorpus as e:      # not an item of this source (or of this corpus)
+                last = e
+                continue
+            except PgCorpusError as e:
+                return CallToolResult(content=[TextContent(text=error_text(e))], is_error=True)
+            result = FetchResult(corpus=item.corpus, source=item.source, item_id=item.item_id,
+                                 parent_id=item.parent_id, provenance=dict(item.locator),
+                                 metadata=dict(item.metadata), text=item.content)
+            where = ", ".join(f"{k} {v}" for k, v in result.provenance.items() if v not in (None, ""))
+            return CallToolResult(content=[TextContent(text=f"{result.source} {result.item_id} [{where}]\n"
+                                                            f"{result.text or ''}")],
+                                  structured_content=result.model_dump(mode="json"))
+        text = error_text(last) if last else f"No item {item_id!r} in {tool.corpus}."
+        return CallToolResult(content=[TextContent(text=text + "\nPass the item_id (and source) of a result this "
+                                                           "corpus returned.")], is_error=True)
+
+    return _as_tool(handler, tool.name, params, returns)
+
+
 def health_tool(tool: ToolConfig, info: CorpusInfo, backend: Backend) -> Callable[..., Awaitable[Any]]:
     from mcp_types import CallToolResult, TextContent
 
@@ -387,7 +439,7 @@ def build_server(config: ServerConfig, corpora: dict[str, CorpusInfo], backend: 
 
     check_against_catalog(config, corpora)
     server = MCPServer(config.name, instructions=config.instructions, log_level="WARNING")
-    makers = {"search": search_tool, "similar": similar_tool, "health": health_tool}
+    makers = {"search": search_tool, "similar": similar_tool, "fetch": fetch_tool, "health": health_tool}
     for tool in config.tools:
         server.add_tool(makers[tool.kind](tool, corpora[tool.corpus], backend), name=tool.name,
                         description=tool.description, annotations=ToolAnnotations(read_only_hint=True))

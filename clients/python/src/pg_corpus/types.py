@@ -72,6 +72,20 @@ class HealthRow:
 
 
 @dataclass(frozen=True)
+class Item:
+    """The row of ``corpus_fetch``: one item's full text and provenance."""
+
+    corpus: str
+    source: str
+    item_id: str
+    parent_id: str
+    content: str | None
+    locator: dict[str, Any]
+    metadata: dict[str, Any]
+    embedding_stale: bool
+
+
+@dataclass(frozen=True)
 class TuneRun:
     """The row of ``corpus_tune``: the cross-validated figures and the settings chosen."""
 
@@ -84,7 +98,8 @@ class TuneRun:
     p_value: float
     significant: bool
     applied: bool
-    #: ``{"rrf_k", "window", "feedback", "weights": {source: {"semantic", "lexical"}}}``
+    #: ``{"rrf_k", "window", "feedback", "feedback_beta", "feedback_alpha", "feedback_terms",
+    #: "weights": {source: {"semantic", "lexical"}}}``
     settings: dict[str, Any]
     #: the corpus' settings before, in the same shape
     previous: dict[str, Any]

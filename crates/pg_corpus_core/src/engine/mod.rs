@@ -28,6 +28,7 @@ mod feedback;
 mod fetch;
 mod fuse;
 mod io;
+mod item;
 mod lexical_plan;
 mod must_include;
 mod request;
@@ -48,6 +49,7 @@ pub use io::{
     ChampionList, ChampionRequest, Executor, FeedbackDoc, FetchedRow, ItemKeysQuery, ItemsQuery, NeighboursQuery,
     SeedItem, SeedQuery, SliceOf, SliceQuery, TermStats,
 };
+pub use item::{fetch_item, FetchArgs};
 pub use lexical_plan::LexicalPlans;
 pub use request::Request;
 pub use settings::Setting;

@@ -23,15 +23,29 @@ pub struct SimilarArgs {
     pub args: Args,
 }
 
-fn not_in_corpus(corpus: &Corpus, source: &str, item_id: &str) -> CoreError {
+pub(super) fn not_in_corpus(corpus: &Corpus, source: &str, item_id: &str, function: &str) -> CoreError {
     // The same answer whether the item does not exist, is another corpus' or is not searchable:
     // a caller learns nothing about items outside the corpus.
     CoreError::new(
         SqlState::UndefinedObject,
         format!("item {} of source {} is not in corpus \"{}\"", brief_str(item_id), brief_str(source), corpus.name),
-        "find_similar starts from an item the search could return: check the item id and the source, and that \
-         the item is searchable (its text, its parent and the source's rule) and within the filters.",
+        format!(
+            "{function} takes an item the search could return: check the item id and the source, and that \
+             the item is searchable (its text, its parent and the source's rule) and within the filters."
+        ),
     )
+}
+
+/// The index of the source named `name`, or 42704 naming the corpus' sources.
+pub(super) fn source_index(corpus: &Corpus, name: &str) -> Result<usize> {
+    corpus.sources.iter().position(|s| s.name == name).ok_or_else(|| {
+        let names: Vec<String> = corpus.sources.iter().map(|s| literal(&s.name)).collect();
+        CoreError::new(
+            SqlState::UndefinedObject,
+            format!("corpus \"{}\" has no source {}", corpus.name, brief_str(name)),
+            format!("Its sources: {}.", if names.is_empty() { "none".to_string() } else { names.join(", ") }),
+        )
+    })
 }
 
 /// `s` without the leading and trailing whitespace PostgreSQL's input functions skip (ASCII).
@@ -41,7 +55,7 @@ fn ascii_trim(s: &str) -> &str {
 
 /// Whether `id` can be a value of an id column of type `sql_type` (integers and uuids are
 /// checked here: a malformed one is no item of the corpus, not a cast error).
-fn plausible_id(id: &str, sql_type: &str) -> bool {
+pub(super) fn plausible_id(id: &str, sql_type: &str) -> bool {
     match sql_type {
         "smallint" => ascii_trim(id).parse::<i16>().is_ok(),
         "integer" => ascii_trim(id).parse::<i32>().is_ok(),
@@ -66,25 +80,18 @@ pub fn find_similar(
     exec: &mut dyn Executor,
 ) -> Result<(Vec<SearchRow>, Vec<crate::filters::Rejected>)> {
     let checked: Checked = sim.args.check(&config)?;
-    let Some(idx) = corpus.sources.iter().position(|s| s.name == sim.source) else {
-        let names: Vec<String> = corpus.sources.iter().map(|s| literal(&s.name)).collect();
-        return Err(CoreError::new(
-            SqlState::UndefinedObject,
-            format!("corpus \"{}\" has no source {}", corpus.name, brief_str(&sim.source)),
-            format!("Its sources: {}.", if names.is_empty() { "none".to_string() } else { names.join(", ") }),
-        ));
-    };
+    let idx = source_index(&corpus, &sim.source)?;
     let src = &corpus.sources[idx];
     // The filters (and the required scope filters) are checked first and scope the item's own
     // lookup: whether an item exists is never answered outside the caller's scope.
     let filter_mode = filters::FilterMode::parse(&sim.args.filter_mode)?;
     let (conds, _) = filters::parse_with_mode(&corpus, &sim.args.filters, filter_mode)?;
     if !plausible_id(&sim.item_id, &src.id.sql_type) {
-        return Err(not_in_corpus(&corpus, &sim.source, &sim.item_id));
+        return Err(not_in_corpus(&corpus, &sim.source, &sim.item_id, "find_similar"));
     }
     let (sql, params) = plan::similar_seed(&corpus, idx, &conds, &sim.item_id);
     let Some(seed) = exec.seed_item(&SeedQuery { source: idx, item_id: sim.item_id.clone(), sql, params })? else {
-        return Err(not_in_corpus(&corpus, &sim.source, &sim.item_id));
+        return Err(not_in_corpus(&corpus, &sim.source, &sim.item_id, "find_similar"));
     };
     // the stored id: the caller's may be another spelling of it ('042', ' 42', an upper-case uuid)
     let item_id = seed.item_id.clone();
