@@ -70,6 +70,9 @@ def test_tools_are_listed_with_their_corpora_scope_and_filters(demo_dsn):
     assert "source_kind" not in library["properties"]           # the isolation column is never a parameter
     assert set(library["properties"]) == {"query", "k", "court", "practice_area", "case_number"}
     assert tools["search_precedent_library"].output_schema["properties"]["hits"]
+    for t in tools.values():
+        assert t.title and t.annotations.read_only_hint and t.annotations.open_world_hint is False, t.name
+    assert tools["fetch_precedent"].title == "Fetch precedent"
     assert "precedent library" in tools["search_precedent_library"].description
 
 
@@ -104,6 +107,16 @@ def test_every_tool_answers_with_provenance(demo_dsn, conn):
     assert (fetched["source"], fetched["item_id"], fetched["text"]) == ("chunks", str(chunk[0]), chunk[1])
     assert fetched["provenance"]["case_number"] in text(r["fetch"])
     assert r["health"].structured_content["rows"]
+
+
+def test_the_example_configuration_is_printed_and_loads():
+    out = subprocess.run([sys.executable, "-m", "pg_corpus.mcp_server", "--example-config"], capture_output=True,
+                         text=True, check=True).stdout
+    assert out == CONFIG.read_text(encoding="utf-8")
+    assert [t.name for t in mcp_server.load_config(out).tools] == TOOLS
+    missing = subprocess.run([sys.executable, "-m", "pg_corpus.mcp_server", "--dsn", ""], capture_output=True,
+                             text=True)
+    assert missing.returncode == 2 and "--example-config" in missing.stderr
 
 
 def test_a_missing_scope_filter_or_a_bad_filter_is_a_tool_error_that_says_what_to_do(demo_dsn, conn):

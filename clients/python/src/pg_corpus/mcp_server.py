@@ -29,6 +29,7 @@ import os
 import sys
 import tomllib
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Annotated, Any, Awaitable, Callable
 
 import anyio
@@ -79,6 +80,8 @@ class ToolConfig:
     k: int = 5
     k_max: int = 20
     mode: str = "hybrid"
+    #: a human-readable title (default: the name in words)
+    title: str | None = None
 
 
 @dataclass
@@ -441,9 +444,16 @@ def build_server(config: ServerConfig, corpora: dict[str, CorpusInfo], backend: 
     server = MCPServer(config.name, instructions=config.instructions, log_level="WARNING")
     makers = {"search": search_tool, "similar": similar_tool, "fetch": fetch_tool, "health": health_tool}
     for tool in config.tools:
-        server.add_tool(makers[tool.kind](tool, corpora[tool.corpus], backend), name=tool.name,
-                        description=tool.description, annotations=ToolAnnotations(read_only_hint=True))
+        title = tool.title or tool.name.replace("_", " ").capitalize()
+        # every tool reads one database and nothing else: read-only, a closed world
+        server.add_tool(makers[tool.kind](tool, corpora[tool.corpus], backend), name=tool.name, title=title,
+                        description=tool.description,
+                        annotations=ToolAnnotations(title=title, read_only_hint=True, open_world_hint=False))
     return server
+
+
+#: the configuration of the legal system's tools, shipped with the package
+EXAMPLE_CONFIG = Path(__file__).parent / "examples" / "legal.toml"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -452,7 +462,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="libpq URI or conninfo of the database (default: $DATABASE_URL; an empty "
                          "string uses libpq's PG* environment variables, keeping a password out of "
                          "the process list)")
-    ap.add_argument("--config", required=True, help="TOML file with [server] and [[tools]] tables")
+    ap.add_argument("--config", help="TOML file with [server] and [[tools]] tables")
+    ap.add_argument("--example-config", action="store_true",
+                    help="print the legal system's example configuration and exit")
     ap.add_argument("--transport", choices=["stdio", "http"], default="stdio")
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, default=8765)
@@ -463,6 +475,11 @@ def main(argv: list[str] | None = None) -> int:
                     help="the longest wait for a connection to the database, at start and in a tool call "
                          "(default 5; libpq waits at least 2)")
     args = ap.parse_args(argv)
+    if args.example_config:
+        print(EXAMPLE_CONFIG.read_text(encoding="utf-8"), end="")
+        return 0
+    if args.config is None:
+        ap.error("--config is required (pg-corpus-mcp --example-config prints an example)")
     if args.dsn is None:
         ap.error("--dsn is required (or set DATABASE_URL)")
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
