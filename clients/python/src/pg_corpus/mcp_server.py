@@ -282,7 +282,7 @@ def search_tool(tool: ToolConfig, info: CorpusInfo, backend: Backend) -> Callabl
     from mcp_types import CallToolResult, TextContent
 
     params = [
-        _param("query", Annotated[str, Field(description="what to search for, in the user's words")]),
+        _param("query", Annotated[str, Field(min_length=1, description="what to search for, in the user's words")]),
         _param("k", Annotated[int, Field(ge=1, le=tool.k_max, description="how many results")], tool.k),
     ]
     for f in tool.required:
@@ -293,6 +293,10 @@ def search_tool(tool: ToolConfig, info: CorpusInfo, backend: Backend) -> Callabl
 
     async def handler(**kwargs: Any) -> CallToolResult:
         query, k = kwargs.pop("query"), kwargs.pop("k")
+        if not query.strip():
+            # an empty query would rank the corpus by nothing: neighbours, not answers
+            return CallToolResult(content=[TextContent(text="The query is empty: pass what to search for, "
+                                                            "in the user's words.")], is_error=True)
         filters = {f: v for f, v in kwargs.items() if v is not None}
         try:
             client = await backend.ready()
