@@ -126,16 +126,21 @@ def test_a_missing_scope_filter_or_a_bad_filter_is_a_tool_error_that_says_what_t
                 await s.call_tool("find_similar_cases", {"item_id": "no-such-item"}),
                 await s.call_tool("fetch_precedent", {"item_id": str(internal)}),
                 await s.call_tool("search_precedent_library", {"query": "   "}),
-                await s.call_tool("search_precedent_library", {"query": ""}))
+                await s.call_tool("search_precedent_library", {"query": ""}),
+                await s.call_tool("search_precedent_library", {"query": "x", "source_kind": "internal"}),
+                await s.call_tool("search_precedent_library", {"query": "x", "k": 500}))
     internal = conn.execute("SELECT p.id FROM precedent_chunks p JOIN case_law c ON c.id = p.case_law_id "
                             "WHERE c.source_kind <> 'external_upload' ORDER BY p.id LIMIT 1").fetchone()[0]
-    missing, bad, unknown, other, blank, empty = run(demo_dsn, body)
+    missing, bad, unknown, other, blank, empty, extra, too_many = run(demo_dsn, body)
     assert missing.is_error and "practice_area" in text(missing)
     assert bad.is_error
     assert unknown.is_error and "item_id" in text(unknown)
     assert other.is_error and "is not in corpus" in text(other), "another corpus' item is a missing one"
     assert blank.is_error and "query is empty" in text(blank), "white space is no query: never neighbours"
     assert empty.is_error and not (empty.structured_content or {}).get("hits")
+    assert extra.is_error and "does not take source_kind" in text(extra), text(extra)
+    assert too_many.is_error and text(too_many).startswith("search_precedent_library: k: "), text(too_many)
+    assert "http" not in text(too_many) and "500" in text(too_many)
 
 
 def test_no_tool_returns_an_item_of_another_corpus(demo_dsn, conn):

@@ -440,6 +440,41 @@ async def catalog(dsn: str, connect_timeout: int) -> dict[str, CorpusInfo]:
         return {c.name: c for c in await AsyncClient(conn).list_corpora()}
 
 
+def plain_errors(errors: list[Any]) -> str:
+    """Pydantic's validation errors as sentences a model can act on (no URLs, no types)."""
+    out = []
+    for e in errors:
+        where = ".".join(str(p) for p in e.get("loc", ())) or "the arguments"
+        got = f" (got {json.dumps(e['input'], ensure_ascii=False, default=str)})" if "input" in e else ""
+        out.append(f"{where}: {str(e.get('msg', 'invalid')).rstrip('.')}{got}.")
+    return " ".join(out)
+
+
+def check_arguments_strictly(server: Any, name: str) -> None:
+    """Make a registered tool refuse arguments it does not take (the SDK drops them silently:
+    a model that passed the isolation column or a misspelt filter would never know) and say
+    what is wrong with the others in plain words."""
+    from mcp.server.mcpserver.exceptions import ToolError
+    from pydantic import ValidationError
+
+    tool = server._tool_manager.get_tool(name)
+    known = set(tool.parameters.get("properties", {}))
+    original = tool.run
+
+    async def run(arguments: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+        unknown = sorted(set(arguments) - known)
+        if unknown:
+            raise ToolError(f"{name} does not take {', '.join(unknown)}; its arguments are "
+                            f"{', '.join(sorted(known))}.")
+        try:
+            tool.fn_metadata.validate_arguments(arguments)
+        except ValidationError as e:
+            raise ToolError(f"{name}: {plain_errors(e.errors())}") from None
+        return await original(arguments, *args, **kwargs)
+
+    object.__setattr__(tool, "run", run)
+
+
 def build_server(config: ServerConfig, corpora: dict[str, CorpusInfo], backend: Backend) -> Any:
     from mcp.server.mcpserver import MCPServer
     from mcp_types import ToolAnnotations
@@ -453,6 +488,7 @@ def build_server(config: ServerConfig, corpora: dict[str, CorpusInfo], backend: 
         server.add_tool(makers[tool.kind](tool, corpora[tool.corpus], backend), name=tool.name, title=title,
                         description=tool.description,
                         annotations=ToolAnnotations(title=title, read_only_hint=True, open_world_hint=False))
+        check_arguments_strictly(server, tool.name)
     return server
 
 
