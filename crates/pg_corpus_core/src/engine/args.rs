@@ -564,7 +564,19 @@ pub fn validate(corpus: Arc<Corpus>, args: Args, checked: Checked, config: Confi
         Some(f) => f,
         None => corpus.ranking.feedback.unwrap_or(config.hybrid_feedback) && can_feed_back,
     };
-    let window = window.unwrap_or_else(|| corpus.ranking.window(k, config.max_candidates));
+    // The corpus' window is fusion's; a search of one list (one branch, one query) ranks it the
+    // same with any window and takes the floor a cap needs.
+    let lists = usize::from(vector.is_some())
+        + space_vectors.iter().filter(|v| v.is_some()).count()
+        + usize::from(text.is_some())
+        + extra.len();
+    let window = window.unwrap_or_else(|| {
+        if lists > 1 || feedback {
+            corpus.ranking.window(k, config.max_candidates)
+        } else {
+            crate::model::single_list_window(k, config.max_candidates)
+        }
+    });
     let corpus = match (args.source_weights, args.feedback_params) {
         (None, None) => corpus,
         (Some(w), _) if w.len() != corpus.sources.len() || !w.iter().all(|(s, l)| s.is_finite() && l.is_finite()) => {

@@ -133,6 +133,27 @@ mod tests {
     }
 
     #[test]
+    fn fusion_takes_the_corpus_window_and_a_single_list_the_floor() {
+        let mut d = crate::testing::legal_def();
+        d["ranking"] = serde_json::json!({});
+        let corpus = std::sync::Arc::new(crate::definition::resolve(&serde_json::from_value(d).unwrap()).unwrap());
+        let first_limits = |mode: &str| {
+            let mut f = default_fake();
+            run_in(corpus.clone(), &mut f, args(mode), Config::default()).unwrap();
+            let mut limits: Vec<i64> = f.branch_calls().iter().map(|c| c.2).collect();
+            limits.dedup();
+            limits
+        };
+        assert_eq!(first_limits("hybrid"), vec![100], "the default fusion window, max(100, 4k)");
+        assert_eq!(first_limits("semantic"), vec![40], "one list: max(20, 4k)");
+        assert_eq!(first_limits("lexical"), vec![40]);
+        let mut f = default_fake();
+        let a = Args { query_vec: None, ..args("hybrid") };
+        run_in(corpus.clone(), &mut f, a, Config::default()).unwrap();
+        assert!(f.branch_calls().iter().all(|c| c.2 == 40), "a hybrid call with text only is one list");
+    }
+
+    #[test]
     fn dropping_stale_embeddings_still_fills_k_rows() {
         // 45 items of one source, the 40 nearest stale: the first window's semantic list keeps none
         let mut f = Fake::new(vec![items(0, 45, 1), items(1, 0, 1)]);

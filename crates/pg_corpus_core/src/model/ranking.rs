@@ -7,6 +7,9 @@ pub const DEFAULT_RRF_K: i32 = 60;
 /// The smallest candidate window (items per source and branch) when neither the call nor the
 /// corpus sets one; a search asks for at least [`WINDOW_PER_K`] × k.
 pub const DEFAULT_WINDOW: i32 = 100;
+/// The smallest window of a search of one list (nothing to fuse: the window only has to hold
+/// enough items for the per-parent cap).
+pub const SINGLE_LIST_WINDOW: i32 = 20;
 /// A search's window is never below this many candidates per row asked for.
 pub const WINDOW_PER_K: usize = 4;
 /// The bounds of the settings (rrf_k as the search argument takes it).
@@ -29,6 +32,11 @@ pub struct Ranking {
     pub feedback_beta: Option<f64>,
     pub feedback_alpha: Option<f64>,
     pub feedback_terms: Option<i32>,
+}
+
+/// The window of a search of one list for `k` rows: max(20, 4k), at most `max_candidates`.
+pub fn single_list_window(k: usize, max_candidates: i32) -> usize {
+    (SINGLE_LIST_WINDOW as usize).max(WINDOW_PER_K * k).min(max_candidates.max(1) as usize)
 }
 
 /// The feedback round's parameters a search uses.
