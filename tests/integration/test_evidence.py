@@ -138,17 +138,40 @@ def test_a_question_the_corpus_cannot_answer_returns_no_rows(db, calibrated):
     assert len(counted) >= 4 and sum(1 for w in counted if w["df"] == 0) >= 2, words
 
 
-def test_thresholds_of_another_model_are_refused(db, calibrated):
+def evidence_row(db):
+    with db.cursor(row_factory=psycopg.rows.dict_row) as cur:
+        return cur.execute("SELECT * FROM corpus.corpus_health_check(%s) WHERE \"check\" = 'evidence'",
+                           [CORPUS]).fetchone()
+
+
+def test_thresholds_of_another_model_turn_the_vector_rule_off(db, calibrated):
+    assert (evidence_row(db)["status"], evidence_row(db)["count"]) == ("ok", 0)
     db.execute("SELECT corpus.corpus_alter(%s, spaces => %s)", [CORPUS, Jsonb({"default": {"model": "bge-m3"}})])
     try:
+        # with a query text, the rare-words rule alone admits: the Novák record, nothing near
+        rows = search(db, "novak", evidence=True)
+        assert [int(r["item_id"]) for r in rows] == [NOVAK], rows
+        assert "near_vector" not in rows[0]["evidence"]
+        assert search(db, "kolibrik", evidence=True) == []
+        # a vector alone has nothing to be judged by
         with pytest.raises(psycopg.errors.ObjectNotInPrerequisiteState) as e:
-            search(db, "novak", evidence=True)
+            with db.cursor() as cur:
+                q = DATA["questions"]["novak"]
+                cur.execute("SELECT * FROM corpus.corpus_hybrid_search(%s, %s::vector, NULL, evidence => true)",
+                            [CORPUS, vtext(vec(q["embedding"]))])
         assert "bge-m3" in str(e.value) and "corpus_calibrate_evidence" in e.value.diag.message_hint
-        # a lexical search needs no vector thresholds
-        assert search(db, "novak", evidence=True, mode="lexical")
+        # the health check says the vector rule is off; a warning once searches filter by default
+        row = evidence_row(db)
+        assert (row["status"], row["count"]) == ("ok", 1) and "bge-m3" in row["detail"]["vector_rule"]["default"]["off"]
+        db.execute("SELECT corpus.corpus_alter(%s, evidence => (SELECT evidence || '{\"enabled\": true}' "
+                   "FROM corpus.corpora WHERE name = %s))", [CORPUS, CORPUS])
+        row = evidence_row(db)
+        assert row["status"] == "warn" and "corpus_calibrate_evidence" in row["hint"], row
     finally:
-        db.execute("SELECT corpus.corpus_alter(%s, spaces => %s)",
-                   [CORPUS, Jsonb({"default": {"model": DATA["model"]}})])
+        db.execute("SELECT corpus.corpus_alter(%s, spaces => %s, evidence => (SELECT evidence || "
+                   "'{\"enabled\": false}' FROM corpus.corpora WHERE name = %s))",
+                   [CORPUS, Jsonb({"default": {"model": DATA["model"]}}), CORPUS])
+    assert (evidence_row(db)["status"], evidence_row(db)["count"]) == ("ok", 0)
 
 
 @pytest.mark.parametrize("bad,state", [

@@ -36,11 +36,19 @@ pub(super) fn evidence_plan(
 ) -> Result<EvidencePlan> {
     let cfg = &corpus.evidence;
     let mut vector = vec![None; corpus.spaces.len()];
+    // a space without usable thresholds has no vector rule; the rare-words rule still judges
+    let mut unusable = None;
     for (idx, slot) in vector.iter_mut().enumerate() {
         let searched = if idx == 0 { default_vector } else { space_vectors.get(idx).is_some_and(Option::is_some) };
         if searched && corpus.sources.iter().any(|s| s.space == idx) {
-            *slot = Some(evidence::thresholds_for(cfg, &corpus.spaces, idx, &corpus.name)?.clone());
+            match evidence::thresholds_for(cfg, &corpus.spaces, idx, &corpus.name) {
+                Ok(t) => *slot = Some(t.clone()),
+                Err(e) => unusable = unusable.or(Some(e)),
+            }
         }
+    }
+    if let (false, Some(e)) = (has_text || vector.iter().any(Option::is_some), unusable) {
+        return Err(e);
     }
     let (words, df, rare_limit) = match (has_text, lexical) {
         (false, _) => (vec![Vec::new(); corpus.sources.len()], HashMap::new(), 0.0),
@@ -211,6 +219,25 @@ mod tests {
     }
 
     #[test]
+    fn without_vector_thresholds_only_the_rare_words_rule_admits() {
+        // no thresholds, or thresholds set for the model the space used before
+        for cfg in [json!({}), json!({"vector": {"default": {"max_distance": 0.9, "max_gap": 0.9, "model": "other"}}})]
+        {
+            let mut c = crate::testing::legal();
+            c.spaces[0].model = Some("e5".into());
+            c.evidence = crate::evidence::parse(&cfg, &c.spaces).unwrap();
+            let mut f = default_fake();
+            f.terms.insert("100021".into(), vec!["חוזה".into(), "שכירות".into()]);
+            f.terms.insert("30".into(), vec!["שכירות".into()]);
+            let rows = run_on(std::sync::Arc::new(c), &mut f, evidence_args(None)).unwrap();
+            let ids: Vec<&str> = rows.iter().map(|r| r.item_id.as_str()).collect();
+            assert_eq!(ids, ["100021"], "{cfg} {rows:?}");
+            let ev = rows[0].evidence.as_ref().unwrap();
+            assert!(ev.get("near_vector").is_none() && ev["rare_words"]["coverage"] == json!(1.0), "{ev}");
+        }
+    }
+
+    #[test]
     fn nothing_with_evidence_is_an_empty_answer_after_one_round() {
         let c = evidence_corpus(json!({"vector": {"default": {"max_distance": 0.05, "max_gap": 0.01}}}));
         let mut f = default_fake();
@@ -239,8 +266,10 @@ mod tests {
 
     #[test]
     fn the_evidence_filter_needs_its_thresholds_and_statistics() {
+        // without text, a search with no vector thresholds has nothing to judge by
         let mut f = default_fake();
-        let e = run_on(evidence_corpus(json!({})), &mut f, evidence_args(None)).unwrap_err();
+        let a = Args { query_text: None, ..evidence_args(None) };
+        let e = run_on(evidence_corpus(json!({})), &mut f, a).unwrap_err();
         assert_eq!(e.state, SqlState::ObjectNotInPrerequisiteState);
         assert!(e.hint.contains("corpus_calibrate_evidence"), "{e:?}");
         // a lexical search needs no vector thresholds, but statistics
@@ -253,7 +282,7 @@ mod tests {
         // enabled by the corpus, turned off by the call
         let c = evidence_corpus(json!({"enabled": true}));
         let mut f = default_fake();
-        assert!(run_on(c.clone(), &mut f, args("hybrid")).is_err());
+        assert!(run_on(c.clone(), &mut f, args("hybrid")).unwrap().is_empty());
         let rows = run_on(c, &mut f, Args { evidence: Some(false), ..args("hybrid") }).unwrap();
         assert_eq!(rows.len(), 10);
         assert!(rows.iter().all(|r| r.evidence.is_none()));
@@ -282,7 +311,7 @@ mod tests {
     }
 
     #[test]
-    fn thresholds_calibrated_for_another_model_are_refused_by_a_search_that_needs_them() {
+    fn thresholds_calibrated_for_another_model_are_refused_by_a_search_without_text() {
         let mut c = crate::testing::legal();
         c.spaces[0].model = Some("bge-m3".into());
         c.evidence = crate::evidence::parse(
@@ -291,7 +320,8 @@ mod tests {
         )
         .unwrap();
         let c = std::sync::Arc::new(c);
-        let e = run_on(c.clone(), &mut default_fake(), evidence_args(None)).unwrap_err();
+        let a = Args { query_text: None, ..evidence_args(None) };
+        let e = run_on(c.clone(), &mut default_fake(), a).unwrap_err();
         assert_eq!(e.state, SqlState::ObjectNotInPrerequisiteState);
         assert!(e.message.contains("bge-m3") && e.hint.contains("corpus_calibrate_evidence"), "{e:?}");
         // a lexical search needs no vector thresholds: its rare-words rule still admits
