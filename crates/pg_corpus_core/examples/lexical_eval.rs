@@ -118,6 +118,9 @@ fn main() {
             let mut v = vec![
                 variant("simple (niqqud, final letters, geresh folded)", Language::Simple, |_| {}),
                 variant("hebrew, no prefix handling", Language::Hebrew, |o| o.hebrew_prefixes = false),
+                variant("hebrew default without stop words (analyser version 1)", Language::Hebrew, |o| {
+                    o.stopwords = Stopwords::Off
+                }),
                 variant(
                     "**hebrew (default): + prefix-less forms, ≥ 2 letters left, weight 0.5**",
                     Language::Hebrew,

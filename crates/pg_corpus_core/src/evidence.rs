@@ -222,9 +222,10 @@ pub struct RareWords {
     pub counted: usize,
 }
 
-/// The most documents a rare key may be in: `rare_share` of the corpus' `documents`.
+/// The most documents a rare key may be in: `rare_share` of the corpus' `documents`, and at
+/// least one (a word only one item holds is rare in a corpus of any size).
 pub fn rare_limit(rare_share: f64, documents: u64) -> f64 {
-    rare_share * documents as f64
+    (rare_share * documents as f64).max(1.0)
 }
 
 /// The rare-words rule for one item: None when the query has no rare or unknown word (its
@@ -513,6 +514,31 @@ mod tests {
         }
         let r = rare_words(&words, df_of(&df), 2.0, |k| doc.iter().any(|d| d == k)).unwrap();
         assert!(r.matched.len() >= 2 && r.coverage <= DEFAULT_MIN_COVERAGE, "{r:?}");
+    }
+
+    #[test]
+    fn question_words_are_not_words_of_the_question() {
+        // every word of the record is rare, as in a small corpus: only content words count
+        let cases = [
+            (Language::Czech, "Kdo je Svoboda? Kde je? Co je to? Kdy?", "Panu Svobodovi byl doručen dopis.", "svobod"),
+            (Language::Hebrew, "מי זה סבובודה? איפה הוא? מה זה?", "המכתב נמסר לסבובודה ביום שני.", "סבובודה"),
+            (
+                Language::English,
+                "Who is Svoboda? Where is he? What is it?",
+                "The letter was handed to Svoboda.",
+                "svoboda",
+            ),
+            (Language::German, "Wer ist Svoboda? Wo ist er? Wann?", "Der Brief wurde Svoboda zugestellt.", "svoboda"),
+        ];
+        for (lang, question, record, key) in cases {
+            let words = query_words(question, lang);
+            let own: Vec<&str> = words.iter().map(|w| w.key.as_str()).collect();
+            assert_eq!(own, [key], "{lang:?}: {words:?}");
+            let doc: Vec<String> = crate::analysis::document_terms(record, lang).into_iter().map(|t| t.key).collect();
+            let df: HashMap<String, u64> = doc.iter().map(|k| (k.clone(), 1)).collect();
+            let r = rare_words(&words, df_of(&df), 2.0, |k| doc.iter().any(|d| d == k)).unwrap();
+            assert!(r.coverage > DEFAULT_MIN_COVERAGE, "{lang:?}: {r:?} {doc:?}");
+        }
     }
 
     #[test]

@@ -19,7 +19,9 @@
 //!    Hebrew, ...) unless [`ForeignScript::Fold`]; `simple` never stems.
 //! 5. **Stem and fold**: Snowball (`rust-stemmers`) on the lower-cased word, then diacritics
 //!    folded (NFD, combining diacritics removed, ß → ss, ø → o, ...); English folds first
-//!    (its stemmer is ASCII-only); English stop words (NLTK's 179) are dropped. Czech folds
+//!    (its stemmer is ASCII-only). Stop words of the word's language are dropped before
+//!    stemming (`stopwords.rs`: NLTK's English list, Snowball's lists, Czech and Hebrew lists
+//!    of their own); Hebrew forms without prefix letters that are stop words too. Czech folds
 //!    first, uses the light stemmer of `czech.rs` and adds a half-weight prefix key
 //!    (`pavla*`). Hebrew keeps the surface form and adds, at half weight, the forms without
 //!    attached prefix letters.
@@ -43,11 +45,11 @@ use unicode_segmentation::UnicodeSegmentation;
 use crate::error::{CoreError, SqlState};
 use crate::model::{Language, LANGUAGES};
 
-pub use stopwords::Stopwords;
+pub use stopwords::{stopwords_of, Stopwords};
 
 /// Bumped whenever the keys produced for some text change: stored terms and statistics made
 /// by another version must be rebuilt.
-pub const ANALYZER_VERSION: u32 = 1;
+pub const ANALYZER_VERSION: u32 = 2;
 
 /// Longest word, in characters after folding, that is analysed; longer words are cut to this
 /// length and not stemmed.
@@ -203,7 +205,7 @@ pub struct Options {
     pub fold_diacritics: bool,
     /// Stem (Snowball, the Czech light stemmer). Default true; `simple` never stems.
     pub stem: bool,
-    /// Stop words removed (only English has lists). Default [`Stopwords::Full`].
+    /// Stop words removed (every language with a list). Default [`Stopwords::Full`].
     pub stopwords: Stopwords,
     /// Add Hebrew forms without attached prefix letters. Default true (not for `simple`).
     pub hebrew_prefixes: bool,
@@ -516,7 +518,8 @@ impl Analyzer {
                         }
                         variants.extend(more);
                     }
-                    for v in variants {
+                    // a function word behind prefix letters (ושל, שהוא) adds no form of its own
+                    for v in variants.into_iter().filter(|v| !stopwords::is_stopword(self.opts.stopwords, lang, v)) {
                         emit(sink, &v, self.opts.hebrew_prefix_weight, KeyKind::Extra);
                     }
                 }
