@@ -51,10 +51,10 @@ from psycopg.rows import dict_row
 SEED = 5005
 DIM = 384
 TEMPLATE = "pgc_health_tpl"
-KNOWN_CHECKS = {"version", "privileges", "catalog_drift", "isolation_audit", "lexical_statistics",
+KNOWN_CHECKS = {"version", "privileges", "catalog_drift", "evidence", "analysis", "isolation_audit", "lexical_statistics",
                 "embeddings", "searchable_contract", "indexes", "reembed_queue"}
-PER_CORPUS = ["catalog_drift", "isolation_audit"]
-PER_SOURCE = ["embeddings", "searchable_contract", "indexes", "reembed_queue"]
+PER_CORPUS = ["catalog_drift", "evidence", "isolation_audit"]
+PER_SOURCE = ["embeddings", "searchable_contract", "indexes", "reembed_queue", "analysis"]
 LEGAL = ["external_precedents", "internal_decisions"]
 SOURCES = {"external_precedents": ["chunks", "halachot"],
            "internal_decisions": ["chunks", "halachot"],
