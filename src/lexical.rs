@@ -32,6 +32,23 @@ fn bm25_query(
     TableIterator::new(terms.into_iter().map(|t| (t.key, t.weight, t.count as i32)))
 }
 
+/// The passage of `document` (at most `max_chars` characters) holding the most words of
+/// `query`, each wrapped in `start_mark` / `stop_mark`, analysed as `language` (the BM25
+/// column's analyser, so that the words marked are the words that matched).
+#[pg_extern(immutable, strict, parallel_safe)]
+fn bm25_snippet(
+    document: &str,
+    query: &str,
+    language: &str,
+    max_chars: default!(i32, 240),
+    start_mark: default!(&str, "'<b>'"),
+    stop_mark: default!(&str, "'</b>'"),
+) -> String {
+    let lang = Language::parse(language).or_raise();
+    let opts = pg_corpus_core::snippet::SnippetOptions::new(max_chars, start_mark, stop_mark).or_raise();
+    pg_corpus_core::snippet::snippet(&pg_corpus_core::analysis::Analyzer::new(lang), document, query, &opts)
+}
+
 /// BM25 of a document tsvector: `keys` with their `weight · idf` (the search computes them from
 /// the corpus statistics), the corpus' mean document length, k1 and b.
 #[pg_extern(immutable, strict, parallel_safe)]

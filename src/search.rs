@@ -454,6 +454,39 @@ fn corpus_fetch(
     )))
 }
 
+/// A search hit's snippet: the passage of `content` holding the most words of `query_text`,
+/// marked, analysed as source `source` of `corpus` analyses its BM25 column.
+#[pg_extern(stable, parallel_restricted)]
+fn corpus_snippet(
+    corpus: Option<&str>,
+    source: Option<&str>,
+    content: Option<&str>,
+    query_text: Option<&str>,
+    max_chars: default!(Option<i32>, 240),
+    start_mark: default!(Option<&str>, "'<b>'"),
+    stop_mark: default!(Option<&str>, "'</b>'"),
+) -> Option<String> {
+    const F: &str = "corpus_snippet";
+    spi::pinned_search_path(|| {
+        let corpus = required(corpus, F, "corpus")?;
+        let source = required(source, F, "source")?;
+        let opts = pg_corpus_core::snippet::SnippetOptions::new(
+            required(max_chars, F, "max_chars")?,
+            required(start_mark, F, "start_mark")?,
+            required(stop_mark, F, "stop_mark")?,
+        )?;
+        let definition = spi::catalog::load_corpus(corpus)?;
+        match content {
+            None => Ok(None),
+            Some(text) => {
+                pg_corpus_core::snippet::for_source(&definition, source, text, query_text.unwrap_or(""), &opts)
+                    .map(Some)
+            }
+        }
+    })
+    .or_raise()
+}
+
 /// What a search of `corpus` in `filter_mode` does with each piece of `filters` (a range's
 /// operators one by one): accepted, or dropped with the reason and the SQLSTATE a strict search
 /// raises for it. Errors are the search's own (the isolation column; a missing or invalid

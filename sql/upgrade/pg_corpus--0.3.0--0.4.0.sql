@@ -255,3 +255,11 @@ CREATE FUNCTION corpus.corpus_fetch(corpus text, source text, item_id text, filt
 RETURNS TABLE (corpus text, source text, item_id text, parent_id text, content text, locator jsonb,
                metadata jsonb, embedding_stale boolean)
 STABLE PARALLEL RESTRICTED LANGUAGE c AS 'MODULE_PATHNAME', 'corpus_fetch_wrapper';
+
+-- Snippets: the passage of a text with the most query words, marked, by the BM25 analyser.
+CREATE FUNCTION corpus.bm25_snippet(document text, query text, language text, max_chars integer DEFAULT 240,
+    start_mark text DEFAULT '<b>', stop_mark text DEFAULT '</b>') RETURNS text
+IMMUTABLE STRICT PARALLEL SAFE LANGUAGE c AS 'MODULE_PATHNAME', 'bm25_snippet_wrapper';
+CREATE FUNCTION corpus.corpus_snippet(corpus text, source text, content text, query_text text,
+    max_chars integer DEFAULT 240, start_mark text DEFAULT '<b>', stop_mark text DEFAULT '</b>') RETURNS text
+STABLE PARALLEL RESTRICTED LANGUAGE c AS 'MODULE_PATHNAME', 'corpus_snippet_wrapper';

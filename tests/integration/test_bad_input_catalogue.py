@@ -58,6 +58,12 @@ ITEM = "(SELECT id::text FROM precedent_chunks ORDER BY id LIMIT 1)"
 CALLS = {
     "bm25_document": [("document", "text", "'פסק דין'"), ("language", "text", "'hebrew'")],
     "bm25_query": [("query", "text", "'פסק דין'"), ("language", "text", "'hebrew'")],
+    "bm25_snippet": [("document", "text", "'ובבית המשפט העליון'"), ("query", "text", "'בית'"),
+                     ("language", "text", "'hebrew'"), ("max_chars", "integer", "240"),
+                     ("start_mark", "text", "'<b>'"), ("stop_mark", "text", "'</b>'")],
+    "corpus_snippet": [("corpus", "text", f"'{EXT}'"), ("source", "text", "'chunks'"),
+                       ("content", "text", "'ובבית המשפט העליון'"), ("query_text", "text", "'בית'"),
+                       ("max_chars", "integer", "240"), ("start_mark", "text", "'<b>'"), ("stop_mark", "text", "'</b>'")],
     "bm25_index_check": [("index", "regclass", "'precedent_chunks_bm25_idx'"), ("heapallindexed", "boolean", "true")],
     "corpus_add_source": [
         ("corpus", "text", "'probe_c'"), ("source", "text", "'items'"), ("item_table", "regclass", "'probe_items'"),

@@ -119,6 +119,7 @@ ENTRY_POINTS = [
 # public functions that read no user table with another role's rights, and why
 NOT_READING_TABLES = {
     "bm25_document": "analyses its argument", "bm25_query": "analyses its argument",
+    "bm25_snippet": "analyses its arguments", "corpus_snippet": "analyses its arguments (reads the catalog only)",
     "bm25_index_check": "reads a plain column as a SELECT would (an expression index's heap check is refused)",
     "corpus_create": "writes the catalog only", "corpus_drop": "writes the catalog only",
     "corpus_add_edges": "in test_graph_expansion_never_builds_a_value_of_the_owners_domain",

@@ -34,6 +34,7 @@ pub mod queue;
 pub mod ranking;
 pub mod registry;
 pub mod slots;
+pub mod snippet;
 pub mod sql;
 pub mod statistics;
 pub mod topk;

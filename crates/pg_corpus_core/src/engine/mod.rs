@@ -53,5 +53,6 @@ pub use item::{fetch_item, FetchArgs};
 pub use lexical_plan::LexicalPlans;
 pub use request::Request;
 pub use settings::Setting;
+pub(crate) use similar::source_index;
 pub use similar::{find_similar, SimilarArgs};
 pub use strategy::{partial_index_probe, probe, semantic_plans, SemanticPlan};

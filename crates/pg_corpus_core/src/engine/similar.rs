@@ -37,7 +37,7 @@ pub(super) fn not_in_corpus(corpus: &Corpus, source: &str, item_id: &str, functi
 }
 
 /// The index of the source named `name`, or 42704 naming the corpus' sources.
-pub(super) fn source_index(corpus: &Corpus, name: &str) -> Result<usize> {
+pub(crate) fn source_index(corpus: &Corpus, name: &str) -> Result<usize> {
     corpus.sources.iter().position(|s| s.name == name).ok_or_else(|| {
         let names: Vec<String> = corpus.sources.iter().map(|s| literal(&s.name)).collect();
         CoreError::new(
