@@ -48,7 +48,7 @@ fn corpus_hybrid_search(
         name!(embedding_stale, bool),
     ),
 > {
-    let rows = crate::search::hybrid_search(
+    let rows = crate::search::search_rows(
         corpus,
         query_vec,
         query_text,
@@ -65,6 +65,7 @@ fn corpus_hybrid_search(
         None,
         Some(false),
         Some(false),
+        Some(0),
     );
     TableIterator::new(rows.map(|r| (r.0, r.1, r.2, r.3, r.4, r.5, r.6, r.7, r.8, r.9, r.10, r.11, r.12, r.13)))
 }

@@ -71,6 +71,7 @@ fn evaluate_mode(
                 query_vec: q.vector.clone(),
                 query_text: q.text.clone(),
                 k,
+                offset: 0,
                 filters: q.filters.clone(),
                 mode: mode.to_string(),
                 max_per_parent,

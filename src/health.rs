@@ -105,6 +105,7 @@ fn isolation_audit(corpus: &std::sync::Arc<Corpus>, depth: &AuditDepth) -> Resul
                         query_vec: vector.clone(),
                         query_text: text.map(str::to_string),
                         k: 20,
+                        offset: 0,
                         filters: filters.clone(),
                         mode: mode.to_string(),
                         max_per_parent: Some(0),

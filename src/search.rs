@@ -157,7 +157,7 @@ fn report_dropped_filters(corpus: &str, rejected: &[pg_corpus_core::filters::Rej
 }
 
 /// One hit as a row of `corpus_hybrid_search` (and `corpus_find_similar`).
-type HitRow = (
+pub(crate) type HitRow = (
     i32,
     String,
     String,
@@ -199,12 +199,77 @@ fn hit_row(corpus: &str, r: SearchRow) -> HitRow {
     )
 }
 
-/// Hybrid (semantic + lexical) search of one corpus, fused by RRF, capped per parent. The C
-/// symbol the SQL definitions of earlier releases call is a shim (`crate::compat`).
+/// Hybrid (semantic + lexical) search of one corpus, fused by RRF, capped per parent; `offset`
+/// skips that many rows of the ranking (pages are slices of one ranking). The C symbols the
+/// SQL definitions of earlier releases call are shims (`crate::compat`).
 #[allow(clippy::too_many_arguments)]
 ///
 /// Volatile and parallel unsafe: a search of a corpus that keeps an audit log writes its row.
 #[pg_extern(volatile, parallel_unsafe, name = "corpus_hybrid_search")]
+pub(crate) fn hybrid_search_page(
+    corpus: Option<&str>,
+    query_vec: Option<Vector>,
+    query_text: Option<&str>,
+    k: default!(Option<i32>, 10),
+    filters: default!(Option<JsonbText>, "'{}'"),
+    mode: default!(Option<&str>, "'hybrid'"),
+    max_per_parent: default!(Option<i32>, 3),
+    candidates: default!(Option<i32>, "NULL"),
+    rrf_k: default!(Option<i32>, "NULL"),
+    include_stale: default!(Option<bool>, false),
+    feedback: default!(Option<bool>, "NULL"),
+    extra_queries: default!(Option<JsonbText>, "NULL"),
+    filter_mode: default!(Option<&str>, "'strict'"),
+    query_vectors: default!(Option<JsonbText>, "NULL"),
+    evidence: default!(Option<bool>, "NULL"),
+    expand: default!(Option<bool>, false),
+    offset: default!(Option<i32>, 0),
+) -> TableIterator<
+    'static,
+    (
+        name!(rank, i32),
+        name!(corpus, String),
+        name!(source, String),
+        name!(item_id, String),
+        name!(parent_id, String),
+        name!(score, f64),
+        name!(semantic_rank, Option<i32>),
+        name!(semantic_distance, Option<f64>),
+        name!(lexical_rank, Option<i32>),
+        name!(lexical_score, Option<f64>),
+        name!(content, Option<String>),
+        name!(locator, JsonB),
+        name!(metadata, JsonB),
+        name!(embedding_stale, bool),
+        name!(query_ranks, JsonB),
+        name!(evidence, Option<JsonB>),
+        name!(origin, Option<JsonB>),
+    ),
+> {
+    TableIterator::new(search_rows(
+        corpus,
+        query_vec,
+        query_text,
+        k,
+        filters,
+        mode,
+        max_per_parent,
+        candidates,
+        rrf_k,
+        include_stale,
+        feedback,
+        extra_queries,
+        filter_mode,
+        query_vectors,
+        evidence,
+        expand,
+        offset,
+    ))
+}
+
+/// `corpus_hybrid_search` as release 0.3.0 declares it (16 arguments, no `offset`).
+#[allow(clippy::too_many_arguments)]
+#[pg_extern(volatile, parallel_unsafe, sql = false)]
 pub(crate) fn hybrid_search(
     corpus: Option<&str>,
     query_vec: Option<Vector>,
@@ -244,6 +309,48 @@ pub(crate) fn hybrid_search(
         name!(origin, Option<JsonB>),
     ),
 > {
+    TableIterator::new(search_rows(
+        corpus,
+        query_vec,
+        query_text,
+        k,
+        filters,
+        mode,
+        max_per_parent,
+        candidates,
+        rrf_k,
+        include_stale,
+        feedback,
+        extra_queries,
+        filter_mode,
+        query_vectors,
+        evidence,
+        expand,
+        Some(0),
+    ))
+}
+
+/// The rows of a search with `corpus_hybrid_search`'s arguments.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn search_rows(
+    corpus: Option<&str>,
+    query_vec: Option<Vector>,
+    query_text: Option<&str>,
+    k: Option<i32>,
+    filters: Option<JsonbText>,
+    mode: Option<&str>,
+    max_per_parent: Option<i32>,
+    candidates: Option<i32>,
+    rrf_k: Option<i32>,
+    include_stale: Option<bool>,
+    feedback: Option<bool>,
+    extra_queries: Option<JsonbText>,
+    filter_mode: Option<&str>,
+    query_vectors: Option<JsonbText>,
+    evidence: Option<bool>,
+    expand: Option<bool>,
+    offset: Option<i32>,
+) -> impl Iterator<Item = HitRow> {
     const F: &str = "corpus_hybrid_search";
     let started = std::time::Instant::now();
     let rows = spi::pinned_search_path(|| {
@@ -254,6 +361,7 @@ pub(crate) fn hybrid_search(
             feedback,
             evidence,
             expand: Some(required(expand, F, "expand")?),
+            offset: required(offset, F, "offset")?,
             ..common_args(
                 F,
                 query_vec,
@@ -274,7 +382,7 @@ pub(crate) fn hybrid_search(
     })
     .or_raise();
     let (name, rows) = rows;
-    TableIterator::new(rows.into_iter().map(move |r| hit_row(&name, r)))
+    rows.into_iter().map(move |r| hit_row(&name, r))
 }
 
 /// The exact SQL and parameters of every subplan a search with these arguments would run first

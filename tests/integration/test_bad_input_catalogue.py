@@ -135,7 +135,8 @@ CALLS = {
                              ("feedback", "boolean", "NULL"),
                              ("extra_queries", "jsonb", "'[{\"text\": \"פסק דין\", \"weight\": 0.5}]'"),
                              ("filter_mode", "text", "'strict'"), ("query_vectors", "jsonb", "'{}'"),
-                             ("evidence", "boolean", "true"), ("expand", "boolean", "true")],
+                             ("evidence", "boolean", "true"), ("expand", "boolean", "true"),
+                             ("offset", "integer", "0")],
     "corpus_add_edges": [("corpus", "text", f"'{EXT}'"), ("name", "text", "'cites2'"),
                          ("edge_table", "regclass", "'probe_citations'"), ("from_source", "text", "'chunks'"),
                          ("from_column", "text", "'citing'"), ("to_source", "text", "'halachot'"),
@@ -174,7 +175,7 @@ def call_sql(function, args, replace=None):
     parts = []
     for name, typ, valid in args:
         value = replace[1] if replace and replace[0] == name else valid
-        parts.append(f"{name} => ({value})::{typ}")
+        parts.append(f'"{name}" => ({value})::{typ}')
     return f"SELECT * FROM corpus.{function}({', '.join(parts)})"
 
 

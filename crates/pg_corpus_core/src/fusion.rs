@@ -203,6 +203,30 @@ pub fn cap(fused: &[Fused], max_per_parent: Option<usize>, k: usize) -> Vec<Fuse
     out
 }
 
+/// Continue a ranking with the rows a wider window found: `fused` (in its order) adds each hit
+/// `pages` does not hold yet, within the per-parent cap counted over the whole ranking. The rows
+/// already ranked keep their places, so that every page is a slice of one ranking.
+pub fn extend_pages(pages: &mut Vec<Fused>, fused: &[Fused], max_per_parent: Option<usize>) {
+    let mut per_parent: HashMap<(String, String), usize> = HashMap::new();
+    let mut held: std::collections::HashSet<(usize, String)> = std::collections::HashSet::new();
+    for f in pages.iter() {
+        *per_parent.entry((f.parent_scope.clone(), f.parent_id.clone())).or_insert(0) += 1;
+        held.insert((f.source, f.item_id.clone()));
+    }
+    for f in fused {
+        if held.contains(&(f.source, f.item_id.clone())) {
+            continue;
+        }
+        let n = per_parent.entry((f.parent_scope.clone(), f.parent_id.clone())).or_insert(0);
+        if max_per_parent.is_some_and(|max| *n >= max) {
+            continue;
+        }
+        *n += 1;
+        held.insert((f.source, f.item_id.clone()));
+        pages.push(f.clone());
+    }
+}
+
 /// After a round: widen the candidate window when fewer than `k` rows came out while some
 /// source filled its window (it may hold more eligible items beyond it).
 pub fn needs_wider_window(rows: usize, k: usize, saturated: bool) -> bool {

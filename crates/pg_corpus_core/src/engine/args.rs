@@ -122,6 +122,8 @@ pub struct Args {
     pub query_vec: Option<Vec<f32>>,
     pub query_text: Option<String>,
     pub k: i32,
+    /// Rows of the ranking skipped before the k returned (a page of it).
+    pub offset: i32,
     pub filters: Value,
     pub mode: String,
     pub max_per_parent: Option<i32>,
@@ -158,6 +160,7 @@ impl Default for Args {
             query_vec: None,
             query_text: None,
             k: 10,
+            offset: 0,
             filters: Value::Object(Default::default()),
             mode: "hybrid".into(),
             max_per_parent: Some(3),
@@ -177,11 +180,15 @@ impl Default for Args {
     }
 }
 
+/// The most ranked rows a search may skip (`offset`).
+pub const MAX_OFFSET: i32 = 10_000;
+
 /// The arguments that can be checked without the corpus.
 #[derive(Debug, Clone)]
 pub struct Checked {
     pub mode: Mode,
     pub k: usize,
+    pub offset: usize,
     /// The call's window (None: the corpus' rule).
     pub window: Option<usize>,
     pub max_per_parent: Option<usize>,
@@ -201,6 +208,13 @@ impl Args {
             return Err(bad(
                 format!("k must be between 1 and {max_k}, got {k}"),
                 "Ask for fewer rows, or raise pg_corpus.max_k.",
+            ));
+        }
+        if !(0..=MAX_OFFSET).contains(&self.offset) {
+            return Err(bad(
+                format!("offset must be between 0 and {MAX_OFFSET}, got {}", self.offset),
+                "offset is the number of ranked rows skipped before the k returned: 0 for the first page, k for \
+                 the second, and so on.",
             ));
         }
         let mode = Mode::parse(&self.mode)?;
@@ -230,7 +244,8 @@ impl Args {
             Some(n) => Some(n as usize),
         };
         let window = self.candidates.map(|c| c as usize);
-        Ok(Checked { mode, k: k as usize, window, max_per_parent, rrf_k: self.rrf_k.map(f64::from) })
+        let offset = self.offset as usize;
+        Ok(Checked { mode, k: k as usize, offset, window, max_per_parent, rrf_k: self.rrf_k.map(f64::from) })
     }
 }
 
@@ -496,6 +511,7 @@ pub struct Validated {
     pub rejected_filters: Vec<filters::Rejected>,
     pub mode: Mode,
     pub k: usize,
+    pub offset: usize,
     pub window: usize,
     pub max_per_parent: Option<usize>,
     pub rrf_k: f64,
@@ -517,7 +533,7 @@ pub struct Validated {
 pub fn validate(corpus: Arc<Corpus>, args: Args, checked: Checked, config: Config) -> Result<Validated> {
     let filter_mode = filters::FilterMode::parse(&args.filter_mode)?;
     let (conds, rejected_filters) = filters::parse_with_mode(&corpus, &args.filters, filter_mode)?;
-    let Checked { mode, k, window, max_per_parent, rrf_k } = checked;
+    let Checked { mode, k, offset, window, max_per_parent, rrf_k } = checked;
     let text = args.query_text.as_deref().and_then(query_text);
     let extra = extra_queries(&corpus, mode, &args.extra_queries)?;
     let (query_vec, space_vectors) = space_vectors(&corpus, mode, &args.query_vectors, args.query_vec)?;
@@ -618,6 +634,14 @@ pub fn validate(corpus: Arc<Corpus>, args: Args, checked: Checked, config: Confi
             ),
         ));
     }
+    if offset > 0 && expand {
+        return Err(CoreError::new(
+            SqlState::FeatureNotSupported,
+            "a search with citation-graph expansion has no pages beyond the first",
+            "Expansion adds the cited items to the first page's rows; ask for more rows with a larger k \
+             (offset => 0), or page without it (expand => false).",
+        ));
+    }
     Ok(Validated {
         evidence: args.evidence.unwrap_or(corpus.evidence.enabled),
         corpus,
@@ -625,6 +649,7 @@ pub fn validate(corpus: Arc<Corpus>, args: Args, checked: Checked, config: Confi
         rejected_filters,
         mode,
         k,
+        offset,
         window,
         max_per_parent,
         rrf_k,
@@ -654,6 +679,8 @@ mod tests {
         let cases: Vec<(Mutation, SqlState)> = vec![
             (Box::new(|a| a.k = 0), SqlState::InvalidParameterValue),
             (Box::new(|a| a.k = 1001), SqlState::InvalidParameterValue),
+            (Box::new(|a| a.offset = -1), SqlState::InvalidParameterValue),
+            (Box::new(|a| a.offset = 10_001), SqlState::InvalidParameterValue),
             (Box::new(|a| a.mode = "fuzzy".into()), SqlState::InvalidParameterValue),
             (Box::new(|a| a.candidates = Some(0)), SqlState::InvalidParameterValue),
             (Box::new(|a| a.rrf_k = Some(-1)), SqlState::InvalidParameterValue),

@@ -97,6 +97,14 @@ mod tests {
     }
 
     #[test]
+    fn expansion_has_no_pages_beyond_the_first() {
+        let a = Args { expand: Some(true), offset: 10, ..args("hybrid") };
+        let e = run_on(graph_corpus(), &mut default_fake(), a).unwrap_err();
+        assert_eq!(e.state, crate::error::SqlState::FeatureNotSupported);
+        assert!(e.hint.contains("expand => false"), "{e:?}");
+    }
+
+    #[test]
     fn expansion_adds_the_seeds_forward_neighbours_within_its_limits() {
         let mut f = default_fake();
         // halachot are far: only the graph brings them in

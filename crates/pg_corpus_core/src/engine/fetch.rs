@@ -45,7 +45,7 @@ pub fn search(req: &Request, exec: &mut dyn Executor) -> Result<Vec<SearchRow>> 
         };
         let query_ranks = query_ranks(req, &f.queries);
         out.push(SearchRow {
-            rank: out.len() as i32 + 1,
+            rank: (req.offset + out.len()) as i32 + 1,
             source: req.corpus.sources[f.source].name.clone(),
             item_id: f.item_id,
             parent_id: f.parent_id,

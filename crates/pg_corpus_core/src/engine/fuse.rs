@@ -44,6 +44,9 @@ pub fn ranked(req: &Request, exec: &mut dyn Executor) -> Result<Vec<Fused>> {
     let queries = req.queries();
     // the evidence filter's index terms of the items it has checked, across rounds
     let mut item_keys: HashMap<(usize, String), Vec<String>> = HashMap::new();
+    // a page beyond the first: the ranking of the first page's window, continued by what wider
+    // windows add (None until the first page's window is reached)
+    let mut pages: Option<Vec<Fused>> = None;
     loop {
         let Round { lists, saturated, frontiers } = run_round(req, &queries, &sem, window, exec)?;
         let near = req.evidence.as_ref().map(|_| Near::of(&lists));
@@ -73,6 +76,44 @@ pub fn ranked(req: &Request, exec: &mut dyn Executor) -> Result<Vec<Fused>> {
             (Some(ev), Some(near)) => apply_evidence(req, ev, near, &frontiers, &mut fused, &mut item_keys, exec)?,
             _ => saturated,
         };
+        if req.offset > 0 {
+            let want = req.offset + req.k;
+            match pages.as_mut() {
+                Some(p) => fusion::extend_pages(p, &fused, req.max_per_parent),
+                None => {
+                    let mut first = fusion::cap(&fused, req.max_per_parent, req.k);
+                    if window < max_window && fusion::needs_wider_window(first.len(), req.k, saturated) {
+                        window = window.saturating_mul(4).min(max_window);
+                        continue;
+                    }
+                    // the first page as a search of k rows returns it (must-include hits in place
+                    // of its lowest-ranked rows), then the rows it left out, in ranking order
+                    if req.must_include && !req.corpus.must_include.is_empty() {
+                        let mut near = near;
+                        super::must_include::must_include(
+                            req,
+                            &mut first,
+                            &fused,
+                            near.as_mut(),
+                            &mut item_keys,
+                            exec,
+                        )?;
+                    }
+                    fusion::extend_pages(
+                        &mut first,
+                        &fusion::cap(&fused, req.max_per_parent, usize::MAX),
+                        req.max_per_parent,
+                    );
+                    pages = Some(first);
+                }
+            }
+            let p = pages.as_ref().map_or(0, Vec::len);
+            if window >= max_window || !fusion::needs_wider_window(p, want, saturated) {
+                return Ok(pages.unwrap_or_default().into_iter().skip(req.offset).take(req.k).collect());
+            }
+            window = window.saturating_mul(4).min(max_window);
+            continue;
+        }
         let rows = fusion::cap(&fused, req.max_per_parent, req.k);
         if window >= max_window || !fusion::needs_wider_window(rows.len(), req.k, saturated) {
             let mut rows = if req.expand { super::expand::expand(req, rows, exec)? } else { rows };
@@ -395,6 +436,58 @@ mod tests {
                 }
             }
             prop_assert!(rows.windows(2).all(|w| w[0].score >= w[1].score));
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+        /// Pages are slices of one ranking: the first page is the search of k rows, each next
+        /// page holds the following ranks, no item twice, within the cap over all pages, until
+        /// every item the cap allows has been on a page.
+        #[test]
+        fn pages_are_disjoint_slices_of_one_ranking(
+            sizes in (0usize..300, 0usize..300),
+            per_parent in (1usize..60, 1usize..60),
+            k in 4i32..25,
+            cap in prop::option::of(1i32..4),
+            mode in prop::sample::select(vec!["hybrid", "semantic", "lexical"]),
+        ) {
+            let all = vec![items(0, sizes.0, per_parent.0), items(1, sizes.1, per_parent.1)];
+            let page = |offset: i32| {
+                let mut f = Fake::new(all.clone());
+                f.df = [("חוזה".to_string(), 10u64), ("שכירות".to_string(), 40)].into_iter().collect();
+                let mut a = args(mode);
+                a.k = k;
+                a.offset = offset;
+                a.max_per_parent = cap;
+                run(&mut f, a, Config::default()).unwrap()
+            };
+            let first = page(0);
+            let mut seen: std::collections::HashSet<(String, String)> = std::collections::HashSet::new();
+            let mut per_parent_count: HashMap<String, usize> = HashMap::new();
+            let mut total = 0usize;
+            let mut offset = 0;
+            loop {
+                let rows = page(offset);
+                if offset == 0 {
+                    prop_assert_eq!(&rows, &first);
+                }
+                for (i, r) in rows.iter().enumerate() {
+                    prop_assert_eq!(r.rank as usize, offset as usize + i + 1);
+                    prop_assert!(seen.insert((r.source.clone(), r.item_id.clone())), "{} twice", r.item_id);
+                    let c = per_parent_count.entry(r.parent_id.clone()).or_default();
+                    *c += 1;
+                    if let Some(m) = cap {
+                        prop_assert!(*c <= m as usize);
+                    }
+                }
+                total += rows.len();
+                if rows.len() < k as usize || offset > 2_000 {
+                    break;
+                }
+                offset += k;
+            }
+            prop_assert_eq!(total, achievable(&all, cap.map(|c| c as usize)));
         }
     }
 }

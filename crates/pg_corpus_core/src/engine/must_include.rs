@@ -111,6 +111,22 @@ mod tests {
     }
 
     #[test]
+    fn pages_continue_the_first_page_with_the_rows_its_class_hits_replaced() {
+        let c = rules_corpus();
+        let a = Args { max_per_parent: None, ..args("hybrid") };
+        let mut f = default_fake();
+        unmatched(&mut f, 1);
+        let first = run_on(c.clone(), &mut f, a.clone()).unwrap();
+        let plain = run_on(c.clone(), &mut f, Args { must_include: false, k: 30, ..a.clone() }).unwrap();
+        let second = run_on(c.clone(), &mut f, Args { offset: 10, ..a.clone() }).unwrap();
+        assert_eq!(second.iter().map(|r| r.rank).collect::<Vec<_>>(), (11..=20).collect::<Vec<i32>>());
+        // the two rows the class hits took the place of open the second page
+        let ids = |rows: &[SearchRow]| rows.iter().map(|r| r.item_id.clone()).collect::<Vec<_>>();
+        assert_eq!(ids(&second)[..2], ids(&plain)[8..10]);
+        assert!(ids(&second).iter().all(|id| !ids(&first).contains(id)), "{first:?} {second:?}");
+    }
+
+    #[test]
     fn a_must_include_class_is_always_among_the_rows() {
         let c = rules_corpus();
         let mut f = default_fake();

@@ -20,6 +20,8 @@ pub struct Request {
     pub vector: Option<Vec<f32>>,
     pub text: Option<String>,
     pub k: usize,
+    /// Ranked rows skipped before the k returned: pages are slices of one ranking.
+    pub offset: usize,
     /// The first round's per-branch candidate window.
     pub window: usize,
     pub max_per_parent: Option<usize>,
@@ -62,6 +64,7 @@ impl Request {
             rejected_filters,
             mode,
             k,
+            offset,
             window,
             max_per_parent,
             rrf_k,
@@ -108,6 +111,7 @@ impl Request {
             vector,
             text,
             k,
+            offset,
             window,
             max_per_parent,
             rrf_k,
