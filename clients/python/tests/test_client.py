@@ -32,7 +32,8 @@ def raw_search(conn, corpus, vec, text, extra=""):
 
 
 def as_rows(hits):
-    return [dict(h.__dict__) for h in hits]
+    """The hits as the SQL function's rows (the snippet is the client's, on request)."""
+    return [{k: v for k, v in h.__dict__.items() if k != "snippet"} for h in hits]
 
 
 CASES = [
@@ -225,6 +226,11 @@ def test_catalog_and_evaluation_round_trip(conn, demo_dsn):
             client.tune_revert("external_precedents")
         assert e.value.sqlstate == "55000"
         hit = client.search("external_precedents", None, "שופטת", mode="lexical", k=1)[0]
+        assert hit.snippet is None
+        marked = client.search("external_precedents", None, "שופטת", mode="lexical", k=1, snippet=True,
+                               snippet_chars=80, snippet_marks=("[", "]"))[0]
+        assert marked.item_id == hit.item_id and marked.snippet is not None and "[" in marked.snippet
+        assert len(marked.snippet.replace("[", "").replace("]", "").strip("…")) <= 80
         item = client.fetch("external_precedents", hit.source, hit.item_id)
         assert isinstance(item, pg_corpus.Item) and (item.item_id, item.locator) == (hit.item_id, hit.locator)
         assert item.content is not None and hit.content is not None and item.content.startswith(hit.content[:40])

@@ -2,14 +2,17 @@
 against the demo sample with the legal tools configuration: tools listed with their schemas,
 every tool called, hits with provenance, errors as tool errors that say what to add, and no
 tool ever returning an item of another corpus (the seed's leak, #56, through MCP)."""
+import importlib.metadata
 import json
 import os
+import re
 import socket
 import socketserver
 import subprocess
 import sys
 import threading
 import time
+import tomllib
 import uuid
 from pathlib import Path
 
@@ -18,33 +21,53 @@ import psycopg
 import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from psycopg.types.json import Jsonb
 
 import pg_corpus
 from pg_corpus import mcp_server
+from pg_corpus.embedders import HashEmbedder
+from pg_corpus.types import CorpusInfo, Hit
 
 CONFIG = Path(pg_corpus.__file__).parent / "examples" / "legal.toml"
+PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
 TOOLS = ["search_precedent_library", "search_internal_decisions", "search_case_documents", "find_similar_cases",
          "fetch_precedent", "corpus_health"]
 
 
-def server_args(dsn, *extra):
-    return ["-m", "pg_corpus.mcp_server", "--dsn", dsn, "--config", str(CONFIG), "--embedder", "hash", *extra]
+def server_args(dsn, *extra, config=CONFIG):
+    return ["-m", "pg_corpus.mcp_server", "--dsn", dsn, "--config", str(config), "--embedder", "hash", *extra]
 
 
 def text(result):
     return "\n".join(c.text for c in result.content if getattr(c, "text", None))
 
 
-async def with_session(dsn, body, errlog=sys.stderr):
-    params = StdioServerParameters(command=sys.executable, args=server_args(dsn), env={**os.environ})
+async def with_session(dsn, body, errlog=sys.stderr, config=CONFIG):
+    params = StdioServerParameters(command=sys.executable, args=server_args(dsn, config=config), env={**os.environ})
     async with stdio_client(params, errlog=errlog) as (read, write):
         async with ClientSession(read, write) as session:
             await session.initialize()
             return await body(session)
 
 
-def run(dsn, body, errlog=sys.stderr):
-    return anyio.run(with_session, dsn, body, errlog)
+def run(dsn, body, errlog=sys.stderr, config=CONFIG):
+    return anyio.run(with_session, dsn, body, errlog, config)
+
+
+def without_evidence(tmp_path):
+    """The example configuration with ``evidence = false`` in every search tool: the nearest
+    hits, unfiltered (as before evidence became the default)."""
+    blocks = CONFIG.read_text(encoding="utf-8").split("[[tools]]\n")
+    out = blocks[0] + "".join("[[tools]]\n" + ("evidence = false\n" if "\nkind = " not in "\n" + b else "")
+                              + b.replace("evidence = true\n", "") for b in blocks[1:])
+    path = tmp_path / "no-evidence.toml"
+    path.write_text(out, encoding="utf-8")
+    assert all(t.evidence is False for t in mcp_server.load_config(out).tools if t.kind == "search")
+    return path
+
+
+def hash_vector(query):
+    return "[" + ",".join(str(float(x)) for x in HashEmbedder().query(query)) + "]"
 
 
 def kind_of(conn, corpus_hits):
@@ -65,10 +88,10 @@ def test_tools_are_listed_with_their_corpora_scope_and_filters(demo_dsn):
     assert sorted(tools) == sorted(TOOLS)
     docs = tools["search_case_documents"].input_schema
     assert docs["required"] == ["query", "practice_area"]
-    assert set(docs["properties"]) == {"query", "k", "practice_area", "section", "case_id"}
+    assert set(docs["properties"]) == {"query", "k", "offset", "practice_area", "section", "case_id"}
     library = tools["search_precedent_library"].input_schema
     assert "source_kind" not in library["properties"]           # the isolation column is never a parameter
-    assert set(library["properties"]) == {"query", "k", "court", "practice_area", "case_number"}
+    assert set(library["properties"]) == {"query", "k", "offset", "court", "practice_area", "case_number"}
     assert tools["search_precedent_library"].output_schema["properties"]["hits"]
     for t in tools.values():
         assert t.title and t.annotations.read_only_hint and t.annotations.open_world_hint is False, t.name
@@ -143,9 +166,12 @@ def test_a_missing_scope_filter_or_a_bad_filter_is_a_tool_error_that_says_what_t
     assert "http" not in text(too_many) and "500" in text(too_many)
 
 
-def test_no_tool_returns_an_item_of_another_corpus(demo_dsn, conn):
+@pytest.mark.parametrize("evidence", [False, True])
+def test_no_tool_returns_an_item_of_another_corpus(demo_dsn, conn, evidence, tmp_path):
     """The external items' own texts, searched through the internal tool (and the other way
-    round): every hit belongs to the tool's corpus, checked against case_law.source_kind."""
+    round): every hit belongs to the tool's corpus, checked against case_law.source_kind. Without
+    the evidence filter every search has hits (the strongest probe); with it (the default), the
+    few a search keeps are of the tool's corpus too."""
     rows = conn.execute("SELECT c.source_kind, left(p.content, 150) FROM precedent_chunks p "
                         "JOIN case_law c ON c.id = p.case_law_id ORDER BY p.id LIMIT 40").fetchall()
 
@@ -157,10 +183,12 @@ def test_no_tool_returns_an_item_of_another_corpus(demo_dsn, conn):
             assert not res.is_error, text(res)
             seen[tool] += res.structured_content["hits"]
         return seen
-    seen = run(demo_dsn, body)
-    assert seen["search_internal_decisions"] and seen["search_precedent_library"]
-    assert kind_of(conn, seen["search_internal_decisions"]) == {"internal_committee"}
-    assert kind_of(conn, seen["search_precedent_library"]) == {"external_upload"}
+    seen = run(demo_dsn, body, config=CONFIG if evidence else without_evidence(tmp_path))
+    if not evidence:
+        assert seen["search_internal_decisions"] and seen["search_precedent_library"]
+    assert kind_of(conn, seen["search_internal_decisions"]) <= {"internal_committee"}
+    assert kind_of(conn, seen["search_precedent_library"]) <= {"external_upload"}
+    assert all((h["evidence"] is not None) == evidence for hits in seen.values() for h in hits)
 
 
 def test_a_configuration_that_does_not_fit_the_catalog_is_refused(demo_dsn, tmp_path):
@@ -195,7 +223,8 @@ def test_streamable_http(demo_dsn):
                 async with ClientSession(read, write) as session:
                     await session.initialize()
                     tools = (await session.list_tools()).tools
-                    res = await session.call_tool("search_precedent_library", {"query": "בית המשפט", "k": 2})
+                    # (a rare word of several precedents: two hits with evidence)
+                    res = await session.call_tool("search_precedent_library", {"query": "קנאביס", "k": 2})
                     return tools, res
         tools, res = anyio.run(body)
         assert len(tools) == len(TOOLS) and not res.is_error and len(res.structured_content["hits"]) == 2
@@ -344,3 +373,316 @@ def test_a_database_unreachable_mid_session_is_a_prompt_tool_error(demo_dsn, tmp
         assert f"port {relay.port}" in text(res)
         assert elapsed < 10, elapsed
     assert "Traceback" not in stderr, stderr
+
+
+# -- evidence, why, allowed values, the [mcp] extra ------------------------------------------
+
+def search_sql(conn, corpus, query, **kw):
+    """The extension's own answer to what a search tool asks (the hash embedder's vector)."""
+    args = "".join(f", {k} => %({k})s" for k in kw)
+    with conn.cursor(row_factory=psycopg.rows.dict_row) as cur:
+        return cur.execute(f"SELECT * FROM corpus.corpus_hybrid_search(%(c)s, %(v)s::vector, %(t)s{args}) "
+                           "ORDER BY rank", dict(c=corpus, v=hash_vector(query), t=query, **kw)).fetchall()
+
+
+def test_a_page_is_the_next_ranks_of_the_same_ranking(demo_dsn, conn, tmp_path):
+    """offset pages a search tool's hits as corpus_hybrid_search's "offset" does: the second page
+    of k holds ranks k+1..2k, none of the first page's; past the last page, a plain answer."""
+    query = "בית המשפט"
+
+    async def pages(s):
+        return [await s.call_tool("search_precedent_library", {"query": query, "k": 3, "offset": o})
+                for o in (0, 3, 900)]
+    first, second, beyond = run(demo_dsn, pages, config=without_evidence(tmp_path))
+    with conn.cursor(row_factory=psycopg.rows.dict_row) as cur:
+        want = cur.execute('SELECT * FROM corpus.corpus_hybrid_search(%s, %s::vector, %s, k => 3, evidence => false, '
+                           'filter_mode => \'lenient\', "offset" => 3) ORDER BY rank',
+                           ["external_precedents", hash_vector(query), query]).fetchall()
+    hits = second.structured_content["hits"]
+    assert [(h["rank"], h["item_id"]) for h in hits] == [(r["rank"], r["item_id"]) for r in want]
+    assert [h["rank"] for h in hits] == [4, 5, 6]
+    assert not {h["item_id"] for h in hits} & {h["item_id"] for h in first.structured_content["hits"]}
+    assert not beyond.is_error and beyond.structured_content["hits"] == []
+    assert "No more results" in text(beyond)
+
+
+def test_a_question_the_corpus_cannot_answer_is_no_evidence_never_neighbours(demo_dsn, tmp_path):
+    """Words no precedent holds: with evidence (the default) the answer says plainly that the
+    corpus does not hold it, with no hits and no error; the same search without evidence returns
+    the nearest neighbours, which a model would otherwise cite."""
+    question = "quantum chromodynamics of sparrows"
+
+    async def body(s):
+        return (await s.call_tool("search_precedent_library", {"query": question, "k": 5}),
+                await s.call_tool("search_case_documents", {"query": question, "practice_area": "aerodynamics"}))
+    library, docs = run(demo_dsn, body)
+    for res, corpus in ((library, "external_precedents"), (docs, "case_documents")):
+        assert not res.is_error, text(res)
+        assert res.structured_content["hits"] == [] and res.structured_content["evidence"] is True
+        assert text(res).startswith(f'No evidence in {corpus} for "{question}": nothing in the corpus'), text(res)
+        assert "rare words" in text(res) and "near it" in text(res)
+        assert "why:" not in text(res)
+    assert 'with practice_area = "aerodynamics"' in text(docs), "the scope it searched is said"
+
+    async def unfiltered(s):
+        return await s.call_tool("search_precedent_library", {"query": question, "k": 5})
+    nearest = run(demo_dsn, unfiltered, config=without_evidence(tmp_path))
+    assert not nearest.is_error and len(nearest.structured_content["hits"]) == 5
+    assert nearest.structured_content["evidence"] is False and "No evidence" not in text(nearest)
+
+
+def test_every_hit_says_why_from_its_evidence_or_its_ranks(demo_dsn, conn, tmp_path):
+    """With evidence, each hit's why names the rare query words the extension found in it (its
+    evidence column, as the SQL function returns it); without, how each branch ranked it. The
+    why is in the structured hit and on the hit's line of the text."""
+    query = "שופטת בית המשפט המחוזי בתל אביב"
+    expected = search_sql(conn, "external_precedents", query, k=5, evidence=True)
+    assert expected and all("rare_words" in r["evidence"] for r in expected)
+
+    async def body(s):
+        return await s.call_tool("search_precedent_library", {"query": query, "k": 5})
+    res = run(demo_dsn, body)
+    hits = res.structured_content["hits"]
+    assert [h["item_id"] for h in hits] == [r["item_id"] for r in expected]
+    for h, r in zip(hits, expected):
+        rare = r["evidence"]["rare_words"]
+        words = ", ".join(f'"{w}"' for w in rare["words"])
+        assert h["why"].startswith(f"contains the rare query word{'s' if len(rare['words']) > 1 else ''} {words} "
+                                   f"({len(rare['words'])} of {rare['counted_words']})"), h["why"]
+        assert h["evidence"] == r["evidence"]
+        assert f"why: {h['why']}" in text(res)
+        # the hit's line shows its snippet: the passage with the matched words in bold, as
+        # corpus_snippet marks them with the source's analyser
+        want = conn.execute("SELECT corpus.corpus_snippet('external_precedents', %s, %s, %s, 240, '**', '**')",
+                            [r["source"], r["content"], query]).fetchone()[0]
+        assert h["snippet"] == want and "**" in want and want in text(res), (h["snippet"], want)
+        assert h["text"] == r["content"]
+
+    # vector thresholds every candidate is within: the vector rule admits too, and says how near
+    before = conn.execute("SELECT evidence FROM corpus.corpora WHERE name = 'external_precedents'").fetchone()[0]
+    conn.execute("""SELECT corpus.corpus_alter('external_precedents',
+                      evidence => '{"vector": {"default": {"max_distance": 2, "max_gap": 2}}}')""")
+    try:
+        expected = search_sql(conn, "external_precedents", query, k=5, evidence=True)
+        near = run(demo_dsn, body).structured_content["hits"]
+    finally:
+        conn.execute("SELECT corpus.corpus_alter('external_precedents', evidence => %s)", [Jsonb(before)])
+    assert [h["item_id"] for h in near] == [r["item_id"] for r in expected]
+    for h, r in zip(near, expected):
+        v = r["evidence"]["near_vector"]
+        assert f"semantically near the query (distance {v['distance']:.2f}, best {v['best_distance']:.2f})" \
+            in h["why"], h["why"]
+
+    async def unfiltered(s):
+        return await s.call_tool("search_precedent_library", {"query": query, "k": 5})
+    hits = run(demo_dsn, unfiltered, config=without_evidence(tmp_path)).structured_content["hits"]
+    assert len(hits) == 5 and all(h["evidence"] is None for h in hits)
+    assert any(h["semantic_rank"] and h["lexical_rank"] for h in hits)
+    for h in hits:
+        ranks = [f"{nth(r)} by {b}" for r, b in ((h["semantic_rank"], "meaning"), (h["lexical_rank"], "words")) if r]
+        assert h["why"] == "ranked " + " and ".join(ranks), h
+
+
+def nth(n):
+    return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
+
+
+def hit(**kw):
+    base = dict(rank=1, corpus="c", source="chunks", item_id="1", parent_id="1", score=0.1, semantic_rank=None,
+                semantic_distance=None, lexical_rank=None, lexical_score=None, content="t")
+    return Hit(**{**base, **kw})
+
+
+def test_why_reads_each_kind_of_evidence_and_the_ranks():
+    why = mcp_server.why
+    both = {"near_vector": {"space": "default", "distance": 0.1234, "best_distance": 0.1011},
+            "rare_words": {"coverage": 0.67, "words": ["svobod", "pavl"], "counted_words": 3}}
+    assert why(hit(evidence=both)) == ('contains the rare query words "svobod", "pavl" (2 of 3); '
+                                       "semantically near the query (distance 0.12, best 0.10)")
+    assert why(hit(evidence={"near_vector": {"space": "images", "distance": 0.2, "best_distance": 0.15}})) == \
+        "semantically near the query (distance 0.20, best 0.15, space images)"
+    assert why(hit(evidence={"rare_words": {"coverage": 1.0, "words": ["שופטת"], "counted_words": 1}})) == \
+        'contains the rare query word "שופטת" (1 of 1)'
+    edge = {"edges": "cites", "seed": {"source": "chunks", "item_id": "42"}, "hop_penalty": 0.05}
+    assert why(hit(evidence={"graph_edge": edge})) == "cited by a hit with evidence (chunks 42, edge set cites)"
+    assert why(hit(semantic_rank=3, lexical_rank=1)) == "ranked 3rd by meaning and 1st by words"
+    assert why(hit(semantic_rank=12)) == "ranked 12th by meaning"
+    assert why(hit(lexical_rank=22)) == "ranked 22nd by words"
+    assert why(hit(origin={"kind": "must_include", "class": "binding_law", "class_rank": 1})) == \
+        'included as one of the best "binding_law" items'
+    assert why(hit()) == "ranked by the fused score"
+
+
+def test_an_evidence_search_the_corpus_cannot_judge_is_a_tool_error_with_the_hint(demo_dsn, conn):
+    """A session whose lexical scorer is not BM25 cannot apply the rare-words rule: the
+    extension's 55000, its message and hint, is the tool's error (not an empty answer)."""
+    dsn = psycopg.conninfo.make_conninfo(demo_dsn, options="-c pg_corpus.lexical_scorer=ts_rank_cd")
+    query = "שופטת בית המשפט"
+    with psycopg.connect(dsn, autocommit=True) as c:
+        with pytest.raises(psycopg.errors.ObjectNotInPrerequisiteState) as refused:
+            search_sql(c, "external_precedents", query, k=5, evidence=True)
+    diag = refused.value.diag
+    assert diag.message_hint
+
+    async def body(s):
+        return await s.call_tool("search_precedent_library", {"query": query, "k": 5})
+    res = run(dsn, body)
+    assert res.is_error
+    assert text(res) == f"{diag.message_primary}\nHint: {diag.message_hint}"
+
+
+def test_allowed_values_are_an_enum_in_the_schema_and_other_values_are_refused(demo_dsn, conn):
+    """The example lists practice_area's values for the precedent tools; case_documents'
+    practice_area gets the values the corpus itself declares (filter_fields {"type",
+    "values"}). Both are enums in the schema and the description; a value outside is refused by
+    validation in plain words, one inside searches."""
+    fields = conn.execute("SELECT filter_fields FROM corpus.corpora WHERE name = 'case_documents'").fetchone()[0]
+    declared = {**fields, "practice_area": {"type": "text", "values": ["aerodynamics", "structures"]}}
+    conn.execute("SELECT corpus.corpus_alter('case_documents', filter_fields => %s)", [Jsonb(declared)])
+
+    async def body(s):
+        tools = {t.name: t for t in (await s.list_tools()).tools}
+        calls = [await s.call_tool("search_precedent_library", {"query": "קנאביס", "practice_area": "tax"}),
+                 await s.call_tool("search_precedent_library", {"query": "קנאביס", "practice_area": "planning"}),
+                 await s.call_tool("search_case_documents", {"query": "wing", "practice_area": "tax"}),
+                 await s.call_tool("search_case_documents", {"query": "slipstream", "practice_area": "aerodynamics"})]
+        return tools, calls
+    try:
+        tools, (bad_library, library, bad_docs, docs) = run(demo_dsn, body)
+    finally:
+        conn.execute("SELECT corpus.corpus_alter('case_documents', filter_fields => %s)", [Jsonb(fields)])
+    area = tools["search_precedent_library"].input_schema["properties"]["practice_area"]
+    assert {"enum": ["planning", "betterment_levy", "compensation"], "type": "string"} in area["anyOf"]
+    assert area["description"].endswith('one of "planning", "betterment_levy", "compensation"')
+    assert "enum" not in json.dumps(tools["search_precedent_library"].input_schema["properties"]["court"])
+    required = tools["search_case_documents"].input_schema["properties"]["practice_area"]
+    assert required["enum"] == ["aerodynamics", "structures"] and "aerodynamics" in required["description"]
+    assert tools["search_case_documents"].input_schema["required"] == ["query", "practice_area"]
+    assert bad_library.is_error and text(bad_library) == (
+        "search_precedent_library: practice_area: Input should be 'planning', 'betterment_levy' or "
+        "'compensation' (got \"tax\").")
+    assert bad_docs.is_error and "'aerodynamics' or 'structures'" in text(bad_docs)
+    assert not library.is_error and library.structured_content["filters"] == {"practice_area": "planning"}
+    assert not docs.is_error and docs.structured_content["hits"], text(docs)
+
+
+def corpus_info(filter_fields, required=()):
+    return CorpusInfo(name="c", description=None, isolation={}, required_filters=list(required),
+                      filter_fields=filter_fields, sources=[{"source": "s"}])
+
+
+def tools_toml(extra):
+    return f'[[tools]]\nname = "t"\ncorpus = "c"\ndescription = "d"\nfilter_fields = ["court", "year"]\n{extra}'
+
+
+@pytest.mark.parametrize("extra, fields, error", [
+    ('values = {court = ["high"]}', {"court": {"type": "text", "values": ["supreme", "district"]}, "year": "integer"},
+     "not among the values corpus 'c' allows for 'court'"),
+    ('values = {year = ["2020"]}', {"court": "text", "year": "integer"}, "values of 'year' must be integer values"),
+    ('values = {year = [1990]}', {"court": "text", "year": {"type": "integer", "min": 2000}}, "outside the corpus' range"),
+    ('values = {area = ["x"]}', {"court": "text", "year": "integer", "area": "text"}, "not one of its filters"),
+])
+def test_a_tool_may_only_narrow_the_values_the_corpus_allows(extra, fields, error):
+    config = mcp_server.load_config(tools_toml(extra))
+    with pytest.raises(mcp_server.ConfigError, match=error):
+        mcp_server.check_against_catalog(config, {"c": corpus_info(fields)})
+
+
+def test_evidence_and_values_keys_are_checked_when_the_configuration_loads():
+    assert mcp_server.load_config(tools_toml("")).tools[0].evidence is None     # a search tool: filtered
+    assert mcp_server.load_config(tools_toml("evidence = false")).tools[0].evidence is False
+    for bad in ['evidence = "yes"', 'kind = "similar"\nevidence = true', 'values = {court = "supreme"}',
+                'values = {court = []}']:
+        with pytest.raises(mcp_server.ConfigError):
+            mcp_server.load_config(tools_toml(bad))
+    config = mcp_server.load_config(tools_toml('values = {court = ["supreme"]}'))
+    mcp_server.check_against_catalog(config, {"c": corpus_info({"court": {"type": "text", "values": ["supreme", "x"]},
+                                                                "year": "integer"})})
+    assert config.tools[0].values == {"court": ["supreme"]}
+
+
+def test_the_configured_embedder_is_the_one_loaded(demo_dsn, tmp_path):
+    """[server] embedder names the query embedder when --embedder does not."""
+    config = tmp_path / "embedder.toml"
+    config.write_text('[server]\nembedder = "no_such_module:factory"\n' + tools_toml("").replace(
+        'corpus = "c"', 'corpus = "external_precedents"').replace('["court", "year"]', '["court"]'))
+    res = subprocess.run([sys.executable, "-m", "pg_corpus.mcp_server", "--dsn", demo_dsn, "--config", str(config)],
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 2 and "no_such_module" in res.stderr, res.stderr
+
+
+#: run in a fresh interpreter: load the embedder named by argv[1] and print the top-level
+#: third-party modules it imported (or tried to: a package that is not installed is named too)
+RECORD_IMPORTS = r"""
+import importlib.abc, json, sys
+from pg_corpus import embedders
+seen = set()
+class Record(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        top = name.partition(".")[0]
+        if path is None and top not in sys.stdlib_module_names and top != "pg_corpus":
+            seen.add(top)
+        return None
+sys.meta_path.insert(0, Record())
+try:
+    embedders.load(sys.argv[1])
+except Exception:
+    pass
+print(json.dumps(sorted(seen)))
+"""
+
+
+def requirement_name(requirement):
+    return re.match(r"[A-Za-z0-9._-]+", requirement).group(0).lower().replace("_", "-").replace(".", "-")
+
+
+def installed_closure(names):
+    """``names`` and, for those installed here, the distributions they require (no extras')."""
+    out, todo = set(), list(names)
+    while todo:
+        name = todo.pop()
+        if name in out:
+            continue
+        out.add(name)
+        try:
+            requires = importlib.metadata.requires(name) or []
+        except importlib.metadata.PackageNotFoundError:
+            continue
+        todo += [requirement_name(r) for r in requires if "extra ==" not in r]
+    return out
+
+
+def test_the_mcp_extra_installs_every_embedder_the_example_names():
+    """pip install "pg-corpus[mcp]" then pg-corpus-mcp --config legal.toml must work: every module
+    the example's embedder imports belongs to a requirement of the package or of its [mcp] extra
+    (read from pyproject.toml), or to what those require."""
+    project = tomllib.loads(PYPROJECT.read_text(encoding="utf-8"))["project"]
+    allowed = installed_closure({requirement_name(r) for r in
+                                 project["dependencies"] + project["optional-dependencies"]["mcp"]})
+    config = mcp_server.load_config(CONFIG.read_text(encoding="utf-8"))
+    named = config.embedder or mcp_server.DEFAULT_EMBEDDER
+    assert named in mcp_server.embedders.BUILTIN or ":" in named
+    modules = json.loads(subprocess.run([sys.executable, "-c", RECORD_IMPORTS, named], capture_output=True,
+                                        text=True, check=True, timeout=120).stdout)
+    if named != "hash":
+        assert modules, f"the {named} embedder imports no package of its own?"
+    distributions = importlib.metadata.packages_distributions()
+    for module in modules:
+        owners = {requirement_name(d) for d in distributions.get(module, [module])}
+        assert owners & allowed, (f"the {named} embedder of {CONFIG.name} imports {module}, which "
+                                  f"pip install 'pg-corpus[mcp]' does not install ({sorted(owners)})")
+
+
+def test_no_evidence_names_the_filters_the_search_ran_with():
+    """A condition the search dropped (lenient filters) is not part of the scope it says it
+    searched; the dropped one is listed as ignored."""
+    result = mcp_server.SearchResult(
+        corpus="c", query="q", hits=[], evidence=True,
+        filters={"court": "supreme", "year": {"gte": "x", "lte": 2020}, "area": 5},
+        dropped_filters=[mcp_server.DroppedFilter(condition={"year": {"gte": "x"}}, reason="not a number"),
+                         mcp_server.DroppedFilter(condition={"area": 5}, reason="not text")])
+    out = mcp_server.render(result)
+    assert out.splitlines()[0] == ('No evidence in c for "q": nothing in the corpus with court = "supreme", '
+                                   'year = {"lte": 2020} contains the query\'s rare words or is near it in meaning. '
+                                   'The corpus does not hold the answer; say so rather than answer from elsewhere.')
+    assert 'ignored filter {"area": 5}: not text' in out

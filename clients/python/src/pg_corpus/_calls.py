@@ -53,12 +53,14 @@ class Call(Generic[T]):
 
 
 def _call(function: str, positional: Sequence[tuple[Any, str | None]], named: Sequence[tuple[str, Any, str | None]],
-          read: Callable[[Rows], T], returns_rows: bool = True, select: str = "*") -> Call[T]:
+          read: Callable[[Rows], T], returns_rows: bool = True, select: str | sql.Composable = "*",
+          select_params: Sequence[Any] = ()) -> Call[T]:
     """``SELECT * FROM corpus.function(<positional>, name => value, ...)``; a cast names each
     parameter's type so that NULLs resolve (None of a vector stays untyped: pgvector's type may
-    live in any schema)."""
+    live in any schema). ``select`` replaces ``*``, with ``select_params`` bound to its
+    placeholders."""
     args: list[sql.Composable] = []
-    params: list[Any] = []
+    params: list[Any] = list(select_params)
     for value, cast in positional:
         args.append(sql.SQL("%s") + _cast(cast))
         params.append(value)
@@ -68,7 +70,8 @@ def _call(function: str, positional: Sequence[tuple[Any, str | None]], named: Se
         args.append(sql.Identifier(name) + sql.SQL(" => %s") + _cast(cast))
         params.append(value)
     target = sql.SQL("corpus.") + sql.Identifier(function) + sql.SQL("(") + sql.SQL(", ").join(args) + sql.SQL(")")
-    query = (sql.SQL(f"SELECT {select} FROM ") if returns_rows else sql.SQL("SELECT ")) + target
+    head = sql.SQL("SELECT ") + (sql.SQL(select) if isinstance(select, str) else select) + sql.SQL(" FROM ")
+    query = (head if returns_rows else sql.SQL("SELECT ")) + target
     return Call(query, params, read)
 
 
@@ -84,7 +87,7 @@ def _cast(cast: str | None) -> sql.Composable:
 
 def _rows_of(cls: type[T]) -> Callable[[Rows], list[T]]:
     names = [f.name for f in fields(cls)]  # type: ignore[arg-type]
-    return lambda rows: [cls(**{n: r[n] for n in names}) for r in rows]
+    return lambda rows: [cls(**{n: r[n] for n in names if n in r}) for r in rows]
 
 
 def _scalar(rows: Rows) -> Any:
@@ -136,8 +139,13 @@ def search(corpus: str, vector: VectorLike = None, text: str | None = None, *, k
            candidates: int | None = UNSET, rrf_k: int = UNSET, include_stale: bool = UNSET,
            feedback: bool | None = UNSET, extra_queries: Sequence[Mapping[str, Any]] | None = UNSET,
            filter_mode: str = UNSET, query_vectors: Mapping[str, VectorLike] | None = UNSET,
-           evidence: bool | None = UNSET, expand: bool = UNSET) -> Call[list[t.Hit]]:
-    """``corpus_hybrid_search``: the fused hits (list of :class:`Hit`). ``evidence``: only hits
+           evidence: bool | None = UNSET, expand: bool = UNSET, offset: int = UNSET, snippet: bool = False,
+           snippet_chars: int = 240,
+           snippet_marks: tuple[str, str] = ("<b>", "</b>")) -> Call[list[t.Hit]]:
+    """``corpus_hybrid_search``: the fused hits (list of :class:`Hit`). ``snippet``: each hit's
+    :attr:`Hit.snippet`, the passage of at most ``snippet_chars`` characters with the query's
+    words wrapped in ``snippet_marks`` (``corpus_snippet``, the source's own analyser). ``offset``:
+    ranks skipped (pages of ``k`` are disjoint slices of one ranking). ``evidence``: only hits
     with evidence (an empty list means the corpus does not hold the answer); ``expand``: add
     the best hits' cited items (the corpus' edge sets). ``query_vectors``: a
     vector per named embedding space (``vector`` is the default space's). ``extra_queries``:
@@ -150,8 +158,19 @@ def search(corpus: str, vector: VectorLike = None, text: str | None = None, *, k
                   ("rrf_k", rrf_k, "int"), ("include_stale", include_stale, "boolean"),
                   ("feedback", feedback, "boolean"), ("extra_queries", _extra_queries(extra_queries), "jsonb"),
                   ("filter_mode", filter_mode, "text"), ("query_vectors", _query_vectors(query_vectors), "jsonb"),
-                  ("evidence", evidence, "boolean"), ("expand", expand, "boolean")],
-                 _rows_of(t.Hit))
+                  ("evidence", evidence, "boolean"), ("expand", expand, "boolean"), ("offset", offset, "int")],
+                 _rows_of(t.Hit), **_snippet_select(corpus, text, snippet, snippet_chars, snippet_marks))
+
+
+def _snippet_select(corpus: str, text: str | None, snippet: bool, chars: int,
+                    marks: tuple[str, str]) -> dict[str, Any]:
+    """The select list that adds each hit's snippet (none without ``snippet``)."""
+    if not snippet:
+        return {}
+    start, stop = marks
+    return {"select": sql.SQL("*, corpus.corpus_snippet(%s::pg_catalog.text, source, content, %s::pg_catalog.text, "
+                              "%s::pg_catalog.int4, %s::pg_catalog.text, %s::pg_catalog.text) AS snippet"),
+            "select_params": [corpus, text, chars, start, stop]}
 
 
 def fetch(corpus: str, source: str, item_id: str | int, *, filters: dict[str, Any] | None = UNSET) -> Call[t.Item]:

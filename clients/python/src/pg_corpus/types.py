@@ -32,6 +32,8 @@ class Hit:
     #: how the hit came in when not by the search's own lists: ``{"kind": "must_include", …}`` or
     #: ``{"kind": "graph", …}``; None when it did
     origin: dict[str, Any] | None = None
+    #: the passage with the query's words marked, when the search asked for snippets
+    snippet: str | None = None
 
 
 @dataclass(frozen=True)
