@@ -7,7 +7,9 @@ URI is any database of the target cluster (e.g. what `scripts/pgcluster.sh start
 The database DBNAME is dropped (with FORCE: open sessions on it are ended) and created anew, so
 running this twice gives the same result. Steps: tests/fixtures/legal_schema.sql (creates the
 extensions; its lexical columns are built by the analyser), COPY of the fixture,
-legal_indexes.sql, legal_corpora.sql (language => 'hebrew' on every source).
+legal_indexes.sql, legal_corpora.sql (language => 'hebrew' on every source), then a gold set per
+corpus from the sample's labelled queries (`sample-<corpus>`) and the evidence filter's vector
+thresholds calibrated on it, as a deployment would on its own questions.
 
 Prints the URI of the loaded database on stdout (progress goes to stderr).
 """
@@ -90,6 +92,28 @@ def copy_table(conn, table):
     return len(rows)
 
 
+def calibrate_evidence(conn):
+    """A gold set per corpus from the sample's labelled queries, and the evidence filter's vector
+    thresholds calibrated on it (corpus_calibrate_evidence, applied)."""
+    queries = read_jsonl(SAMPLE / "queries.jsonl")
+    vectors = np.load(SAMPLE / "queries.npy")
+    for corpus in sorted({q["corpus"] for q in queries}):
+        gold = f"sample-{corpus}"
+        conn.execute("SELECT corpus.corpus_gold_set_create(%s, %s)", [gold, corpus])
+        for q, vec in zip(queries, vectors):
+            if q["corpus"] != corpus:
+                continue
+            conn.execute("INSERT INTO corpus.gold_queries (gold_set, query_id, query_text, query_vec, filters) "
+                         "VALUES (%s, %s, %s, %s::vector, %s)",
+                         [gold, q["id"], q["text"], vector_text(vec), json.dumps(q["filters"])])
+            for target in q["relevant"]:
+                conn.execute("INSERT INTO corpus.gold_judgments (gold_set, query_id, target, grade) "
+                             "VALUES (%s, %s, %s, 1)", [gold, q["id"], target])
+        row = conn.execute("SELECT max_distance, max_gap FROM corpus.corpus_calibrate_evidence(%s, quantile => 1, "
+                           "apply => true)", [gold]).fetchone()
+        log(f"  corpus {corpus:20} evidence thresholds max_distance {row[0]:.4f}, max_gap {row[1]:.4f}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("uri", help="libpq URI of any database of the cluster")
@@ -110,6 +134,8 @@ def main():
         conn.execute((FIXTURES / "legal_indexes.sql").read_text())
         conn.commit()
         conn.execute((FIXTURES / "legal_corpora.sql").read_text())
+        conn.commit()
+        calibrate_evidence(conn)
         conn.commit()
         for name, source, language in conn.execute(
                 "SELECT corpus, name, coalesce(language, 'none: ' || ts_config::text) FROM corpus.sources ORDER BY 1, 2"):

@@ -133,7 +133,9 @@ def test_evidence_and_expansion_arguments(conn, demo_dsn):
         assert hits and all(h.evidence and "rare_words" in h.evidence for h in hits)
         assert all(h.evidence is None and h.origin is None for h in client.search("external_precedents", None, "שופטת"))
         info = {c.name: c for c in client.list_corpora()}["external_precedents"]
-        assert info.edges == [] and info.must_include == [] and info.evidence == {}
+        # the sample's thresholds, calibrated on its labelled queries when it was loaded
+        assert info.edges == [] and info.must_include == [] and set(info.evidence) == {"vector"}
+        assert set(info.evidence["vector"]["default"]) == {"max_distance", "max_gap"}
         with pytest.raises(pg_corpus.InvalidArgument) as e:
             client.search("external_precedents", None, "שופטת", expand=True)
         assert e.value.sqlstate == "22023" and "corpus_add_edges" in (e.value.hint or "")
