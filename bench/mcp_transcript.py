@@ -24,9 +24,11 @@ CONFIG = ROOT / "clients" / "python" / "src" / "pg_corpus" / "examples" / "legal
 CALLS = [
     ("search_precedent_library", {"query": "מתי התראו חסאם ומרואן לפי כתב האישום?", "k": 3}),
     ("search_internal_decisions", {"query": "מתי נחקק חוק שהבטיח לצירים את חסינותם?", "k": 3}),
-    ("search_case_documents", {"query": "what is the effect of cross sectional shape on the flow over simple delta wings",
+    ("search_case_documents", {"query": "what is the effect of cross sectional shape on the flow over simple delta wings "
+                                        "with sharp leading edges .",
                                "practice_area": "aerodynamics", "k": 3}),
     ("search_case_documents", {"query": "delta wings"}),
+    ("search_precedent_library", {"query": "זקקזקזק קולבירי", "k": 3}),  # nothing relevant
     ("find_similar_cases", None),  # filled with the first library hit
     ("corpus_health", {}),
 ]
@@ -57,8 +59,8 @@ async def session(dsn, embedder):
                 if arguments is None:
                     arguments = {"item_id": first["item_id"], "source": first["source"], "k": 3}
                 res = await s.call_tool(name, arguments)
-                if name == "search_precedent_library" and not res.is_error:
-                    first = res.structured_content["hits"][0]
+                if name == "search_precedent_library" and not res.is_error and first is None:
+                    first = (res.structured_content["hits"] or [None])[0]
                 out.append(f"## tools/call {name}\n")
                 out.append("```json\n" + json.dumps(arguments, ensure_ascii=False) + "\n```\n")
                 text = "\n".join(c.text for c in res.content if getattr(c, "text", None))
