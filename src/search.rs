@@ -562,6 +562,47 @@ fn corpus_fetch(
     )))
 }
 
+/// Why a search of `corpus` with these arguments does not return item `item_id` of `source`:
+/// one row per finding, in the order a search applies its rules (outside the corpus — the same
+/// answer for an item that does not exist —, the filters, the searchable contract, a missing or
+/// stale embedding, then its rank beyond k, the evidence filter, the per-parent cap, or no
+/// branch ranking it), or `returned` with its rank. Reads the item as a search would.
+#[allow(clippy::too_many_arguments)]
+#[pg_extern(stable, parallel_restricted)]
+fn corpus_why_not(
+    corpus: Option<&str>,
+    source: Option<&str>,
+    item_id: Option<&str>,
+    query_vec: default!(Option<Vector>, "NULL"),
+    query_text: default!(Option<&str>, "NULL"),
+    k: default!(Option<i32>, 10),
+    filters: default!(Option<JsonbText>, "'{}'"),
+    mode: default!(Option<&str>, "'hybrid'"),
+    max_per_parent: default!(Option<i32>, 3),
+    evidence: default!(Option<bool>, "NULL"),
+    include_stale: default!(Option<bool>, false),
+) -> TableIterator<'static, (name!(reason, String), name!(detail, JsonB), name!(hint, String))> {
+    const F: &str = "corpus_why_not";
+    let rows = spi::pinned_search_path(|| {
+        let corpus = required(corpus, F, "corpus")?;
+        let source = required(source, F, "source")?;
+        let item_id = required(item_id, F, "item_id")?;
+        let args = Args {
+            max_per_parent,
+            evidence,
+            ..common_args(F, query_vec, query_text, k, filters, mode, None, include_stale, None, Some("strict"), None)?
+        };
+        let definition = spi::catalog::load_corpus(corpus)?;
+        spi::with_settings(&[("jit", "off".to_string())], || {
+            let mut exec = SpiExecutor::new(corpus);
+            exec.with_definition(definition.clone());
+            engine::why_not(definition, source, item_id, args, config(), &mut exec)
+        })
+    })
+    .or_raise();
+    TableIterator::new(rows.into_iter().map(|w| (w.reason.to_string(), JsonB(w.detail), w.hint)))
+}
+
 /// A search hit's snippet: the passage of `content` holding the most words of `query_text`,
 /// marked, analysed as source `source` of `corpus` analyses its BM25 column.
 #[pg_extern(stable, parallel_restricted)]

@@ -268,3 +268,10 @@ IMMUTABLE STRICT PARALLEL SAFE LANGUAGE c AS 'MODULE_PATHNAME', 'bm25_snippet_wr
 CREATE FUNCTION corpus.corpus_snippet(corpus text, source text, content text, query_text text,
     max_chars integer DEFAULT 240, start_mark text DEFAULT '<b>', stop_mark text DEFAULT '</b>') RETURNS text
 STABLE PARALLEL RESTRICTED LANGUAGE c AS 'MODULE_PATHNAME', 'corpus_snippet_wrapper';
+
+-- corpus_why_not: the rule that keeps one item out of a search.
+CREATE FUNCTION corpus.corpus_why_not(corpus text, source text, item_id text, query_vec vector DEFAULT NULL,
+    query_text text DEFAULT NULL, k integer DEFAULT 10, filters jsonb DEFAULT '{}', mode text DEFAULT 'hybrid',
+    max_per_parent integer DEFAULT 3, evidence boolean DEFAULT NULL, include_stale boolean DEFAULT false)
+RETURNS TABLE (reason text, detail jsonb, hint text)
+STABLE PARALLEL RESTRICTED LANGUAGE c AS 'MODULE_PATHNAME', 'corpus_why_not_wrapper';

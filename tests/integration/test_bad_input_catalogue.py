@@ -149,6 +149,12 @@ CALLS = {
                                          "mode => 'lexical') WHERE source = 'chunks' LIMIT 1)"),
                      ("filters", "jsonb", "'{}'")],
     "corpus_list": [],
+    "corpus_why_not": [("corpus", "text", f"'{EXT}'"), ("source", "text", "'chunks'"),
+                       ("item_id", "text", f"(SELECT item_id FROM corpus.corpus_hybrid_search('{EXT}', NULL, 'פסק', "
+                                           "mode => 'lexical') WHERE source = 'chunks' LIMIT 1)"),
+                       ("query_vec", "vector", V384), ("query_text", "text", "'פסק'"), ("k", "integer", "10"),
+                       ("filters", "jsonb", "'{}'"), ("mode", "text", "'hybrid'"), ("max_per_parent", "integer", "3"),
+                       ("evidence", "boolean", "NULL"), ("include_stale", "boolean", "false")],
     "corpus_tune": [("corpus", "text", f"'{EXT}'"), ("gold_set", "text", "'probe_gold'"), ("folds", "integer", "2"),
                     ("budget_seconds", "double precision", "30"), ("apply", "boolean", "true"),
                     ("alpha", "double precision", "0.5"), ("seed", "bigint", "1"), ("k", "integer", "5")],

@@ -94,6 +94,8 @@ ENTRY_POINTS = [
     ("feedback", "SELECT * FROM corpus.corpus_hybrid_search('parity', '[1,0,0]', 'appeal', feedback => true)"),
     ("find_similar", "SELECT * FROM corpus.corpus_find_similar('parity', 'items', '1')"),
     ("fetch", "SELECT * FROM corpus.corpus_fetch('parity', 'items', '1', '{\"area\": \"north\"}')"),
+    ("why_not", "SELECT * FROM corpus.corpus_why_not('parity', 'items', '2', '[1,0,0]', 'appeal permit', k => 1, "
+                "filters => '{\"area\": \"north\"}', evidence => true)"),
     ("explain", "SELECT * FROM corpus.corpus_explain('parity', '[1,0,0]', 'appeal', filters => '{\"area\": \"north\"}')"),
     ("check_filters", "SELECT * FROM corpus.corpus_check_filters('parity', '{\"area\": \"north\", \"page\": 2}')"),
     ("health", "SELECT * FROM corpus.corpus_health_check('parity')"),

@@ -888,6 +888,52 @@ pub fn similar_seed(corpus: &Corpus, idx: usize, conds: &[Condition], item_id: &
     (sql, params.values)
 }
 
+/// The parts of the corpus predicate an item is probed against, one at a time, to say which
+/// keeps it out of a search ([`item_probe`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ItemProbe {
+    /// The item exists and is in the corpus (the isolation predicate).
+    InCorpus,
+    /// ... and satisfies the search's filters.
+    Filters,
+    /// ... and has its text (at least `min_length` characters).
+    Text,
+    /// ... and its parent's required metadata.
+    Parent,
+    /// ... and satisfies the source rule.
+    Rule,
+    /// ... and has an embedding.
+    Embedding,
+}
+
+/// `SELECT 1` of item `item_id` of source `idx` when it satisfies the isolation predicate and the
+/// part `probe` of the search's predicate (the filters `conds`, or one part of the searchable
+/// contract): the same conditions a search writes, from [`scope_parts`].
+pub fn item_probe(
+    corpus: &Corpus,
+    idx: usize,
+    conds: &[Condition],
+    item_id: &str,
+    probe: ItemProbe,
+) -> (String, Vec<Param>) {
+    let src = &corpus.sources[idx];
+    let mut params = Params::default();
+    let p = params.push(Param::Text(item_id.to_string()));
+    let parts = scope_parts(src, &mut params);
+    let mut preds = vec![format!("{} = {p}::text::{}", col(&src.id), src.id.cast_type)];
+    preds.extend(parts.isolation);
+    match probe {
+        ItemProbe::InCorpus => {}
+        ItemProbe::Filters => preds.extend(conds.iter().map(|c| filter_sql(src, c, &mut params))),
+        ItemProbe::Text => preds.extend(parts.text),
+        ItemProbe::Parent => preds.extend(parts.parent_complete),
+        ItemProbe::Rule => preds.extend(parts.rule),
+        ItemProbe::Embedding => preds.push(format!("{} IS NOT NULL", col(&src.embedding))),
+    }
+    let sql = format!("SELECT 1 {}\nWHERE {}\nLIMIT 1", from_clause_sampled(src, None), preds.join("\n  AND "));
+    (sql, params.values)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

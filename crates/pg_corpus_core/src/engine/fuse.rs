@@ -35,8 +35,20 @@ pub fn branch_lists(req: &Request, exec: &mut dyn Executor) -> Result<Vec<Ranked
     Ok(lists.into_iter().filter(|l| l.query == QueryTag::Original).collect())
 }
 
-/// The fused, capped hits of a request (before the final fetch).
+/// The fused, capped hits of a request (before the final fetch): its k rows, or with an offset
+/// that page of the ranking.
 pub fn ranked(req: &Request, exec: &mut dyn Executor) -> Result<Vec<Fused>> {
+    if req.offset == 0 {
+        return ranked_to(req, None, exec);
+    }
+    let rows = ranked_to(req, Some(req.offset + req.k), exec)?;
+    Ok(rows.into_iter().skip(req.offset).take(req.k).collect())
+}
+
+/// [`ranked`]'s k rows (`depth` None), or the ranking pages of k are slices of, down to `depth`
+/// rows or as far as the corpus goes: the ranking of the first page's window, continued by what
+/// wider windows add.
+pub(super) fn ranked_to(req: &Request, depth: Option<usize>, exec: &mut dyn Executor) -> Result<Vec<Fused>> {
     let sem = semantic_plans(req, exec)?;
     let max_window = (req.config.max_candidates.max(1) as usize).max(req.window);
     let sources = source_infos(req);
@@ -76,8 +88,7 @@ pub fn ranked(req: &Request, exec: &mut dyn Executor) -> Result<Vec<Fused>> {
             (Some(ev), Some(near)) => apply_evidence(req, ev, near, &frontiers, &mut fused, &mut item_keys, exec)?,
             _ => saturated,
         };
-        if req.offset > 0 {
-            let want = req.offset + req.k;
+        if let Some(want) = depth {
             match pages.as_mut() {
                 Some(p) => fusion::extend_pages(p, &fused, req.max_per_parent),
                 None => {
@@ -109,7 +120,7 @@ pub fn ranked(req: &Request, exec: &mut dyn Executor) -> Result<Vec<Fused>> {
             }
             let p = pages.as_ref().map_or(0, Vec::len);
             if window >= max_window || !fusion::needs_wider_window(p, want, saturated) {
-                return Ok(pages.unwrap_or_default().into_iter().skip(req.offset).take(req.k).collect());
+                return Ok(pages.unwrap_or_default());
             }
             window = window.saturating_mul(4).min(max_window);
             continue;

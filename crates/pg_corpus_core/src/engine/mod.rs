@@ -38,6 +38,7 @@ mod similar;
 mod strategy;
 #[cfg(test)]
 mod tests;
+mod why_not;
 
 pub use args::{extra_queries, validate, Args, Checked, Config, ExtraQuery, Mode, Scorer, Validated, MAX_QUERY_CHARS};
 pub use entry::{audit_row, run, Call, Outcome};
@@ -56,3 +57,4 @@ pub use settings::Setting;
 pub(crate) use similar::source_index;
 pub use similar::{find_similar, SimilarArgs};
 pub use strategy::{partial_index_probe, probe, semantic_plans, SemanticPlan};
+pub use why_not::{why_not, WhyNot, WHY_NOT_DEPTH};

@@ -90,6 +90,8 @@ pub struct Fake {
     /// Source → the stored vector of its items a find-similar search starts from (else a
     /// vector of the default space starting with 9.0).
     pub seed_vectors: HashMap<usize, Vec<f32>>,
+    /// A probe of one item whose SQL contains this fails (the item exists otherwise).
+    pub failing_probe: Option<&'static str>,
 }
 
 impl Fake {
@@ -114,6 +116,7 @@ impl Fake {
             terms: HashMap::new(),
             cites: HashMap::new(),
             seed_vectors: HashMap::new(),
+            failing_probe: None,
         }
     }
 
@@ -219,6 +222,13 @@ impl Executor for Fake {
             return Ok(self.parents_in_corpus.unwrap_or_else(|| self.items.iter().any(|l| !l.is_empty())));
         }
         self.record(Call::Probe(q.source))?;
+        // a probe of one item (plan::item_probe): the item exists, and passes unless its SQL
+        // holds the failing part
+        if let (true, Some(crate::sql::Param::Text(id))) = (q.sql.contains("i.\"id\" = $1::text::"), q.params.first()) {
+            let wanted = id.trim().parse::<u64>().map(|n| n.to_string()).unwrap_or_else(|_| id.clone());
+            let exists = self.items[q.source].iter().any(|i| i.id == wanted);
+            return Ok(exists && !self.failing_probe.is_some_and(|s| q.sql.contains(s)));
+        }
         Ok(!self.items[q.source].is_empty())
     }
 
