@@ -446,7 +446,7 @@ def test_every_hit_says_why_from_its_evidence_or_its_ranks(demo_dsn, conn, tmp_p
     assert [h["item_id"] for h in hits] == [r["item_id"] for r in expected]
     for h, r in zip(hits, expected):
         rare = r["evidence"]["rare_words"]
-        words = ", ".join(f'"{w}"' for w in rare["words"])
+        words = ", ".join(f'"{w}"' for w in rare["as_written"])
         assert h["why"].startswith(f"contains the rare query word{'s' if len(rare['words']) > 1 else ''} {words} "
                                    f"({len(rare['words'])} of {rare['counted_words']})"), h["why"]
         assert h["evidence"] == r["evidence"]

@@ -201,6 +201,22 @@ pub fn query_words(text: &str, lang: Language) -> Vec<QueryWord> {
     words
 }
 
+/// How the query wrote each of its words: a word's own key → the query's spelling of it (its
+/// first occurrence), each word of the text analysed alone.
+pub fn as_written(text: &str, lang: Language) -> HashMap<String, String> {
+    use unicode_segmentation::UnicodeSegmentation;
+    let analyzer = Analyzer::new(lang);
+    let mut out = HashMap::new();
+    for seg in text.split_word_bounds().filter(|s| s.chars().any(char::is_alphanumeric)) {
+        analyzer.for_each_key(seg, |key, _, kind| {
+            if kind == KeyKind::Surface {
+                out.entry(key.to_string()).or_insert_with(|| seg.to_string());
+            }
+        });
+    }
+    out
+}
+
 /// The words of a query for a source indexed by a text search configuration: each key one word.
 pub fn words_of_keys(keys: &[QueryKey]) -> Vec<QueryWord> {
     keys.iter().map(|k| QueryWord { key: k.key.clone(), keys: vec![(k.key.clone(), 1.0)] }).collect()
@@ -259,14 +275,24 @@ pub fn near_vector(distance: f64, best: f64, t: &VectorThresholds) -> bool {
     distance <= t.max_distance && distance <= best + t.max_gap
 }
 
-/// Why a hit was admitted: `{"near_vector": {...}, "rare_words": {...}}` (the rules it passed).
-pub fn verdict_json(near: Option<(&str, f64, f64)>, rare: Option<&RareWords>, min_coverage: f64) -> Option<Value> {
+/// Why a hit was admitted: `{"near_vector": {...}, "rare_words": {...}}` (the rules it passed);
+/// the rare words as keys (`words`) and as the query wrote them (`as_written`, from `written`).
+pub fn verdict_json(
+    near: Option<(&str, f64, f64)>,
+    rare: Option<&RareWords>,
+    min_coverage: f64,
+    written: &HashMap<String, String>,
+) -> Option<Value> {
     let mut o = serde_json::Map::new();
     if let Some((space, distance, best)) = near {
         o.insert("near_vector".into(), json!({"space": space, "distance": distance, "best_distance": best}));
     }
     if let Some(r) = rare.filter(|r| r.coverage > min_coverage) {
-        o.insert("rare_words".into(), json!({"coverage": r.coverage, "words": r.matched, "counted_words": r.counted}));
+        let shown: Vec<&str> = r.matched.iter().map(|k| written.get(k).map_or(k.as_str(), String::as_str)).collect();
+        o.insert(
+            "rare_words".into(),
+            json!({"coverage": r.coverage, "words": r.matched, "as_written": shown, "counted_words": r.counted}),
+        );
     }
     (!o.is_empty()).then_some(Value::Object(o))
 }
@@ -514,6 +540,17 @@ mod tests {
         }
         let r = rare_words(&words, df_of(&df), 2.0, |k| doc.iter().any(|d| d == k)).unwrap();
         assert!(r.matched.len() >= 2 && r.coverage <= DEFAULT_MIN_COVERAGE, "{r:?}");
+    }
+
+    #[test]
+    fn rare_words_are_shown_as_the_query_wrote_them() {
+        let written = as_written("Kdo je Svoboda? חסאם ומרואן", Language::Hebrew);
+        assert_eq!(written.get("חסאמ").map(String::as_str), Some("חסאם"));
+        assert_eq!(written.get("ומרואנ").map(String::as_str), Some("ומרואן"));
+        let r = RareWords { coverage: 1.0, matched: vec!["חסאמ".into(), "unknown".into()], counted: 2 };
+        let v = verdict_json(None, Some(&r), 0.5, &written).unwrap();
+        assert_eq!(v["rare_words"]["as_written"], json!(["חסאם", "unknown"]));
+        assert_eq!(v["rare_words"]["words"], json!(["חסאמ", "unknown"]));
     }
 
     #[test]

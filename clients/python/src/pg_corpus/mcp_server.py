@@ -273,7 +273,7 @@ def why(h: Hit) -> str:
     parts = []
     rare = ev.get("rare_words")
     if isinstance(rare, dict):
-        words = list(rare.get("words") or [])
+        words = list(rare.get("as_written") or rare.get("words") or [])
         counted = rare.get("counted_words")
         of = f" ({len(words)} of {counted})" if counted is not None else ""
         plural = "s" if len(words) != 1 else ""

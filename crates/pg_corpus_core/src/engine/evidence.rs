@@ -17,6 +17,8 @@ pub struct EvidencePlan {
     pub vector: Vec<Option<VectorThresholds>>,
     /// Per source, the original query's words (empty: no query text).
     pub words: Vec<Vec<QueryWord>>,
+    /// Per source, each word's key → the query's spelling of it.
+    pub written: Vec<HashMap<String, String>>,
     /// Document frequencies of the words' keys.
     pub df: HashMap<String, u64>,
     /// The most documents a rare key is in.
@@ -50,6 +52,14 @@ pub(super) fn evidence_plan(
     if let (false, Some(e)) = (has_text || vector.iter().any(Option::is_some), unusable) {
         return Err(e);
     }
+    let written: Vec<HashMap<String, String>> = corpus
+        .sources
+        .iter()
+        .map(|src| match (src.language, lexical) {
+            (Some(lang), Some(lex)) if has_text => evidence::as_written(lex.text.as_str(), lang),
+            _ => HashMap::new(),
+        })
+        .collect();
     let (words, df, rare_limit) = match (has_text, lexical) {
         (false, _) => (vec![Vec::new(); corpus.sources.len()], HashMap::new(), 0.0),
         (true, None) => {
@@ -83,7 +93,7 @@ pub(super) fn evidence_plan(
             (words, lex.stats.df.clone(), evidence::rare_limit(cfg.rare_share, lex.corpus.n_docs))
         }
     };
-    Ok(EvidencePlan { vector, words, df, rare_limit, min_coverage: cfg.min_coverage })
+    Ok(EvidencePlan { vector, words, written, df, rare_limit, min_coverage: cfg.min_coverage })
 }
 
 /// The original query's semantic distances, as the evidence filter's vector rule reads them.
@@ -165,7 +175,7 @@ pub(super) fn apply_evidence(
             near.admits(ev, space, d).map(|best| (req.corpus.spaces[space].name.as_str(), d, best))
         });
         let words = rare(f.source, &f.item_id);
-        f.evidence = evidence::verdict_json(near_vector, words.as_ref(), ev.min_coverage);
+        f.evidence = evidence::verdict_json(near_vector, words.as_ref(), ev.min_coverage, &ev.written[f.source]);
         f.evidence.is_some()
     });
     Ok(frontiers.iter().filter(|f| f.full).any(|f| match (&f.last, f.branch) {
