@@ -14,6 +14,10 @@ RETURNS void VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'corpus_c
 -- ranking argument or by corpus_tune.
 ALTER TABLE corpus.corpora ADD COLUMN ranking jsonb NOT NULL DEFAULT '{}'
     CONSTRAINT corpora_ranking_check CHECK (jsonb_typeof(ranking) = 'object');
+-- The default rank constant is 20 from this release on; corpora defined before keep the 60 they
+-- were searched with, so that the update changes no answer (corpus_alter(ranking => '{"rrf_k":
+-- null}') adopts the new default).
+UPDATE corpus.corpora SET ranking = '{"rrf_k": 60}';
 DROP FUNCTION corpus.corpus_alter(text, jsonb, text[], jsonb, text, jsonb, jsonb, jsonb, jsonb, jsonb);
 CREATE FUNCTION corpus.corpus_alter(name text, isolation jsonb DEFAULT NULL,
     required_filters text[] DEFAULT NULL, filter_fields jsonb DEFAULT NULL, description text DEFAULT NULL,

@@ -239,7 +239,7 @@ def test_planted_item_is_top_hit_in_own_corpus(legal, pgc, target, mode, filter_
     assert hit is not None, f"{target} not found in its own corpus: {brief(rows)}"
     assert hit["parent_id"] == str(case)
     # Every (source, branch) list is its own RRF input, so in semantic mode the other source's
-    # nearest item ties with the planted one (both 1/61); the tie-break puts "chunks" first.
+    # nearest item ties with the planted one (both 1/21); the tie-break puts "chunks" first.
     assert hit["score"] == rows[0]["score"], brief(rows)
     if mode == "semantic":
         assert hit["rank"] <= 2, brief(rows)

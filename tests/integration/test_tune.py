@@ -156,7 +156,7 @@ def test_the_corpus_ranking_settings_are_the_defaults_of_its_searches(db):
     try:
         assert listed(db, "tune_lex")["ranking"] == {"rrf_k": 1, "window": 80}
         assert ids(db, "tune_lex", *q) == explicit
-        assert ids(db, "tune_lex", *q, rrf_k=60, candidates=40) == plain, "the call's arguments win"
+        assert ids(db, "tune_lex", *q, rrf_k=20, candidates=40) == plain, "the call's arguments win"
         # a key given as null goes back to the default; keys not given stay
         db.execute("""SELECT corpus.corpus_alter('tune_lex', ranking => '{"rrf_k": null}')""")
         assert listed(db, "tune_lex")["ranking"] == {"window": 80}
@@ -165,7 +165,7 @@ def test_the_corpus_ranking_settings_are_the_defaults_of_its_searches(db):
         db.execute("""SELECT corpus.corpus_alter('tune_lex', ranking => '{"feedback": true}')""")
         assert ids(db, "tune_lex", *q) == fed
         assert ids(db, "tune_lex", *q, feedback=False) == \
-            ids(db, "tune_lex", *q, rrf_k=60, candidates=80, feedback=False)
+            ids(db, "tune_lex", *q, rrf_k=20, candidates=80, feedback=False)
         db.execute("""SELECT corpus.corpus_alter('tune_lex', ranking => '{"feedback_beta": 2, "feedback_terms": 5}')""")
         assert listed(db, "tune_lex")["ranking"] == {"window": 80, "feedback": True, "feedback_beta": 2,
                                                      "feedback_terms": 5}

@@ -17,7 +17,7 @@ use crate::error::{CoreError, Result, SqlState};
 pub const MAX_WEIGHT: f64 = 1_000.0;
 
 const KEYS: [&str; 7] = ["rrf_k", "window", "feedback", "feedback_beta", "feedback_alpha", "feedback_terms", "weights"];
-const SHAPE: &str = "ranking is {\"rrf_k\": 60, \"window\": 20, \"feedback\": false, \
+const SHAPE: &str = "ranking is {\"rrf_k\": 20, \"window\": 100, \"feedback\": false, \
                      \"feedback_beta\": 0.5, \"feedback_alpha\": 0.5, \"feedback_terms\": 20, \
                      \"weights\": {\"source\": {\"semantic\": 1, \"lexical\": 1}}}: every key optional, \
                      null resets a setting to the default.";
@@ -192,7 +192,7 @@ mod tests {
         assert_eq!(r.window(10, 10_000), 40);
         assert_eq!(r.window(3, 10_000), 20);
         assert_eq!(Ranking::default().window(10, 64), 64, "pg_corpus.max_candidates bounds a corpus' window");
-        assert_eq!(Ranking::default().rrf_k(), 60);
+        assert_eq!(Ranking::default().rrf_k(), 20);
     }
 
     #[test]

@@ -230,7 +230,7 @@ impl Args {
         if let Some(rrf_k) = self.rrf_k.filter(|r| !(0..=crate::ranking::MAX_RRF_K).contains(r)) {
             return Err(bad(
                 format!("rrf_k must be between 0 and {}, got {rrf_k}", crate::ranking::MAX_RRF_K),
-                "The usual value is 60; leave it NULL for the corpus' setting.",
+                "The default is 20 (60 in the original RRF paper); leave it NULL for the corpus' setting.",
             ));
         }
         let max_per_parent = match self.max_per_parent {

@@ -3,7 +3,7 @@
 use serde_json::{json, Map, Value};
 
 /// RRF's rank constant when neither the call nor the corpus sets one.
-pub const DEFAULT_RRF_K: i32 = 60;
+pub const DEFAULT_RRF_K: i32 = 20;
 /// The smallest candidate window (items per source and branch) when neither the call nor the
 /// corpus sets one; a search asks for at least [`WINDOW_PER_K`] × k.
 pub const DEFAULT_WINDOW: i32 = 100;
