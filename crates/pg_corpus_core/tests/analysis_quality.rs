@@ -136,6 +136,11 @@ fn hebrew_prefixes_on_heq_words() {
     let simple = Analyzer::new(Language::Simple);
     let all_keys =
         |a: &Analyzer, w: &str| -> BTreeSet<String> { a.document_terms(w).into_iter().map(|t| t.key).collect() };
+    // stop words (של, הוא, ...) have no keys at all, by design: pairs whose word without its
+    // prefix is one are no evidence about prefix handling
+    let content = |w: &str| !all_keys(&he, w).is_empty();
+    one.retain(|(w, r)| content(w) && content(r));
+    more.retain(|(w, r)| content(w) && content(r));
     let share = |a: &Analyzer, pairs: &[(&str, &str)]| {
         let meets = pairs.iter().filter(|(x, y)| all_keys(a, x).intersection(&all_keys(a, y)).next().is_some()).count();
         meets as f64 / pairs.len().max(1) as f64
@@ -182,7 +187,7 @@ fn hebrew_prefixes_on_heq_words() {
         one.len(),
         more.len()
     );
-    assert!(one.len() > 1000);
+    assert!(one.len() > 900, "{} one-letter pairs of content words", one.len());
     assert!(meet_one >= 0.99, "meet {meet_one}");
     assert!(meet_simple < 0.01);
     assert!(collisions <= 0.0003, "collisions {collisions}");

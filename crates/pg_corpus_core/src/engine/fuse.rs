@@ -140,6 +140,8 @@ pub(super) fn ranked_to(req: &Request, depth: Option<usize>, exec: &mut dyn Exec
 
 #[cfg(test)]
 mod tests {
+    /// The default rank constant the searches fuse with.
+    const K: f64 = crate::model::DEFAULT_RRF_K as f64;
     use std::collections::HashMap;
 
     use proptest::prelude::*;
@@ -235,7 +237,7 @@ mod tests {
         let hit = &strong[hit];
         assert_eq!((hit.semantic_rank, hit.lexical_rank), (None, None), "the original did not find it");
         assert_eq!(hit.query_ranks, json!([{"query": "hyde", "branch": "semantic", "rank": 1, "distance": 0.0}]));
-        assert!((hit.score - 100.0 / 61.0).abs() < 1e-12);
+        assert!((hit.score - 100.0 / (K + 1.0)).abs() < 1e-12);
         let weak = search(0.001);
         assert!(weak.iter().all(|r| r.item_id != target), "a light one cannot outrank two original lists");
     }
@@ -260,7 +262,7 @@ mod tests {
                 .as_array()
                 .unwrap()
                 .iter()
-                .map(|q| weight(q["query"].as_str().unwrap()) / (60.0 + q["rank"].as_f64().unwrap()))
+                .map(|q| weight(q["query"].as_str().unwrap()) / (K + q["rank"].as_f64().unwrap()))
                 .sum();
             assert!((r.score - expected).abs() < 1e-12, "{} vs {expected}: {}", r.score, r.query_ranks);
             assert!(
@@ -362,7 +364,7 @@ mod tests {
             assert_eq!(got, want, "{item:?}");
             let score: f64 = lists
                 .iter()
-                .filter_map(|(w, _, _, ranks)| ranks.get(&item).map(|&rank| w / (60.0 + f64::from(rank))))
+                .filter_map(|(w, _, _, ranks)| ranks.get(&item).map(|&rank| w / (K + f64::from(rank))))
                 .sum();
             assert!((r.score - score).abs() <= 1e-12 * score, "{item:?}: {} vs {score}", r.score);
             // the classic columns stay the original query's

@@ -155,6 +155,8 @@ pub fn partial_index_probe(
 
 #[cfg(test)]
 mod tests {
+    /// The default rank constant the searches fuse with.
+    const K: f64 = crate::model::DEFAULT_RRF_K as f64;
     use std::sync::Arc;
 
     use serde_json::json;
@@ -417,7 +419,7 @@ mod tests {
             "only the page space has a vector"
         );
         assert_eq!(rows[0].item_id, "200005");
-        assert!((rows[0].score - 0.5 / 61.0).abs() < 1e-12, "{}", rows[0].score);
+        assert!((rows[0].score - 0.5 / (K + 1.0)).abs() < 1e-12, "{}", rows[0].score);
         // mistakes
         for (qv, state) in [
             (json!({"page_image": [1.0, 2.0]}), SqlState::DataException),
@@ -472,7 +474,7 @@ mod tests {
         }
         let first = pages.iter().min_by_key(|r| r.semantic_rank).unwrap();
         assert_eq!((first.item_id.as_str(), first.semantic_rank), ("200005", Some(1)), "the nearest page");
-        assert!((first.score - 0.5 / 61.0).abs() < 1e-12, "{}", first.score);
+        assert!((first.score - 0.5 / (K + 1.0)).abs() < 1e-12, "{}", first.score);
         // the text sources' ranks are their own list's: a page does not push them down
         let text_ranks: Vec<i32> =
             both.iter().filter(|r| r.source != "pages").filter_map(|r| r.semantic_rank).take(3).collect();
