@@ -32,7 +32,7 @@ SELECT corpus.corpus_add_source('public_notes', 'notes', 'notes', text_column =>
 
 -- Semantic ranks: 1,2,3,4,5 (6 too short, 7 other corpus, 8 incomplete, 9 no embedding).
 -- Lexical ranks (BM25 of zebra, rule; six searchable documents): 1 (both words), 2 (zebra x3),
--- then 9 and 5 (zebra once; 9 is shorter). RRF with k = 60: item 1 = 2/61, item 2 = 2/62.
+-- then 9 and 5 (zebra once; 9 is shorter). RRF with k = 20: item 1 = 2/21, item 2 = 2/22.
 SELECT rank, item_id, parent_id, round(score::numeric, 6) AS score, semantic_rank, lexical_rank,
        round(semantic_distance::numeric, 4) AS dist, round(lexical_score::numeric, 4) AS lex, locator
   FROM corpus.corpus_hybrid_search('public_notes', '[1, 0, 0]', 'zebra rule', k => 10, max_per_parent => 0);
