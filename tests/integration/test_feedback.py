@@ -68,13 +68,18 @@ def embedding(db, source, item_id):
 def test_semantic_list_is_the_moved_vectors(db, pgc, query):
     qv, text = query
     first = rows(db, pgc, qv, text, k=WINDOW, candidates=WINDOW)
-    top = [embedding(db, r["source"], r["item_id"]) for r in first[:3]]
+    # the feedback round moves towards the top 3 of its own first round: the search of k = 10
+    # (a search of more rows may widen its window and fuse other lists)
+    own = rows(db, pgc, qv, text, k=10)
+    top = [embedding(db, r["source"], r["item_id"]) for r in own[:3]]
     q = np.array([float(x) for x in qv.strip("[]").split(",")])
     unit = lambda v: v / np.linalg.norm(v)  # noqa: E731
     moved = unit(unit(q) + BETA * np.mean([unit(d) for d in top], axis=0))
-    want = {(r["source"], r["item_id"]): (r["rank"], r["semantic_distance"])
+    # each source's list of the moved vector, cut at the window (a search of 2 * WINDOW rows
+    # widens its window when the sources hold fewer: its deeper items are no list's)
+    want = {(r["source"], r["item_id"]): (r["semantic_rank"], r["semantic_distance"])
             for r in rows(db, pgc, pgc.vec_text(moved), None, mode="semantic", k=2 * WINDOW,
-                          candidates=WINDOW)}
+                          candidates=WINDOW) if r["semantic_rank"] <= WINDOW}
     fed = rows(db, pgc, qv, text, feedback=True)
     assert len(fed) == 10
     seen = 0
