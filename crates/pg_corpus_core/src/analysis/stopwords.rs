@@ -280,7 +280,8 @@ pub(crate) fn is_stopword(list: Stopwords, lang: Language, word: &str) -> bool {
         (Stopwords::Off, _) => false,
         (Stopwords::Short, Language::English) => ENGLISH_SHORT.binary_search(&word).is_ok(),
         (Stopwords::Full, Language::English) => ENGLISH_FULL.binary_search(&word).is_ok(),
-        (_, Language::Hebrew) => {
+        // (a word with a final letter is folded first; most words need no copy)
+        (_, Language::Hebrew) if word.chars().any(|c| super::normalize::hebrew_letter_fold(c).is_some()) => {
             let word = comparable(word);
             lists().get(&Language::Hebrew).is_some_and(|w| w.binary_search(&word).is_ok())
         }
