@@ -111,5 +111,5 @@ PG_CORPUS_TEST_DIR="$ROOT/.pgdata/test-pg18" "$ROOT/.venv/bin/python" -m pytest 
   tests/integration/test_health.py tests/integration/test_standby.py tests/integration/test_upgrade.py \
   tests/integration/test_docs.py tests/integration/test_bm25_index.py \
   tests/integration/test_tune.py tests/integration/test_pages.py tests/integration/test_why_not.py \
-  tests/integration/test_question_words.py
+  tests/integration/test_question_words.py tests/integration/test_typed_ids.py
 step "PostgreSQL 18: all passed"

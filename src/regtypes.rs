@@ -108,3 +108,41 @@ unsafe impl BoxRet for Name {
 }
 
 impl_sql_translatable!(Name, "name");
+
+/// The type a caller asked item ids to be returned as: its base type (under any domains) and
+/// that type's input function.
+pub struct KeyType {
+    /// `format_type` of the base type.
+    pub base_name: String,
+    /// Whether the base type is built into PostgreSQL (its input function is no one's code).
+    pub builtin: bool,
+    base: pg_sys::Oid,
+    input: pg_sys::Oid,
+    ioparam: pg_sys::Oid,
+}
+
+impl KeyType {
+    pub fn of(requested: pg_sys::Oid) -> KeyType {
+        // SAFETY: catalog lookups of a type the parser resolved for this call's argument.
+        unsafe {
+            let base = pg_sys::getBaseType(requested);
+            let name = pg_sys::format_type_be(base);
+            let base_name = std::ffi::CStr::from_ptr(name).to_string_lossy().into_owned();
+            let (mut input, mut ioparam) = (pg_sys::InvalidOid, pg_sys::InvalidOid);
+            pg_sys::getTypeInputInfo(base, &mut input, &mut ioparam);
+            let builtin = base.to_u32() < pg_sys::FirstNormalObjectId;
+            KeyType { base_name, builtin, base, input, ioparam }
+        }
+    }
+
+    /// An item id (its key's text form) as a value of the base type.
+    pub fn read(&self, id: &str) -> Option<pgrx::AnyElement> {
+        let text = std::ffi::CString::new(id).unwrap_or_default();
+        // SAFETY: a built-in type's input function on the text its output function wrote; the
+        // datum lives in the current memory context, long enough for the row it is put in.
+        unsafe {
+            let datum = pg_sys::OidInputFunctionCall(self.input, text.as_ptr().cast_mut(), self.ioparam, -1);
+            pgrx::AnyElement::from_polymorphic_datum(datum, false, self.base)
+        }
+    }
+}

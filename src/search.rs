@@ -7,7 +7,7 @@ use pg_corpus_core::engine::{self, validate, Args, Call, Config, Outcome, Reques
 use pg_corpus_core::model::SearchRow;
 use pg_corpus_core::{CoreError, SqlState};
 use pgrx::prelude::*;
-use pgrx::JsonB;
+use pgrx::{AnyElement, JsonB};
 
 use crate::jsonb::JsonbText;
 
@@ -265,6 +265,90 @@ pub(crate) fn hybrid_search_page(
         expand,
         offset,
     ))
+}
+
+/// `corpus_hybrid_search` with each `item_id` in the type of `id_type` (any value of it,
+/// `NULL::bigint`): the base type of every source's key, built into PostgreSQL. The ids are
+/// read back with that type's own input function.
+#[allow(clippy::too_many_arguments)]
+#[pg_extern(volatile, parallel_unsafe, name = "corpus_hybrid_search_typed")]
+pub(crate) fn hybrid_search_typed(
+    id_type: Option<AnyElement>,
+    corpus: Option<&str>,
+    query_vec: Option<Vector>,
+    query_text: Option<&str>,
+    k: default!(Option<i32>, 10),
+    filters: default!(Option<JsonbText>, "'{}'"),
+    mode: default!(Option<&str>, "'hybrid'"),
+    max_per_parent: default!(Option<i32>, 3),
+    candidates: default!(Option<i32>, "NULL"),
+    rrf_k: default!(Option<i32>, "NULL"),
+    include_stale: default!(Option<bool>, false),
+    feedback: default!(Option<bool>, "NULL"),
+    extra_queries: default!(Option<JsonbText>, "NULL"),
+    filter_mode: default!(Option<&str>, "'strict'"),
+    query_vectors: default!(Option<JsonbText>, "NULL"),
+    evidence: default!(Option<bool>, "NULL"),
+    expand: default!(Option<bool>, false),
+    offset: default!(Option<i32>, 0),
+    fcinfo: pg_sys::FunctionCallInfo,
+) -> TableIterator<
+    'static,
+    (
+        name!(rank, i32),
+        name!(corpus, String),
+        name!(source, String),
+        name!(item_id, Option<AnyElement>),
+        name!(parent_id, String),
+        name!(score, f64),
+        name!(semantic_rank, Option<i32>),
+        name!(semantic_distance, Option<f64>),
+        name!(lexical_rank, Option<i32>),
+        name!(lexical_score, Option<f64>),
+        name!(content, Option<String>),
+        name!(locator, JsonB),
+        name!(metadata, JsonB),
+        name!(embedding_stale, bool),
+        name!(query_ranks, JsonB),
+        name!(evidence, Option<JsonB>),
+        name!(origin, Option<JsonB>),
+    ),
+> {
+    // the argument's type says what the ids become; its value (usually NULL) does not
+    let _ = id_type;
+    // SAFETY: this call's own fcinfo; `id_type` is its first argument.
+    let requested = unsafe { pg_sys::get_fn_expr_argtype((*fcinfo).flinfo, 0) };
+    let rows: Vec<HitRow> = search_rows(
+        corpus,
+        query_vec,
+        query_text,
+        k,
+        filters,
+        mode,
+        max_per_parent,
+        candidates,
+        rrf_k,
+        include_stale,
+        feedback,
+        extra_queries,
+        filter_mode,
+        query_vectors,
+        evidence,
+        expand,
+        offset,
+    )
+    .collect();
+    let key = spi::pinned_search_path(|| {
+        let definition = spi::catalog::load_corpus(required(corpus, "corpus_hybrid_search_typed", "corpus")?)?;
+        let key = crate::regtypes::KeyType::of(requested);
+        definition.check_key_type(&key.base_name, key.builtin)?;
+        Ok::<_, CoreError>(key)
+    })
+    .or_raise();
+    TableIterator::new(rows.into_iter().map(move |r| {
+        let id = key.read(&r.3);
+        (r.0, r.1, r.2, id, r.4, r.5, r.6, r.7, r.8, r.9, r.10, r.11, r.12, r.13, r.14, r.15, r.16)
+    }))
 }
 
 /// `corpus_hybrid_search` as release 0.3.0 declares it (16 arguments, no `offset`).

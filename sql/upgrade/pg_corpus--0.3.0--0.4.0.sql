@@ -210,6 +210,18 @@ RETURNS TABLE (rank integer, corpus text, source text, item_id text, parent_id t
                content text, locator jsonb, metadata jsonb, embedding_stale boolean, query_ranks jsonb,
                evidence jsonb, origin jsonb)
 VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'hybrid_search_page_wrapper';
+-- corpus_hybrid_search_typed: the same search, item ids in the corpus' key type.
+CREATE FUNCTION corpus.corpus_hybrid_search_typed(id_type anyelement, corpus text, query_vec vector,
+    query_text text, k integer DEFAULT 10, filters jsonb DEFAULT '{}', mode text DEFAULT 'hybrid',
+    max_per_parent integer DEFAULT 3, candidates integer DEFAULT NULL, rrf_k integer DEFAULT NULL,
+    include_stale boolean DEFAULT false, feedback boolean DEFAULT NULL, extra_queries jsonb DEFAULT NULL,
+    filter_mode text DEFAULT 'strict', query_vectors jsonb DEFAULT NULL, evidence boolean DEFAULT NULL,
+    expand boolean DEFAULT false, "offset" integer DEFAULT 0)
+RETURNS TABLE (rank integer, corpus text, source text, item_id anyelement, parent_id text, score float8,
+               semantic_rank integer, semantic_distance float8, lexical_rank integer, lexical_score float8,
+               content text, locator jsonb, metadata jsonb, embedding_stale boolean, query_ranks jsonb,
+               evidence jsonb, origin jsonb)
+VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'hybrid_search_typed_wrapper';
 CREATE OR REPLACE FUNCTION corpus.corpus_find_similar(corpus text, source text, item_id text,
     k integer DEFAULT 10, filters jsonb DEFAULT '{}', mode text DEFAULT 'hybrid', max_per_parent integer DEFAULT 3,
     exclude_parent boolean DEFAULT false, candidates integer DEFAULT NULL, rrf_k integer DEFAULT NULL,

@@ -49,6 +49,9 @@ VALUES = {
                "array_fill(1e30::real, ARRAY[384])::vector", "array_fill(1, ARRAY[16000])::vector"],
     "interval": ["NULL", "'-1 day'", "'0'", "'100000 years'"],
     "regconfig": ["NULL", "'english'"],
+    # a value whose type is the argument's (the call does not cast it)
+    "anyelement": ["NULL::integer", "NULL::text", "'x'::text", "0::bigint", "NULL::bigint[]", "'{}'::jsonb",
+                   "NULL::pg_catalog.regclass", "ROW(1, 2)"],
 }
 
 V384 = "(SELECT embedding FROM precedent_chunks WHERE embedding IS NOT NULL ORDER BY id LIMIT 1)"
@@ -137,6 +140,15 @@ CALLS = {
                              ("filter_mode", "text", "'strict'"), ("query_vectors", "jsonb", "'{}'"),
                              ("evidence", "boolean", "true"), ("expand", "boolean", "true"),
                              ("offset", "integer", "0")],
+    "corpus_hybrid_search_typed": [("id_type", "anyelement", "NULL::bigint"), ("corpus", "text", f"'{EXT}'"),
+                                   ("query_vec", "vector", V384), ("query_text", "text", "'פסק'"),
+                                   ("k", "integer", "10"), ("filters", "jsonb", "'{}'"), ("mode", "text", "'hybrid'"),
+                                   ("max_per_parent", "integer", "3"), ("candidates", "integer", "NULL"),
+                                   ("rrf_k", "integer", "60"), ("include_stale", "boolean", "false"),
+                                   ("feedback", "boolean", "NULL"), ("extra_queries", "jsonb", "NULL"),
+                                   ("filter_mode", "text", "'strict'"), ("query_vectors", "jsonb", "'{}'"),
+                                   ("evidence", "boolean", "NULL"), ("expand", "boolean", "false"),
+                                   ("offset", "integer", "10")],
     "corpus_add_edges": [("corpus", "text", f"'{EXT}'"), ("name", "text", "'cites2'"),
                          ("edge_table", "regclass", "'probe_citations'"), ("from_source", "text", "'chunks'"),
                          ("from_column", "text", "'citing'"), ("to_source", "text", "'halachot'"),
@@ -181,7 +193,7 @@ def call_sql(function, args, replace=None):
     parts = []
     for name, typ, valid in args:
         value = replace[1] if replace and replace[0] == name else valid
-        parts.append(f'"{name}" => ({value})::{typ}')
+        parts.append(f'"{name}" => ({value})' + ("" if typ == "anyelement" else f"::{typ}"))
     return f"SELECT * FROM corpus.{function}({', '.join(parts)})"
 
 

@@ -92,6 +92,8 @@ ENTRY_POINTS = [
     ("semantic", "SELECT * FROM corpus.corpus_hybrid_search('parity', '[1,0,0]', NULL, mode => 'semantic')"),
     ("lexical", "SELECT * FROM corpus.corpus_hybrid_search('parity', NULL, 'appeal', mode => 'lexical')"),
     ("feedback", "SELECT * FROM corpus.corpus_hybrid_search('parity', '[1,0,0]', 'appeal', feedback => true)"),
+    ("typed", "SELECT * FROM corpus.corpus_hybrid_search_typed(NULL::bigint, 'parity', '[1,0,0]', 'appeal permit', "
+              "k => 5, filters => '{\"area\": \"north\"}')"),
     ("find_similar", "SELECT * FROM corpus.corpus_find_similar('parity', 'items', '1')"),
     ("fetch", "SELECT * FROM corpus.corpus_fetch('parity', 'items', '1', '{\"area\": \"north\"}')"),
     ("why_not", "SELECT * FROM corpus.corpus_why_not('parity', 'items', '2', '[1,0,0]', 'appeal permit', k => 1, "

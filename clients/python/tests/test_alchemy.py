@@ -46,6 +46,23 @@ def test_a_search_joins_back_to_the_items_table(engine, conn):
     assert "כתב האישום" not in str(stmt.compile()), "the text is a bind parameter"
 
 
+def test_ids_in_the_key_type_join_back_without_a_cast(engine):
+    hits = alchemy.hybrid_search("external_precedents", None, "כתב האישום", mode="lexical", k=4, id_type=sa.BigInteger)
+    plain = alchemy.hybrid_search("external_precedents", None, "כתב האישום", mode="lexical", k=4)
+    chunks = sa.table("precedent_chunks", sa.column("id", sa.BigInteger), sa.column("page_number", sa.Integer))
+    stmt = (sa.select(hits.c.rank, hits.c.item_id, chunks.c.id).join(chunks, chunks.c.id == hits.c.item_id)
+            .order_by(hits.c.rank))
+    assert "CAST(hits.item_id" not in str(stmt.compile())
+    with engine.connect() as c:
+        typed = c.execute(sa.select(hits.c.rank, hits.c.item_id).order_by(hits.c.rank)).all()
+        text = c.execute(sa.select(plain.c.rank, plain.c.item_id).order_by(plain.c.rank)).all()
+        joined = c.execute(stmt).all()
+    assert [(r, str(i)) for r, i in typed] == [tuple(t) for t in text] and len(text) == 4
+    assert all(isinstance(i, int) for _, i in typed)
+    assert [(r.rank, r.item_id) for r in joined] == [tuple(t) for t in typed if t[0] in {j.rank for j in joined}]
+    assert joined and all(r.item_id == r.id for r in joined)
+
+
 def test_fetch_and_find_similar(engine):
     with engine.connect() as c:
         item = c.execute(sa.select(alchemy.fetch("external_precedents", "chunks", 10030))).mappings().one()

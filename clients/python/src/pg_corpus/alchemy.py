@@ -7,6 +7,9 @@ and ``where()``/``order_by()`` like any table::
     stmt = (sa.select(hits.c.rank, hits.c.item_id, chunks.c.page_number)
               .join(chunks, chunks.c.id == sa.cast(hits.c.item_id, sa.BigInteger))
               .where(hits.c.source == "chunks").order_by(hits.c.rank))
+    # or item ids in the key type (corpus_hybrid_search_typed): no cast
+    hits = hybrid_search("external_precedents", vector, "שופטת", k=5, id_type=sa.BigInteger)
+    stmt = sa.select(hits.c.rank, chunks.c.page_number).join(chunks, chunks.c.id == hits.c.item_id)
 
 Keyword arguments are the SQL function's own (``k``, ``filters``, ``mode``, ``max_per_parent``,
 ``offset``, ``evidence``, ...), passed in named notation (``"k" => :k``), every value a bind
@@ -82,12 +85,17 @@ def _table(function: str, args: list[Any], columns: tuple[tuple[str, Any], ...],
 
 
 def hybrid_search(corpus: str, query_vec: Any = None, query_text: str | None = None, *,
-                  name: str = "hits", **kwargs: Any) -> Any:
+                  name: str = "hits", id_type: Any = None, **kwargs: Any) -> Any:
     """``corpus.corpus_hybrid_search(corpus, query_vec, query_text, ...)`` as a table-valued
-    function (alias ``name``) with the columns of :data:`HIT_COLUMNS`."""
+    function (alias ``name``) with the columns of :data:`HIT_COLUMNS`. ``id_type`` (a SQLAlchemy
+    type, e.g. ``sa.BigInteger``): ``corpus_hybrid_search_typed``, ``item_id`` of that type (the
+    key type of the corpus' sources), so a join back needs no cast."""
     args = [sa.bindparam(None, corpus, type_=sa.Text, unique=True), _vector(query_vec),
             sa.bindparam(None, query_text, type_=sa.Text, unique=True), *_named("corpus_hybrid_search", kwargs)]
-    return _table("corpus_hybrid_search", args, HIT_COLUMNS, name)
+    if id_type is None:
+        return _table("corpus_hybrid_search", args, HIT_COLUMNS, name)
+    columns = tuple((c, id_type if c == "item_id" else t) for c, t in HIT_COLUMNS)
+    return _table("corpus_hybrid_search_typed", [sa.cast(sa.null(), id_type), *args], columns, name)
 
 
 def find_similar(corpus: str, source: str, item_id: str | int, *, name: str = "similar", **kwargs: Any) -> Any:
