@@ -82,6 +82,9 @@ def test_each_rule_of_the_searchable_contract_is_named(db):
     court = db.execute("SELECT court FROM case_law WHERE id = %s", [int(parent)]).fetchone()[0]
     rows = why(db, "chunks", item, filters=psycopg.types.json.Jsonb({"court": court + " (other)"}))
     assert reasons(rows) == ["filters"] and rows[0]["detail"]["fields"] == ["court"]
+    # a range (two conditions on one field) names its field once
+    rows = why(db, "chunks", item, filters=psycopg.types.json.Jsonb({"court": {"gt": court, "lt": court + "z"}}))
+    assert reasons(rows) == ["filters"] and rows[0]["detail"]["fields"] == ["court"], rows
     for change, reason in [("UPDATE precedent_chunks SET content = 'short' WHERE id = %(i)s", "text"),
                            ("UPDATE case_law SET case_name = ' ' WHERE id = %(p)s", "parent")]:
         with db.transaction(force_rollback=True):

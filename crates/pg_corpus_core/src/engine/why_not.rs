@@ -69,7 +69,9 @@ pub fn why_not(
         return Ok(vec![not_in_corpus()]);
     }
     if !probe(ItemProbe::Filters, exec)? {
-        let fields: Vec<&str> = v.conds.iter().map(|c| c.field.as_str()).collect();
+        let mut fields: Vec<&str> = v.conds.iter().map(|c| c.field.as_str()).collect();
+        fields.sort_unstable();
+        fields.dedup();
         return Ok(vec![finding(
             "filters",
             json!({"fields": fields}),
