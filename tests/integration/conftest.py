@@ -285,7 +285,7 @@ def load_legal(conn, data):
 _DEFAULT = object()
 _TYPES = {"k": "int", "filters": "jsonb", "mode": "text", "max_per_parent": "int",
           "candidates": "int", "rrf_k": "int", "include_stale": "bool",
-          "feedback": "bool", "extra_queries": "jsonb", "filter_mode": "text"}
+          "feedback": "bool", "extra_queries": "jsonb", "filter_mode": "text", "offset": "int"}
 
 
 SEARCH_COLUMNS = ("rank, corpus, source, item_id, parent_id, score, semantic_rank, semantic_distance, "
@@ -308,7 +308,7 @@ def search_sql(**kw):
             continue
         if name in ("filters", "extra_queries") and not isinstance(value, str) and value is not None:
             value = json.dumps(value, default=lambda x: [float(v) for v in x])
-        args.append(f"{name} => %({name})s::{_TYPES[name]}")
+        args.append(f'"{name}" => %({name})s::{_TYPES[name]}')
         params[name] = value
     sql = f"SELECT {columns} FROM corpus.corpus_hybrid_search({', '.join(args)}) ORDER BY rank"
     return sql, params

@@ -14,7 +14,10 @@ compute ourselves in plain SQL:
   rule), the caller filters, and for the lexical branch the OR-match of the query's words;
 * hits respect max_per_parent (default 3, NULL/0 = no cap) and are never more than k;
 * exactly min(k, sum over parents of min(cap, eligible items of the parent)) rows come back,
-  i.e. k rows whenever k eligible items exist.
+  i.e. k rows whenever k eligible items exist;
+* for every fourth search, the paths beside it: its second page (eligible, disjoint, the cap
+  over both pages, min(2k, reachable) rows in all), corpus_fetch of eligible items and of other
+  corpora's (answered as a missing id) and corpus_why_not of the latter (`not_in_corpus`).
 
 How I convinced myself it fails when the invariants break: every corpus is a minority slice of
 the shared tables (asserted below), and query vectors are drawn near random items of the WHOLE
@@ -27,6 +30,7 @@ import json
 from collections import Counter, defaultdict
 
 import numpy as np
+import psycopg
 import pytest
 from psycopg import sql as S
 
@@ -254,7 +258,7 @@ def eligible_sql(c, s, filters, need_vec, need_text, query_text):
         conds.append(S.SQL("({} OR {})").format(sem, lex))
     elif need_vec:
         conds.append(sem)
-    else:
+    elif need_text:
         conds.append(lex)
     join = (S.SQL("JOIN {} p ON p.id = i.{}").format(S.Identifier(t["parent"]),
                                                      S.Identifier(t["fk"]))
@@ -364,8 +368,9 @@ def random_search(rng, world, c, pgc):
     return vec, text, kw
 
 
-def check_search(conn, pgc, c, vec, text, kw):
-    """Returns a list of problems (empty when the search is right) and the oracle count."""
+def check_search(conn, pgc, c, vec, text, kw, beside=None):
+    """Returns a list of problems (empty when the search is right) and the oracle count;
+    `beside` (a random generator): also check the paths beside the search."""
     mode = kw["mode"]
     need_vec = mode == "semantic" or (mode == "hybrid" and vec is not None)
     need_text = mode == "lexical" or (mode == "hybrid" and text is not None)
@@ -421,7 +426,75 @@ def check_search(conn, pgc, c, vec, text, kw):
     if len(rows) != expected:
         problems.append(f"{len(rows)} rows, expected {expected} (k={kw['k']}, "
                         f"{len(eligible)} eligible items, {reachable} under the cap)")
+    if beside is not None:
+        problems += check_pages_fetch_why_not(conn, pgc, c, vec, text, kw, rows, eligible_set, reachable, beside)
     return problems, expected, len(eligible)
+
+
+def foreign_sql(c, s, limit):
+    """Items of the source's table outside the corpus predicate (the other corpora's)."""
+    t = TABLES[s["name"]]
+    inside = S.SQL(" AND ").join(cond_value(col(f, t), v) for f, v in c["isolation"].items())
+    join = (S.SQL("JOIN {} p ON p.id = i.{}").format(S.Identifier(t["parent"]), S.Identifier(t["fk"]))
+            if t["parent"] else S.SQL(""))
+    return S.SQL("SELECT i.id::text FROM {tbl} i {join} WHERE NOT ({inside}) ORDER BY md5(i.id::text) LIMIT {n}"
+                 ).format(tbl=S.Identifier(t["table"]), join=join, inside=inside, n=S.Literal(limit))
+
+
+def check_pages_fetch_why_not(conn, pgc, c, vec, text, kw, first, eligible_set, reachable, rng):
+    """The paths beside a search, under the same predicate: the second page of the ranking (only
+    eligible items, none of the first page's, the cap over both, k more rows while the corpus has
+    them); corpus_fetch of eligible items (returned as they are) and of other corpora's items
+    (the same 42704 as an id that does not exist); corpus_why_not of another corpus' item (only
+    `not_in_corpus`, as for a missing id)."""
+    problems = []
+    k = kw["k"]
+    second = pgc.search(conn, c["name"], vec, text, **kw, offset=k)
+    if [r["rank"] for r in second] != list(range(k + 1, k + 1 + len(second))):
+        problems.append(f"page 2 ranks {[r['rank'] for r in second]}")
+    keys = {(r["source"], r["item_id"]) for r in first}
+    for r in second:
+        if (r["source"], r["item_id"]) not in eligible_set:
+            problems.append(f"page 2: ineligible/foreign hit {r['source']}:{r['item_id']}")
+        if (r["source"], r["item_id"]) in keys:
+            problems.append(f"page 2 repeats {r['source']}:{r['item_id']}")
+    mpp = kw["max_per_parent"]
+    cap = 3 if mpp is pgc.DEFAULT else (mpp or None)
+    if cap and any(n > cap for n in Counter(r["parent_id"] for r in first + second).values()):
+        problems.append("pages 1 and 2 exceed the cap together")
+    if len(first) + len(second) != min(2 * k, reachable):
+        problems.append(f"pages 1 and 2 hold {len(first)} + {len(second)} rows, expected "
+                        f"{min(2 * k, reachable)} ({reachable} under the cap)")
+    filters = json.dumps(kw["filters"])
+    for s in c["sources"]:
+        fetchable = conn.execute(eligible_sql(c, s, kw["filters"], False, False, None)).fetchall()
+        for _, item, parent in [fetchable[i] for i in rng.permutation(len(fetchable))[:2]]:
+            got = conn.execute("SELECT source, item_id, parent_id FROM corpus.corpus_fetch(%s, %s, %s, %s::jsonb)",
+                               [c["name"], s["name"], item, filters]).fetchall()
+            if got != [(s["name"], item, parent)]:
+                problems.append(f"fetch of eligible {s['name']}:{item} gave {got}")
+        missing = fetch_error(conn, c["name"], s["name"], "no-such-item-0", filters)
+        for (item,) in conn.execute(foreign_sql(c, s, 2)).fetchall():
+            err = fetch_error(conn, c["name"], s["name"], item, filters)
+            if err is None or (err[0], err[1].replace(item, "?")) != (missing[0], missing[1].replace("no-such-item-0", "?")):
+                problems.append(f"fetch of foreign {s['name']}:{item}: {err} (a missing id: {missing})")
+            why = conn.execute("SELECT reason, detail::text FROM corpus.corpus_why_not(%s, %s, %s, %s::vector, %s, "
+                               "k => %s, filters => %s::jsonb, mode => %s)",
+                               [c["name"], s["name"], item, None if vec is None else pgc.vec_text(vec), text, k,
+                                filters, kw["mode"]]).fetchall()
+            if why != [("not_in_corpus", "{}")]:
+                problems.append(f"why_not of foreign {s['name']}:{item}: {why}")
+    return problems
+
+
+def fetch_error(conn, corpus, source, item, filters):
+    """(SQLSTATE, message) of a corpus_fetch that fails, None when it returns."""
+    try:
+        with conn.transaction():
+            conn.execute("SELECT * FROM corpus.corpus_fetch(%s, %s, %s, %s::jsonb)", [corpus, source, item, filters])
+        return None
+    except psycopg.Error as e:
+        return e.sqlstate, e.diag.message_primary
 
 
 @pytest.mark.parametrize("seed", WORLD_SEEDS)
@@ -456,7 +529,9 @@ def test_random_corpora_never_leak(world_db, pgc, seed):
             conn.execute("SET pg_corpus.exact_search_max_rows = 0" if approximate
                          else "RESET pg_corpus.exact_search_max_rows")
             forced = approximate
-        problems, expected, n_eligible = check_search(conn, pgc, c, vec, text, kw)
+        # every fourth search: its second page, fetches and why-nots too
+        problems, expected, n_eligible = check_search(conn, pgc, c, vec, text, kw,
+                                                      beside=rng if n % 4 == 0 else None)
         stats["full_k" if expected == kw["k"] else "short"] += 1
         stats["nonempty" if expected else "empty"] += 1
         if problems:

@@ -307,3 +307,53 @@ def test_explain_every_subplan_carries_the_isolation_predicate(legal, pgc, corpu
         assert "source_kind" in sql, (source, branch, sql)
         assert KIND[corpus] in sql or KIND[corpus] in params, (source, branch, sql, params)
         assert KIND[OTHER[corpus]] not in sql and KIND[OTHER[corpus]] not in params
+
+
+def fetch_outcome(conn, corpus, source, item):
+    """The rows of corpus_fetch, or its error as (SQLSTATE, message with the id replaced)."""
+    try:
+        with conn.transaction():
+            return conn.execute("SELECT corpus, source, item_id, parent_id FROM corpus.corpus_fetch(%s, %s, %s)",
+                                [corpus, source, item]).fetchall()
+    except psycopg.Error as e:
+        return e.sqlstate, e.diag.message_primary.replace(item, "ID")
+
+
+@pytest.mark.parametrize("mode", ["semantic", "lexical", "hybrid"])
+@pytest.mark.parametrize("target", list(TARGETS))
+def test_planted_item_never_on_a_page_fetch_or_why_not_of_the_foreign_corpus(legal, pgc, target, mode):
+    """The paths beside a search hold the same predicate: no page of the foreign ranking and no
+    typed search returns the planted item; fetching it or asking why it is missing from the
+    foreign corpus is answered exactly as for an id that does not exist, while at home the
+    fetch returns it and why-not says it is returned."""
+    conn = legal["conn"]
+    own, source, item_id, case, words, _ = TARGETS[target]
+    foreign, vec, text = OTHER[own], legal["vectors"][target], " ".join(words)
+    pages, offset = [], 0
+    while offset < 100:
+        rows = pgc.search(conn, foreign, vec, text, mode=mode, k=25, offset=offset, max_per_parent=0)
+        assert [r["rank"] for r in rows] == list(range(offset + 1, offset + 1 + len(rows)))
+        pages += rows
+        if len(rows) < 25:
+            break
+        offset += 25
+    assert planted_hit(pages, source, item_id) is None, f"{target} on a page of {foreign} ({mode})"
+    assert_all_hits_belong_to(conn, pages, foreign)
+    assert pages, "the foreign pages are empty: the check above is vacuous"
+    typed = conn.execute("SELECT source, item_id FROM corpus.corpus_hybrid_search_typed(NULL::bigint, %s, %s::vector, "
+                         "%s, mode => %s, k => 50, max_per_parent => 0)",
+                         [foreign, pgc.vec_text(vec), text, mode]).fetchall()
+    assert (source, item_id) not in typed and typed
+
+    missing = fetch_outcome(conn, foreign, source, "987654321")
+    assert missing[0] == "42704"
+    assert fetch_outcome(conn, foreign, source, str(item_id)) == missing
+    assert fetch_outcome(conn, own, source, str(item_id)) == [(own, source, str(item_id), str(case))]
+
+    def why(corpus, item):
+        return conn.execute("SELECT reason, detail::text, replace(hint, %s, 'ID') FROM corpus.corpus_why_not("
+                            "%s, %s, %s, %s::vector, %s, mode => %s)",
+                            [item, corpus, source, item, pgc.vec_text(vec), text, mode]).fetchall()
+    assert why(foreign, str(item_id)) == why(foreign, "987654321")
+    assert [r[0] for r in why(foreign, str(item_id))] == ["not_in_corpus"]
+    assert [r[0] for r in why(own, str(item_id))] == ["returned"]
