@@ -341,7 +341,7 @@ pub(crate) fn hybrid_search_typed(
     let key = spi::pinned_search_path(|| {
         let definition = spi::catalog::load_corpus(required(corpus, "corpus_hybrid_search_typed", "corpus")?)?;
         let key = crate::regtypes::KeyType::of(requested);
-        definition.check_key_type(&key.base_name, key.builtin)?;
+        engine::check_key_type(&definition, &key.base_name, key.builtin)?;
         Ok::<_, CoreError>(key)
     })
     .or_raise();

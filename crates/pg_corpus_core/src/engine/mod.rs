@@ -29,6 +29,7 @@ mod fetch;
 mod fuse;
 mod io;
 mod item;
+mod key_type;
 mod lexical_plan;
 mod must_include;
 mod request;
@@ -51,6 +52,7 @@ pub use io::{
     SeedItem, SeedQuery, SliceOf, SliceQuery, TermStats,
 };
 pub use item::{fetch_item, FetchArgs};
+pub use key_type::check_key_type;
 pub use lexical_plan::LexicalPlans;
 pub use request::Request;
 pub use settings::Setting;
