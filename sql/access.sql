@@ -19,14 +19,32 @@
 -- separate corpora (each has its own statistics), which is what isolation is for.
 -- ==========================================================================================
 
--- Whether the current role may read these columns of a table, every row of it.
+-- Whether the current role may read these columns of a table, every row of it (a name that is
+-- no column of the table: no).
 CREATE FUNCTION corpus._reads_in_full(item_table regclass, columns name[]) RETURNS boolean
 LANGUAGE sql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT coalesce(NOT pg_catalog.row_security_active(item_table)
-                    AND (SELECT pg_catalog.bool_and(pg_catalog.has_column_privilege(item_table, c::text, 'SELECT'))
-                           FROM pg_catalog.unnest(columns) AS c), false)
+                    AND (SELECT pg_catalog.bool_and(pg_catalog.has_column_privilege(item_table, a.attnum, 'SELECT'))
+                           FROM pg_catalog.unnest(columns) AS c
+                           LEFT JOIN pg_catalog.pg_attribute AS a
+                                  ON a.attrelid = item_table AND a.attname = c AND a.attnum > 0
+                                 AND NOT a.attisdropped), false)
+$$;
+
+-- The columns a source definition names, by their names now: a name recorded with its
+-- attribute number (corpus.sources.column_types' "attnums") is the live column of that
+-- number, so renames are followed; any other name is taken as it is.
+CREATE FUNCTION corpus._current_columns(item_table regclass, recorded jsonb, columns name[]) RETURNS name[]
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT pg_catalog.array_agg(coalesce(
+               (SELECT a.attname FROM pg_catalog.pg_attribute AS a
+                 WHERE a.attrelid = item_table AND a.attnum = (recorded ->> u.c::text)::smallint
+                   AND a.attnum > 0 AND NOT a.attisdropped), u.c) ORDER BY u.n)
+      FROM pg_catalog.unnest(columns) WITH ORDINALITY AS u(c, n)
 $$;
 
 -- Whether the current role may read every source of a corpus in full: the item tables' id and
@@ -37,8 +55,10 @@ LANGUAGE sql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT coalesce(pg_catalog.bool_and(
-               corpus._reads_in_full(s.item_table, ARRAY[s.id_column, s.tsv_column, s.parent_fk])
-               AND (s.parent_table IS NULL OR corpus._reads_in_full(s.parent_table, ARRAY[s.parent_key]))), true)
+               corpus._reads_in_full(s.item_table, corpus._current_columns(s.item_table,
+                   s.column_types #> '{attnums,item}', ARRAY[s.id_column, s.tsv_column, s.parent_fk]))
+               AND (s.parent_table IS NULL OR corpus._reads_in_full(s.parent_table, corpus._current_columns(
+                   s.parent_table, s.column_types #> '{attnums,parent}', ARRAY[s.parent_key])))), true)
       FROM corpus.sources AS s
      WHERE s.corpus = _reads_corpus_in_full.corpus
 $$;
@@ -58,9 +78,11 @@ $$;
 
 REVOKE ALL ON FUNCTION corpus._reads_in_full(regclass, name[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION corpus._reads_corpus_in_full(text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION corpus._current_columns(regclass, jsonb, name[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION corpus._corpora_read_in_full() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION corpus._reads_in_full(regclass, name[]) TO PUBLIC;
 GRANT EXECUTE ON FUNCTION corpus._reads_corpus_in_full(text) TO PUBLIC;
+GRANT EXECUTE ON FUNCTION corpus._current_columns(regclass, jsonb, name[]) TO PUBLIC;
 GRANT EXECUTE ON FUNCTION corpus._corpora_read_in_full() TO PUBLIC;
 
 -- Statistics: a corpus' whole vocabulary with document frequencies.
@@ -79,7 +101,8 @@ ALTER TABLE corpus.lexical_champions ENABLE ROW LEVEL SECURITY;
 CREATE POLICY readers_of_the_source ON corpus.lexical_champions
     USING ((corpus, source) IN (
         SELECT s.corpus, s.name FROM corpus.sources AS s
-         WHERE corpus._reads_in_full(s.item_table, ARRAY[s.id_column, s.tsv_column])))
+         WHERE corpus._reads_in_full(s.item_table, corpus._current_columns(s.item_table,
+                   s.column_types #> '{attnums,item}', ARRAY[s.id_column, s.tsv_column]))))
     WITH CHECK (corpus IN (SELECT corpus._corpora_read_in_full()));
 
 -- The re-embed queue: which items of which table changed, and when. Workers (roles granted
@@ -93,4 +116,5 @@ CREATE POLICY workers ON corpus.embedding_queue
 CREATE POLICY readers_of_the_table ON corpus.embedding_queue FOR SELECT
     USING ((item_table, embedding_column) IN (
         SELECT s.item_table, s.embedding_column FROM corpus.embedding_slots AS s
-         WHERE corpus._reads_in_full(s.item_table, ARRAY[s.id_column])));
+         WHERE corpus._reads_in_full(s.item_table,
+                   ARRAY[corpus._slot_column(s.item_table, (corpus._slot_attnums(s)).id_attnum)])));

@@ -255,7 +255,8 @@ CREATE TABLE corpus.sources (
     semantic_weight  float8 NOT NULL DEFAULT 1,
     lexical_weight   float8 NOT NULL DEFAULT 1,
     -- the column types when the source was defined (or the corpus last altered): the health
-    -- check reports a retype that still validates as catalog drift
+    -- check reports a retype that still validates as catalog drift; and under "attnums" the
+    -- attribute number of every name the definition has used, so that renames are followed
     column_types     jsonb NOT NULL DEFAULT '{}',
     created_at       timestamptz NOT NULL DEFAULT now(),
     -- the embedding space of the source (0.3.0); NULL: the corpus' default space

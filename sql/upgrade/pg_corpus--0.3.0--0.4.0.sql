@@ -291,3 +291,60 @@ CREATE FUNCTION corpus.corpus_why_not(corpus text, source text, item_id text, qu
     max_per_parent integer DEFAULT 3, evidence boolean DEFAULT NULL, include_stale boolean DEFAULT false)
 RETURNS TABLE (reason text, detail jsonb, hint text)
 STABLE PARALLEL RESTRICTED LANGUAGE c AS 'MODULE_PATHNAME', 'corpus_why_not_wrapper';
+
+-- Sources follow renames of their columns: the attribute number of every column of their
+-- tables, under its name now (what the definitions name).
+UPDATE corpus.sources s
+   SET column_types = s.column_types || jsonb_build_object('attnums', jsonb_build_object(
+       'item', COALESCE((SELECT jsonb_object_agg(a.attname::text, a.attnum) FROM pg_catalog.pg_attribute a
+                          WHERE a.attrelid = s.item_table AND a.attnum > 0 AND NOT a.attisdropped), '{}'),
+       'parent', COALESCE((SELECT jsonb_object_agg(a.attname::text, a.attnum) FROM pg_catalog.pg_attribute a
+                            WHERE a.attrelid = s.parent_table AND a.attnum > 0 AND NOT a.attisdropped), '{}')));
+
+-- Who reads a corpus in full is asked of its columns by their names now (renames followed); a
+-- name that is no column any more reads as no, not as an error.
+CREATE OR REPLACE FUNCTION corpus._reads_in_full(item_table regclass, columns name[]) RETURNS boolean
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT coalesce(NOT pg_catalog.row_security_active(item_table)
+                    AND (SELECT pg_catalog.bool_and(pg_catalog.has_column_privilege(item_table, a.attnum, 'SELECT'))
+                           FROM pg_catalog.unnest(columns) AS c
+                           LEFT JOIN pg_catalog.pg_attribute AS a
+                                  ON a.attrelid = item_table AND a.attname = c AND a.attnum > 0
+                                 AND NOT a.attisdropped), false)
+$$;
+CREATE FUNCTION corpus._current_columns(item_table regclass, recorded jsonb, columns name[]) RETURNS name[]
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT pg_catalog.array_agg(coalesce(
+               (SELECT a.attname FROM pg_catalog.pg_attribute AS a
+                 WHERE a.attrelid = item_table AND a.attnum = (recorded ->> u.c::text)::smallint
+                   AND a.attnum > 0 AND NOT a.attisdropped), u.c) ORDER BY u.n)
+      FROM pg_catalog.unnest(columns) WITH ORDINALITY AS u(c, n)
+$$;
+REVOKE ALL ON FUNCTION corpus._current_columns(regclass, jsonb, name[]) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION corpus._current_columns(regclass, jsonb, name[]) TO PUBLIC;
+CREATE OR REPLACE FUNCTION corpus._reads_corpus_in_full(corpus text) RETURNS boolean
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT coalesce(pg_catalog.bool_and(
+               corpus._reads_in_full(s.item_table, corpus._current_columns(s.item_table,
+                   s.column_types #> '{attnums,item}', ARRAY[s.id_column, s.tsv_column, s.parent_fk]))
+               AND (s.parent_table IS NULL OR corpus._reads_in_full(s.parent_table, corpus._current_columns(
+                   s.parent_table, s.column_types #> '{attnums,parent}', ARRAY[s.parent_key])))), true)
+      FROM corpus.sources AS s
+     WHERE s.corpus = _reads_corpus_in_full.corpus
+$$;
+ALTER POLICY readers_of_the_source ON corpus.lexical_champions
+    USING ((corpus, source) IN (
+        SELECT s.corpus, s.name FROM corpus.sources AS s
+         WHERE corpus._reads_in_full(s.item_table, corpus._current_columns(s.item_table,
+                   s.column_types #> '{attnums,item}', ARRAY[s.id_column, s.tsv_column]))));
+ALTER POLICY readers_of_the_table ON corpus.embedding_queue
+    USING ((item_table, embedding_column) IN (
+        SELECT s.item_table, s.embedding_column FROM corpus.embedding_slots AS s
+         WHERE corpus._reads_in_full(s.item_table,
+                   ARRAY[corpus._slot_column(s.item_table, (corpus._slot_attnums(s)).id_attnum)])));

@@ -230,6 +230,8 @@ SELECT jsonb_build_object(
                AND x.indisvalid AND x.indisready AND x.indislive), '[]'::jsonb),
         'columns', COALESCE((
             SELECT jsonb_object_agg(a.attname::text, jsonb_build_object(
+                       'name', a.attname::text,
+                       'attnum', a.attnum,
                        'type', format_type(a.atttypid, a.atttypmod),
                        'typname', t.typname::text,
                        'category', t.typcategory::text,

@@ -256,7 +256,9 @@ pub fn vector_typmod(table: i64, column: &str) -> Option<i32> {
 }
 
 /// Record the column types of a corpus' sources (of one source only, when given): a later retype
-/// shows as catalog drift.
+/// shows as catalog drift. And their attribute numbers, by every name the definition has known
+/// them by (the numbers recorded before win: a rename keeps the number, so a definition written
+/// before it keeps reaching the column).
 pub fn snapshot_column_types(corpus: &str, source: Option<&str>) -> Result<(), CoreError> {
     execute(
         r#"
@@ -266,7 +268,15 @@ UPDATE corpus.sources s
                           FROM jsonb_each(corpus._relation_json(s.item_table)->'columns') c),
                'parent', CASE WHEN s.parent_table IS NULL THEN '{}'::jsonb ELSE
                          (SELECT jsonb_object_agg(c.key, c.value->>'type')
-                            FROM jsonb_each(corpus._relation_json(s.parent_table)->'columns') c) END)
+                            FROM jsonb_each(corpus._relation_json(s.parent_table)->'columns') c) END,
+               'attnums', jsonb_build_object(
+                   'item', COALESCE((SELECT jsonb_object_agg(a.attname::text, a.attnum) FROM pg_catalog.pg_attribute a
+                                      WHERE a.attrelid = s.item_table AND a.attnum > 0 AND NOT a.attisdropped), '{}')
+                           || COALESCE(s.column_types #> '{attnums,item}', '{}'),
+                   'parent', COALESCE((SELECT jsonb_object_agg(a.attname::text, a.attnum) FROM pg_catalog.pg_attribute a
+                                        WHERE a.attrelid = s.parent_table AND a.attnum > 0 AND NOT a.attisdropped), '{}')
+                             || CASE WHEN s.parent_table IS NULL THEN '{}' ELSE
+                                COALESCE(s.column_types #> '{attnums,parent}', '{}') END))
      WHERE s.corpus = $1 AND ($2::text IS NULL OR s.name = $2)"#,
         &[DatumWithOid::from(corpus), DatumWithOid::from(source)],
     )

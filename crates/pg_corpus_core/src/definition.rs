@@ -67,7 +67,8 @@ fn column<'a>(rel: &'a RelationInfo, name: &str, role: &str) -> Result<&'a Colum
 fn colref_unchecked(side: Side, name: &str, info: &ColumnInfo) -> ColRef {
     ColRef {
         side,
-        column: name.to_string(),
+        // the column's name now, when the definition knew it by the name it had before
+        column: info.name.clone().unwrap_or_else(|| name.to_string()),
         sql_type: info.sql_type.clone(),
         cast_type: info.cast_type().to_string(),
         is_array: info.category == "A",
@@ -372,6 +373,7 @@ fn resolve_source(
         .into_iter()
         .map(|(c, values)| Ok(BoundCond { col: colref(Side::Item, item, &c, column(item, &c, "rule")?)?, values }))
         .collect::<Result<Vec<_>>>()?;
+    let fields_of_isolation = isolation;
     let mut isolation = isolation
         .iter()
         .map(|(c, values)| {
@@ -383,14 +385,11 @@ fn resolve_source(
     // drifting copy can hide items but never leak them, and the planner can use an index whose
     // predicate is on the item table (docs/filtered-ann.md).
     if scope_side == Side::Parent {
-        let item_copies: Vec<BoundCond> = isolation
+        let item_copies: Vec<BoundCond> = fields_of_isolation
             .iter()
-            .filter_map(|c| {
-                let info = item.columns.get(&c.col.column)?;
-                Some(
-                    colref(Side::Item, item, &c.col.column, info)
-                        .map(|col| BoundCond { col, values: c.values.clone() }),
-                )
+            .filter_map(|(field, values)| {
+                let info = item.columns.get(field)?;
+                Some(colref(Side::Item, item, field, info).map(|col| BoundCond { col, values: values.clone() }))
             })
             .collect::<Result<_>>()?;
         isolation.extend(item_copies);
@@ -440,7 +439,7 @@ fn resolve_source(
         id: colref(Side::Item, item, &src.id_column, id_info)?,
         text: colref(Side::Item, item, &src.text_column, text_info)?,
         tsv: colref(Side::Item, item, &src.tsv_column, tsv_info)?,
-        tsv_index: item.bm25_indexes.iter().any(|c| c == &src.tsv_column),
+        tsv_index: item.bm25_indexes.iter().any(|c| c == tsv_info.name.as_deref().unwrap_or(&src.tsv_column)),
         embedding: colref_unchecked(Side::Item, &src.embedding_column, emb_info),
         dimensions: emb_info.typmod,
         space: 0,
@@ -474,8 +473,11 @@ pub fn resolve(def: &CorpusDef) -> Result<Corpus> {
             "CREATE EXTENSION vector;",
         )
     })?;
-    let mut sources =
-        def.sources.iter().map(|s| resolve_source(def, s, &isolation, &fields)).collect::<Result<Vec<_>>>()?;
+    let mut sources = def
+        .sources
+        .iter()
+        .map(|s| resolve_source(def, &s.following_renames(), &isolation, &fields))
+        .collect::<Result<Vec<_>>>()?;
     let mut spaces = declared_spaces(def)?;
     for (src, src_def) in sources.iter_mut().zip(&def.sources) {
         let name = src_def.space.as_deref().unwrap_or(DEFAULT_SPACE);
@@ -781,6 +783,61 @@ mod tests {
         // the slice estimate counts one copy (the planner would multiply correlated selectivities)
         let (sql, _) = crate::plan::slice_estimate(&c, 0, &[]);
         assert!(sql.contains("i.\"source_kind\" = $") && !sql.contains("p.\"source_kind\" = $"), "{sql}");
+    }
+
+    /// The legal definition with attribute numbers on its chunks source's columns (item and
+    /// parent, in name order) and recorded under the names it uses.
+    fn numbered() -> Value {
+        let mut d = legal_def();
+        let src = &mut d["sources"][0];
+        for side in ["item", "parent"] {
+            let names: Vec<String> = src[side]["columns"].as_object().unwrap().keys().cloned().collect();
+            let mut recorded = serde_json::Map::new();
+            for (i, name) in names.iter().enumerate() {
+                src[side]["columns"][name]["name"] = json!(name);
+                src[side]["columns"][name]["attnum"] = json!(i + 1);
+                recorded.insert(name.clone(), json!(i + 1));
+            }
+            src["column_types"]["attnums"][side] = Value::Object(recorded);
+        }
+        d
+    }
+
+    /// Rename a column of the chunks source's table (`side`) in the live description.
+    fn rename(d: &mut Value, side: &str, from: &str, to: &str) {
+        let cols = d["sources"][0][side]["columns"].as_object_mut().unwrap();
+        let mut info = cols.remove(from).unwrap();
+        info["name"] = json!(to);
+        cols.insert(to.to_string(), info);
+    }
+
+    #[test]
+    fn renamed_columns_are_followed_by_attribute_number() {
+        let mut d = numbered();
+        rename(&mut d, "item", "content", "body");
+        rename(&mut d, "item", "id", "chunk_id");
+        rename(&mut d, "parent", "source_kind", "kind");
+        rename(&mut d, "parent", "court", "court_name");
+        let c = resolve_json(d.clone()).unwrap();
+        let s = &c.sources[0];
+        assert_eq!((s.text.column.as_str(), s.id.column.as_str()), ("body", "chunk_id"));
+        assert_eq!(s.isolation[0].col.column, "kind");
+        assert_eq!(s.filter_columns["court"].column, "court_name");
+        assert_eq!(s.metadata[0].1.column, "court_name");
+        // the number wins over a newer column that took the old name
+        let mut newer = d.clone();
+        newer["sources"][0]["item"]["columns"]["content"] = json!({"name": "content", "attnum": 99,
+            "type": "text", "typname": "text", "category": "S", "typmod": -1});
+        assert_eq!(resolve_json(newer).unwrap().sources[0].text.column, "body");
+        // a dropped column is gone: 42703, as without the numbers
+        d["sources"][0]["item"]["columns"].as_object_mut().unwrap().remove("body");
+        assert_eq!(resolve_json(d).unwrap_err().state, SqlState::UndefinedColumn);
+        // a definition without recorded numbers looks names up as they are
+        let mut old = legal_def();
+        let cols = old["sources"][0]["item"]["columns"].as_object_mut().unwrap();
+        let info = cols.remove("content").unwrap();
+        cols.insert("body".into(), info);
+        assert_eq!(resolve_json(old).unwrap_err().state, SqlState::UndefinedColumn);
     }
 
     #[test]

@@ -9,6 +9,12 @@ use serde_json::Value;
 
 #[derive(Debug, Clone, Deserialize)]
 pub struct ColumnInfo {
+    /// The column's name now (absent in older catalog queries: the name it was looked up by).
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Its attribute number, which a rename keeps (absent in older catalog queries).
+    #[serde(default)]
+    pub attnum: Option<i64>,
     /// `format_type(atttypid, atttypmod)` with search_path = pg_catalog: schema-qualified
     /// outside pg_catalog, so it can be used verbatim as a cast target.
     #[serde(rename = "type")]
@@ -63,6 +69,25 @@ pub struct RelationInfo {
     pub bm25_indexes: Vec<String>,
 }
 
+impl RelationInfo {
+    /// The table's columns as a definition written before some of them were renamed sees them:
+    /// `attnums` maps each name the definition uses to the column's attribute number when it
+    /// was recorded, and the live column of that number answers to that name too (a rename
+    /// keeps the number; the number wins over a newer column of the old name). A name whose
+    /// column is gone, or that was never recorded, is looked up as it is.
+    pub fn following_renames(&self, attnums: Option<&Value>) -> RelationInfo {
+        let mut out = self.clone();
+        let Some(recorded) = attnums.and_then(Value::as_object) else { return out };
+        for (old, number) in recorded {
+            let Some(number) = number.as_i64() else { continue };
+            if let Some(live) = self.columns.values().find(|c| c.attnum == Some(number)) {
+                out.columns.insert(old.clone(), live.clone());
+            }
+        }
+        out
+    }
+}
+
 #[derive(Debug, Clone, Deserialize)]
 pub struct SourceDef {
     pub name: String,
@@ -93,12 +118,25 @@ pub struct SourceDef {
     pub language: Option<String>,
     pub semantic_weight: f64,
     pub lexical_weight: f64,
-    /// `{"item": {column: type}, "parent": {...}}` when the source was defined.
+    /// `{"item": {column: type}, "parent": {...}, "attnums": {"item": {column: attnum},
+    /// "parent": {...}}}` when the source was defined (the attnums of every name it has used).
     #[serde(default)]
     pub column_types: Value,
     /// The embedding space the source belongs to (NULL: the default space).
     #[serde(default)]
     pub space: Option<String>,
+}
+
+impl SourceDef {
+    /// The definition with its tables' columns following renames since it was recorded
+    /// ([`RelationInfo::following_renames`]).
+    pub fn following_renames(&self) -> SourceDef {
+        let attnums = self.column_types.get("attnums");
+        let mut out = self.clone();
+        out.item = self.item.as_ref().map(|r| r.following_renames(attnums.and_then(|a| a.get("item"))));
+        out.parent = self.parent.as_ref().map(|r| r.following_renames(attnums.and_then(|a| a.get("parent"))));
+        out
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
