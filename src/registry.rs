@@ -236,6 +236,114 @@ fn corpus_add_source(
     .or_raise()
 }
 
+/// Change a source's mapping in place: every argument given replaces the registered value, the
+/// rest stay. The definition is checked against the tables before the call returns; the queue
+/// and the statistics stay (the statistics are recomputed when the corpus' extent or BM25
+/// column changed; a new embedding column gets its own slot and backlog).
+#[allow(clippy::too_many_arguments)]
+#[pg_extern(volatile, parallel_unsafe)]
+fn corpus_alter_source(
+    corpus: Option<&str>,
+    source: Option<&str>,
+    text_column: default!(Option<&str>, "NULL"),
+    embedding_column: default!(Option<&str>, "NULL"),
+    tsv_column: default!(Option<&str>, "NULL"),
+    id_column: default!(Option<&str>, "NULL"),
+    parent_table: default!(Option<RegClass>, "NULL"),
+    parent_fk: default!(Option<&str>, "NULL"),
+    parent_key: default!(Option<&str>, "NULL"),
+    parent_required: default!(Option<Vec<Option<String>>>, "NULL"),
+    rule: default!(Option<JsonbText>, "NULL"),
+    locator: default!(Option<JsonbText>, "NULL"),
+    metadata: default!(Option<JsonbText>, "NULL"),
+    min_length: default!(Option<i32>, "NULL"),
+    ts_config: default!(Option<RegConfig>, "NULL"),
+    distance: default!(Option<&str>, "NULL"),
+    semantic_weight: default!(Option<f64>, "NULL"),
+    lexical_weight: default!(Option<f64>, "NULL"),
+    embedding_inputs: default!(Option<Vec<Option<String>>>, "NULL"),
+    embedding_model: default!(Option<&str>, "NULL"),
+    language: default!(Option<&str>, "NULL"),
+) {
+    spi::pinned_search_path(|| -> Result<(), CoreError> {
+        spi::require_writable("corpus_alter_source")?;
+        let (corpus, source) = (corpus.unwrap_or(""), source.unwrap_or(""));
+        if !catalog::corpus_exists(corpus) {
+            return Err(registry::no_corpus(corpus, "See the corpora in corpus.corpus_list()."));
+        }
+        let Some((table, old_id, old_embedding, old_inputs)) = catalog::source_slot(corpus, source)? else {
+            return Err(registry::no_source(corpus, source, "See the sources of each corpus in corpus.corpus_list()."));
+        };
+        for (value, argument) in [(&rule, "rule"), (&locator, "locator"), (&metadata, "metadata")] {
+            registry::check_shape(
+                value.as_ref().map(|j| j.parse(argument)).transpose()?.as_ref(),
+                argument,
+                Shape::Object,
+            )?;
+        }
+        let inputs = match embedding_inputs {
+            Some(given) => Some(registry::embedding_inputs(Some(given), text_column.unwrap_or(""))?),
+            None => None,
+        };
+        let extent_changed = text_column.is_some()
+            || tsv_column.is_some()
+            || parent_table.is_some()
+            || parent_fk.is_some()
+            || parent_key.is_some()
+            || parent_required.is_some()
+            || rule.is_some()
+            || min_length.is_some()
+            || ts_config.is_some()
+            || language.is_some();
+        catalog::update_source(
+            corpus,
+            source,
+            &catalog::SourceChanges {
+                id_column,
+                text_column,
+                tsv_column,
+                embedding_column,
+                embedding_inputs: inputs,
+                distance,
+                parent_table: parent_table.map(RegClass::as_i64),
+                parent_fk,
+                parent_key,
+                parent_required,
+                rule,
+                locator,
+                metadata,
+                min_length,
+                ts_config: ts_config.map(RegConfig::as_i64),
+                language,
+                semantic_weight,
+                lexical_weight,
+            },
+        )?;
+        spi::catalog::validate_corpus(corpus)?;
+        catalog::snapshot_column_types(corpus, Some(source))?;
+        let Some((_, id, embedding, inputs)) = catalog::source_slot(corpus, source)? else { return Ok(()) };
+        if embedding != old_embedding {
+            // the old column's slot (and its queue) goes when no other source uses it
+            spi::slots::detach(table, &old_embedding)?;
+            let dimensions = catalog::vector_typmod(table, &embedding);
+            spi::slots::attach(table, &embedding, &id, &inputs, embedding_model, dimensions)?;
+        } else if id != old_id || inputs != old_inputs {
+            return Err(registry::slot_columns_fixed(source, &old_embedding));
+        } else if embedding_model.is_some() {
+            return Err(CoreError::new(
+                SqlState::InvalidParameterValue,
+                "embedding_model names the model of a new embedding column",
+                "Change the model of the embeddings a column holds with CALL corpus.corpus_set_embedding_model(...).",
+            ));
+        }
+        if extent_changed {
+            catalog::refresh_lexical_stats(corpus)?;
+        }
+        Ok(())
+    })
+    .or_raise()
+}
+
 /// The OID of the `simple` text search configuration (a NULL ts_config's default).
 fn simple_config() -> Result<i64, CoreError> {
     Spi::connect(|client| {

@@ -348,3 +348,14 @@ ALTER POLICY readers_of_the_table ON corpus.embedding_queue
         SELECT s.item_table, s.embedding_column FROM corpus.embedding_slots AS s
          WHERE corpus._reads_in_full(s.item_table,
                    ARRAY[corpus._slot_column(s.item_table, (corpus._slot_attnums(s)).id_attnum)])));
+
+-- corpus_alter_source: a source's mapping changed in place.
+CREATE FUNCTION corpus.corpus_alter_source(corpus text, source text, text_column text DEFAULT NULL,
+    embedding_column text DEFAULT NULL, tsv_column text DEFAULT NULL, id_column text DEFAULT NULL,
+    parent_table regclass DEFAULT NULL, parent_fk text DEFAULT NULL, parent_key text DEFAULT NULL,
+    parent_required text[] DEFAULT NULL, rule jsonb DEFAULT NULL, locator jsonb DEFAULT NULL,
+    metadata jsonb DEFAULT NULL, min_length integer DEFAULT NULL, ts_config regconfig DEFAULT NULL,
+    distance text DEFAULT NULL, semantic_weight double precision DEFAULT NULL,
+    lexical_weight double precision DEFAULT NULL, embedding_inputs text[] DEFAULT NULL,
+    embedding_model text DEFAULT NULL, language text DEFAULT NULL) RETURNS void
+VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'corpus_alter_source_wrapper';

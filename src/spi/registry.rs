@@ -165,6 +165,93 @@ pub fn insert_source(s: &SourceRow<'_>) -> Result<(), CoreError> {
     .map(drop)
 }
 
+/// The changes `corpus_alter_source` makes to a source (None: unchanged).
+pub struct SourceChanges<'a> {
+    pub id_column: Option<&'a str>,
+    pub text_column: Option<&'a str>,
+    pub tsv_column: Option<&'a str>,
+    pub embedding_column: Option<&'a str>,
+    pub embedding_inputs: Option<Vec<String>>,
+    pub distance: Option<&'a str>,
+    pub parent_table: Option<i64>,
+    pub parent_fk: Option<&'a str>,
+    pub parent_key: Option<&'a str>,
+    pub parent_required: Option<Vec<Option<String>>>,
+    pub rule: Option<JsonbText>,
+    pub locator: Option<JsonbText>,
+    pub metadata: Option<JsonbText>,
+    pub min_length: Option<i32>,
+    pub ts_config: Option<i64>,
+    pub language: Option<&'a str>,
+    pub semantic_weight: Option<f64>,
+    pub lexical_weight: Option<f64>,
+}
+
+/// A source's registration as it stands: its item table, id and embedding columns and the
+/// embedding's input columns (None: there is no such source).
+pub fn source_slot(corpus: &str, source: &str) -> Result<Option<(i64, String, String, Vec<String>)>, CoreError> {
+    Spi::connect(|client| {
+        let t = client.select(
+            "SELECT s.item_table::oid::int8, s.id_column::text, s.embedding_column::text, s.embedding_inputs::text[]
+               FROM corpus.sources s WHERE s.corpus = $1 AND s.name = $2",
+            Some(1),
+            &[DatumWithOid::from(corpus), DatumWithOid::from(source)],
+        )?;
+        if t.is_empty() {
+            return Ok(None);
+        }
+        let row = t.first();
+        Ok(Some((
+            row.get::<i64>(1)?.unwrap_or(0),
+            row.get::<String>(2)?.unwrap_or_default(),
+            row.get::<String>(3)?.unwrap_or_default(),
+            row.get::<Vec<String>>(4)?.unwrap_or_default(),
+        )))
+    })
+    .map_err(spi_failure)
+}
+
+/// Change a source's mapping in place: each given value replaces the registered one.
+pub fn update_source(corpus: &str, source: &str, c: &SourceChanges<'_>) -> Result<(), CoreError> {
+    execute(
+        "UPDATE corpus.sources s
+            SET id_column = COALESCE($3, s.id_column), text_column = COALESCE($4, s.text_column),
+                tsv_column = COALESCE($5, s.tsv_column), embedding_column = COALESCE($6, s.embedding_column),
+                embedding_inputs = COALESCE($7::text[]::name[], s.embedding_inputs),
+                distance = COALESCE($8, s.distance), parent_table = COALESCE($9::oid::regclass, s.parent_table),
+                parent_fk = COALESCE($10, s.parent_fk), parent_key = COALESCE($11, s.parent_key),
+                parent_required = COALESCE($12::text[], s.parent_required),
+                rule = COALESCE($13::text::jsonb, s.rule), locator = COALESCE($14::text::jsonb, s.locator),
+                metadata = COALESCE($15::text::jsonb, s.metadata), min_length = COALESCE($16, s.min_length),
+                ts_config = COALESCE($17::oid::regconfig, s.ts_config), language = COALESCE($18, s.language),
+                semantic_weight = COALESCE($19, s.semantic_weight), lexical_weight = COALESCE($20, s.lexical_weight)
+          WHERE s.corpus = $1 AND s.name = $2",
+        &[
+            DatumWithOid::from(corpus),
+            DatumWithOid::from(source),
+            DatumWithOid::from(c.id_column),
+            DatumWithOid::from(c.text_column),
+            DatumWithOid::from(c.tsv_column),
+            DatumWithOid::from(c.embedding_column),
+            DatumWithOid::from(c.embedding_inputs.clone()),
+            DatumWithOid::from(c.distance),
+            DatumWithOid::from(c.parent_table),
+            DatumWithOid::from(c.parent_fk),
+            DatumWithOid::from(c.parent_key),
+            DatumWithOid::from(c.parent_required.clone()),
+            jsonb(&c.rule),
+            jsonb(&c.locator),
+            jsonb(&c.metadata),
+            DatumWithOid::from(c.min_length),
+            DatumWithOid::from(c.ts_config),
+            DatumWithOid::from(c.language),
+            DatumWithOid::from(c.semantic_weight),
+            DatumWithOid::from(c.lexical_weight),
+        ],
+    )
+    .map(drop)
+}
+
 /// Drop a source: its item table and embedding column (None: there is no such source).
 pub fn delete_source(corpus: &str, source: &str) -> Result<Option<(i64, String)>, CoreError> {
     write(

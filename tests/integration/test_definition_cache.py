@@ -120,16 +120,25 @@ def test_ddl_on_a_registered_table_rebuilds_only_its_corpora(sessions, pgc, qvec
     b.execute("ALTER TABLE case_law DROP COLUMN cache_probe")
 
 
-def test_a_renamed_registered_column_fails_cleanly_and_its_restoration_is_seen(sessions, pgc, qvec):
+def test_a_renamed_column_is_followed_a_dropped_one_fails_cleanly_and_its_restoration_is_seen(sessions, pgc, qvec):
     a, b = sessions
     kinds(a, "external_precedents", pgc, qvec)
+    # a rename: the cached definition is rebuilt and follows it
     b.execute("ALTER TABLE case_law RENAME COLUMN case_number TO case_no")
+    try:
+        assert kinds(a, "external_precedents", pgc, qvec) == {"external_upload"}
+    finally:
+        b.execute("ALTER TABLE case_law RENAME COLUMN case_no TO case_number")
+    # a drop: the next search fails with 42703 naming the column; a column of that name again is seen
+    b.execute("ALTER TABLE case_law ADD COLUMN case_number_saved text")
+    b.execute("UPDATE case_law SET case_number_saved = case_number")
+    b.execute("ALTER TABLE case_law DROP COLUMN case_number")
     try:
         with pytest.raises(psycopg.Error) as e:
             kinds(a, "external_precedents", pgc, qvec)
         assert e.value.sqlstate == "42703" and "case_number" in str(e.value)
     finally:
-        b.execute("ALTER TABLE case_law RENAME COLUMN case_no TO case_number")
+        b.execute("ALTER TABLE case_law RENAME COLUMN case_number_saved TO case_number")
     assert kinds(a, "external_precedents", pgc, qvec) == {"external_upload"}
 
 

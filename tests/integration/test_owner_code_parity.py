@@ -105,6 +105,7 @@ ENTRY_POINTS = [
     ("refresh", "SELECT * FROM corpus.corpus_refresh_lexical_stats('parity')"),
     ("refresh_all", "SELECT * FROM corpus.corpus_refresh_lexical_stats()"),
     ("alter", "SELECT corpus.corpus_alter('parity', description => 'altered')"),
+    ("alter_source", "SELECT corpus.corpus_alter_source('parity', 'items', min_length => 5)"),
     ("list", "SELECT * FROM corpus.corpus_list()"),
     ("enqueue", "SELECT corpus.corpus_embedding_enqueue('tenant.items', 'emb', only_missing => false)"),
     ("evaluate", "SELECT * FROM corpus.corpus_evaluate('parity_gold', store => false)"),

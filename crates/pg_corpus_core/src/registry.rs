@@ -83,6 +83,16 @@ pub fn check_shape(value: Option<&Value>, argument: &str, shape: Shape) -> Resul
     ))
 }
 
+/// 0A000: the id or input columns of an embedding column's slot change only with a new source.
+pub fn slot_columns_fixed(source: &str, embedding: &str) -> CoreError {
+    CoreError::new(
+        SqlState::FeatureNotSupported,
+        format!("the id and embedding input columns of source \"{source}\" cannot change while it embeds into \"{embedding}\""),
+        "Map another embedding column (embedding_column => ...), or drop the source and add it again \
+         (corpus.corpus_drop_source + corpus_add_source).",
+    )
+}
+
 /// 42704: no corpus of that name.
 pub fn no_corpus(name: &str, hint: &str) -> CoreError {
     CoreError::new(SqlState::UndefinedObject, format!("corpus \"{name}\" does not exist"), hint)
