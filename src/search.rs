@@ -462,6 +462,9 @@ pub(crate) fn search_rows(
         };
         let out = run(corpus, Call::Search(args))?;
         record_audit(out.audit, started)?;
+        if let Some((message, detail, hint)) = engine::unembedded_notice(corpus, out.unembedded_hits, out.rows.len()) {
+            crate::error::notice(message, detail, &hint);
+        }
         Ok::<_, CoreError>((corpus.to_string(), out.rows))
     })
     .or_raise();

@@ -185,6 +185,32 @@ def test_text_update_is_stale_queued_and_notified_after_commit(cluster, legal):
     assert semantic_ids(observer, corpus, vec, include_stale=True).get(key) is True
 
 
+def test_a_search_says_when_hits_were_ranked_without_their_embeddings(cluster, legal):
+    """A hybrid search that finds a stale item by its words alone says so in a NOTICE (how many
+    hits, what to run); the same search with include_stale, or a lexical one, has nothing to say."""
+    db = legal.info.dbname
+    (item, corpus), = searchable_chunk(legal, exclude=())
+    vec = own_vector(legal, "precedent_chunks", item)
+    conn = cluster.connect(db)
+    conn.execute("UPDATE precedent_chunks SET content = %s WHERE id = %s", ("zyqqertwo " + LONG.format(7), item))
+    notices = []   # (message, detail, hint): a notice's fields are readable only inside the handler
+    conn.add_notice_handler(lambda d: notices.append((d.message_primary, d.message_detail, d.message_hint)))
+
+    def search(**kw):
+        notices.clear()
+        args = "".join(f", {k} => %({k})s" for k in kw)
+        rows = conn.execute(f"SELECT item_id, semantic_rank, embedding_stale FROM corpus.corpus_hybrid_search("
+                            f"%(c)s, %(v)s::vector, 'zyqqertwo', k => 10, max_per_parent => 0{args})",
+                            dict(c=corpus, v=vec, **kw)).fetchall()
+        return rows, [n for n in notices if "ranked without their embeddings" in (n[0] or "")]
+    rows, said = search()
+    unembedded = [r for r in rows if r[2] and r[1] is None]
+    assert [r[0] for r in unembedded] == [str(item)], rows
+    assert len(said) == 1 and said[0][0].startswith(f"1 of the {len(rows)} hits"), said
+    assert "include_stale => true" in said[0][2] and "unembedded_hits" in said[0][1]
+    assert search(include_stale=True)[1] == [] and search(mode="lexical")[1] == []
+
+
 def test_rolled_back_update_queues_nothing(cluster, legal):
     db = legal.info.dbname
     (item, corpus), = searchable_chunk(legal)

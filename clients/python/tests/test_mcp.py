@@ -406,6 +406,37 @@ def test_a_page_is_the_next_ranks_of_the_same_ranking(demo_dsn, conn, tmp_path):
     assert "No more results" in text(beyond)
 
 
+def test_hits_found_without_their_embeddings_are_said(demo_dsn, conn, tmp_path):
+    """Hits whose embeddings describe old text (queued for re-embedding) are found by their words
+    only: the answer says how many, so a model knows the search by meaning was partial."""
+    query = "בית המשפט"
+
+    async def search(s, k=5):
+        return await s.call_tool("search_precedent_library", {"query": query, "k": k})
+
+    async def wide(s):
+        return await search(s, 20)
+    config = without_evidence(tmp_path)
+    before = run(demo_dsn, search, config=config)
+    assert before.structured_content["unembedded"] == 0 and "found by their words only" not in text(before)
+    hit = before.structured_content["hits"][0]
+    table, column, key = conn.execute("SELECT item_table::text, quote_ident(text_column), quote_ident(id_column) "
+                                      "FROM corpus.sources WHERE corpus = 'external_precedents' AND name = %s",
+                                      [hit["source"]]).fetchone()
+    ids = [h["item_id"] for h in before.structured_content["hits"] if h["source"] == hit["source"]][:3]
+    conn.execute(f"UPDATE {table} SET {column} = {column} || ' ' WHERE {key}::text = ANY(%s)", [ids])
+    try:
+        after = run(demo_dsn, wide, config=config)
+    finally:
+        conn.execute(f"UPDATE {table} SET {column} = left({column}, -1) WHERE {key}::text = ANY(%s)", [ids])
+        conn.execute("DELETE FROM corpus.embedding_queue WHERE item_table = %s::regclass AND item_id = ANY(%s)",
+                     [table, ids])
+    stale = [h for h in after.structured_content["hits"] if h["item_id"] in ids and h["source"] == hit["source"]]
+    assert stale and all(h["semantic_rank"] is None for h in stale)
+    assert after.structured_content["unembedded"] == len(stale)
+    assert f"Note: {len(stale)} of these results were found by their words only" in text(after)
+
+
 def test_a_question_the_corpus_cannot_answer_is_no_evidence_never_neighbours(demo_dsn, tmp_path):
     """Words no precedent holds: with evidence (the default) the answer says plainly that the
     corpus does not hold it, with no hits and no error; the same search without evidence returns

@@ -240,6 +240,8 @@ class SearchResult(BaseModel):
     evidence: bool = False
     #: the ranks skipped before these hits (a page of the ranking)
     offset: int = 0
+    #: hits ranked by their words only: their embeddings are missing or describe old text (being rebuilt)
+    unembedded: int = 0
 
 
 class HealthItem(BaseModel):
@@ -361,6 +363,10 @@ def render(result: SearchResult) -> str:
         return "\n".join([f"No results in {result.corpus} for {result.query!r}."] + dropped)
     lines = dropped + [f"{len(result.hits)} results in {result.corpus} for {result.query!r}"
                        f"{' (each with evidence)' if result.evidence else ''}:"]
+    if result.unembedded:
+        lines.insert(len(dropped), f"Note: {result.unembedded} of these results were found by their words only: "
+                                   "their embeddings are being rebuilt, so the search by meaning could not consider "
+                                   "them (nor other items still waiting).")
     for h in result.hits:
         keys = sorted(h.provenance, key=lambda k: (k in PROVENANCE_LAST, PROVENANCE_ORDER.index(k)
                                                    if k in PROVENANCE_ORDER else len(PROVENANCE_ORDER), k))
@@ -491,8 +497,9 @@ def search_tool(tool: ToolConfig, info: CorpusInfo, backend: Backend) -> Callabl
         except PgCorpusError as e:
             return CallToolResult(content=[TextContent(text=error_text(e))], is_error=True)
         dropped = [DroppedFilter(condition=c.condition, reason=c.reason) for c in checks if not c.accepted]
+        unembedded = 0 if tool.mode == "lexical" else sum(h.embedding_stale and h.semantic_rank is None for h in hits)
         result = SearchResult(corpus=tool.corpus, query=query, filters=filters, hits=[tool_hit(h) for h in hits],
-                              dropped_filters=dropped, evidence=evidence, offset=offset)
+                              dropped_filters=dropped, evidence=evidence, offset=offset, unembedded=unembedded)
         return CallToolResult(content=[TextContent(text=render(result))],
                               structured_content=result.model_dump(mode="json"))
 

@@ -47,11 +47,39 @@ pub struct Outcome {
     /// The row the audit log keeps of the search, when the corpus logs searches (its latency is
     /// the caller's to measure).
     pub audit: Option<AuditRow>,
+    /// Hits ranked without their embeddings although the search ran its semantic branch: their
+    /// embeddings are missing or describe old text (queued for re-embedding), and the branch
+    /// leaves such items out unless `include_stale`.
+    pub unembedded_hits: usize,
+}
+
+/// The NOTICE a search gives when some of its hits were ranked without their embeddings
+/// (message, detail, hint); None when every hit could be.
+pub fn unembedded_notice(corpus: &str, unembedded: usize, hits: usize) -> Option<(String, String, String)> {
+    if unembedded == 0 {
+        return None;
+    }
+    Some((
+        format!("{unembedded} of the {hits} hits of corpus \"{corpus}\" were ranked without their embeddings"),
+        serde_json::json!({"kind": "unembedded_hits", "unembedded": unembedded, "hits": hits}).to_string(),
+        "Their embeddings are missing or describe old text (queued for re-embedding), so the semantic branch \
+         left them out: run the re-embed worker, or pass include_stale => true to rank them by the embeddings \
+         they have. corpus.corpus_health_check() shows the backlog."
+            .to_string(),
+    ))
 }
 
 /// Check and run a call of `corpus` through `exec`.
 pub fn run(corpus: Arc<Corpus>, call: Call, config: Config, exec: &mut dyn Executor) -> Result<Outcome> {
     let audit = audit_row(&corpus, &call);
+    let semantic = match &call {
+        Call::Search(a) => {
+            !a.include_stale
+                && a.mode != "lexical"
+                && (a.query_vec.is_some() || a.query_vectors.as_object().is_some_and(|o| !o.is_empty()))
+        }
+        Call::Similar(_) => false,
+    };
     let (rows, rejected_filters) = match call {
         Call::Search(args) => {
             let checked = args.check(&config)?;
@@ -61,7 +89,9 @@ pub fn run(corpus: Arc<Corpus>, call: Call, config: Config, exec: &mut dyn Execu
         Call::Similar(sim) => find_similar(corpus, sim, config, exec)?,
     };
     let audit = audit.map(|row| AuditRow { results: audit::results(&rows), ..row });
-    Ok(Outcome { rows, rejected_filters, audit })
+    let unembedded_hits =
+        if semantic { rows.iter().filter(|r| r.embedding_stale && r.semantic_rank.is_none()).count() } else { 0 };
+    Ok(Outcome { rows, rejected_filters, audit, unembedded_hits })
 }
 
 /// The audit row of a call when the corpus logs its searches, before its results.

@@ -42,7 +42,7 @@ mod tests;
 mod why_not;
 
 pub use args::{extra_queries, validate, Args, Checked, Config, ExtraQuery, Mode, Scorer, Validated, MAX_QUERY_CHARS};
-pub use entry::{audit_row, run, Call, Outcome};
+pub use entry::{audit_row, run, unembedded_notice, Call, Outcome};
 pub use evidence::EvidencePlan;
 pub use explain::{explain, ExplainRow};
 pub use fetch::search;

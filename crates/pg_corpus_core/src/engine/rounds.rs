@@ -461,6 +461,28 @@ mod tests {
     }
 
     #[test]
+    fn hits_ranked_without_their_embeddings_are_counted_for_the_notice() {
+        let outcome = |mode: &str, include_stale: bool| {
+            let mut f = default_fake();
+            f.stale = f.items[0].iter().take(5).map(|i| i.id.clone()).collect();
+            let mut a = args(mode);
+            (a.max_per_parent, a.k, a.include_stale) = (Some(0), 200, include_stale);
+            crate::engine::run(corpus(), crate::engine::Call::Search(a), Config::default(), &mut f).unwrap()
+        };
+        let hybrid = outcome("hybrid", false);
+        let expected = hybrid.rows.iter().filter(|r| r.embedding_stale).count();
+        assert!(expected > 0 && hybrid.unembedded_hits == expected);
+        let (message, detail, hint) =
+            crate::engine::unembedded_notice("c", hybrid.unembedded_hits, hybrid.rows.len()).unwrap();
+        assert!(message.starts_with(&format!("{expected} of the 200 hits")), "{message}");
+        assert!(detail.contains("unembedded_hits") && hint.contains("include_stale => true"));
+        // a lexical search has no semantic branch to miss them; include_stale ranks them
+        assert_eq!(outcome("lexical", false).unembedded_hits, 0);
+        assert_eq!(outcome("hybrid", true).unembedded_hits, 0);
+        assert!(crate::engine::unembedded_notice("c", 0, 10).is_none());
+    }
+
+    #[test]
     fn a_pruned_lexical_subplan_that_came_back_short_is_replanned_with_a_larger_budget() {
         // every document holds only the common key: the plan is pruned (champion lists) and the
         // fake returns only half of the matches for a pruned plan
