@@ -54,14 +54,20 @@ impl CheckRow {
         }
     }
 
-    /// Raise the status to `status` (never lower it) and set the hint if none is set yet.
+    /// Raise the status to `status` (never lower it) and add the finding's fix to the hint: a
+    /// row with several findings lists every fix, one line each, in the order they were found.
     pub fn flag(&mut self, status: Status, hint: impl Into<String>) {
         if status > self.status {
             self.status = status;
         }
-        if self.hint.is_empty() {
-            self.hint = hint.into();
+        let hint = hint.into();
+        if hint.is_empty() || self.hint.lines().any(|l| l == hint) {
+            return;
         }
+        if !self.hint.is_empty() {
+            self.hint.push('\n');
+        }
+        self.hint.push_str(&hint);
     }
 }
 
@@ -431,7 +437,7 @@ pub fn judge_bm25_damage(row: &mut CheckRow, index: &IndexInfo, damage: &str) {
     row.count += 1;
     let fix = format!("The BM25 index is damaged ({damage}): REINDEX INDEX CONCURRENTLY {};", index_name(index));
     // the failure's fix first
-    row.hint = if row.hint.is_empty() { fix } else { format!("{fix} {}", row.hint) };
+    row.hint = if row.hint.is_empty() { fix } else { format!("{fix}\n{}", row.hint) };
     row.status = Status::Fail;
     if let Some(d) = row.detail.as_object_mut() {
         d.insert("bm25_index_damage".to_string(), json!(damage));
@@ -510,7 +516,12 @@ pub fn judge_indexes(corpus: &str, src: &Source, indexes: &[IndexInfo]) -> Check
             .collect();
         row.flag(Status::Fail, format!("Invalid indexes (a failed concurrent build) are ignored by queries: fix what made the build fail (duplicates, for a unique index), then {}", fixes.join(" ")));
     }
-    if ann_ok.is_empty() {
+    // an invalid index's fix above builds it again: no second index for the same finding
+    let rebuilt =
+        |am: &str, col: &str| invalid.iter().any(|x| x.am == am && x.columns.first().is_some_and(|c| c == col));
+    if ann_ok.is_empty() && (rebuilt("hnsw", &src.embedding.column) || rebuilt("ivfflat", &src.embedding.column)) {
+        row.count += 1;
+    } else if ann_ok.is_empty() {
         row.count += 1;
         let hint = if ann.is_empty() {
             format!(
@@ -533,7 +544,9 @@ pub fn judge_indexes(corpus: &str, src: &Source, indexes: &[IndexInfo]) -> Check
     }
     if !gin {
         row.count += 1;
-        row.flag(Status::Warn, format!("CREATE INDEX ON {table} USING gin ({});", ident(&src.tsv.column)));
+        if !rebuilt("gin", &src.tsv.column) {
+            row.flag(Status::Warn, format!("CREATE INDEX ON {table} USING gin ({});", ident(&src.tsv.column)));
+        }
     }
     if !fk {
         row.count += 1;
@@ -1274,16 +1287,18 @@ pub fn judge_queue(corpus: &Corpus, idx: usize, queue: Value, queued: i64, dead:
             Status::Fail,
             match v.get("trigger_name").and_then(Value::as_str) {
                 Some(trigger) if int(&v, "slots") > 0 => format!(
-                    "The re-embed trigger is disabled (or fires only as a replica trigger), so text changes are not noticed: ALTER TABLE {0} ENABLE TRIGGER {1}; then queue what changed meanwhile: SELECT corpus.corpus_embedding_enqueue('{0}', '{2}', only_missing => false); (or re-register the source: SELECT corpus.corpus_drop_source('{3}', '{4}'); then corpus.corpus_add_source(...) as before)",
+                    "The re-embed trigger is disabled (or fires only as a replica trigger), so text changes are not noticed: ALTER TABLE {0} ENABLE TRIGGER {1}; then queue what changed meanwhile: SELECT corpus.corpus_embedding_enqueue({2}, {3}, only_missing => false); (or re-register the source: SELECT corpus.corpus_drop_source({4}, {5}); then corpus.corpus_add_source(...) as before)",
                     qualified(&src.item.schema, &src.item.name),
                     ident(trigger),
-                    src.embedding.column,
-                    corpus.name,
-                    src.name
+                    crate::sql::literal(&qualified(&src.item.schema, &src.item.name)),
+                    crate::sql::literal(&src.embedding.column),
+                    crate::sql::literal(&corpus.name),
+                    crate::sql::literal(&src.name)
                 ),
                 _ => format!(
-                    "The re-embed trigger is missing, so text changes are not noticed: re-register the source: SELECT corpus.corpus_drop_source('{0}', '{1}'); then corpus.corpus_add_source(...) as before",
-                    corpus.name, src.name
+                    "The re-embed trigger is missing, so text changes are not noticed: re-register the source: SELECT corpus.corpus_drop_source({0}, {1}); then corpus.corpus_add_source(...) as before",
+                    crate::sql::literal(&corpus.name),
+                    crate::sql::literal(&src.name)
                 ),
             },
         );
@@ -1597,7 +1612,8 @@ mod rules_tests {
         let all = json!([public("corpora"), writer]);
         let row = judge_privileges(true, all.clone());
         assert_eq!((row.status, row.count), (Status::Fail, 3));
-        assert_eq!(row.hint, "REVOKE CREATE ON SCHEMA corpus FROM PUBLIC;");
+        assert_eq!(row.hint.lines().next(), Some("REVOKE CREATE ON SCHEMA corpus FROM PUBLIC;"));
+        assert_eq!(row.hint.lines().count(), 3, "{}", row.hint);
         assert_eq!(row.detail, json!({"public_can_create": true, "catalog_writers": all}));
     }
 
@@ -1779,7 +1795,8 @@ mod rules_tests {
         );
         assert_eq!((row.status, row.count), (Status::Fail, 2));
         assert_eq!(row.detail["static_failures"], json!(["chunks/fetch"]));
-        assert_eq!(row.hint, "A generated subplan lacks the corpus predicate: this is a pg_corpus bug; stop serving this corpus and report it.");
+        assert_eq!(row.hint.lines().next(), Some("A generated subplan lacks the corpus predicate: this is a pg_corpus bug; stop serving this corpus and report it."));
+        assert_eq!(row.hint.lines().count(), 2, "{}", row.hint);
     }
 
     fn refreshed(documents: i64, changes_at_refresh: i64, changes_now: i64) -> LexicalFacts {
@@ -1884,7 +1901,8 @@ mod rules_tests {
             &s,
         );
         assert_eq!((row.status, row.count), (Status::Fail, 3));
-        assert_eq!(row.hint, "Zero or non-finite vectors cannot be ranked: clear them so the re-embed trigger queues them, UPDATE \"public\".\"precedent_chunks\" SET \"embedding\" = NULL WHERE \"public\".vector_norm(\"embedding\") = 0; then fix the embedding producer.");
+        // every finding's fix, the failure's first
+        assert_eq!(row.hint.lines().collect::<Vec<_>>(), vec!["Zero or non-finite vectors cannot be ranked: clear them so the re-embed trigger queues them, UPDATE \"public\".\"precedent_chunks\" SET \"embedding\" = NULL WHERE \"public\".vector_norm(\"embedding\") = 0; then fix the embedding producer.", "Searchable items without an embedding are invisible to the semantic branch: run the re-embed worker (pg-corpus-worker)."]);
         let row = judge_embeddings(&c, 0, &ContractFigures { non_finite: 1, ..Default::default() }, &s);
         assert_eq!((row.status, row.count), (Status::Fail, 1));
         let row = judge_embeddings(
@@ -1894,7 +1912,7 @@ mod rules_tests {
             &s,
         );
         assert_eq!((row.status, row.count), (Status::Warn, 5));
-        assert_eq!(row.hint, "Searchable items without an embedding are invisible to the semantic branch: run the re-embed worker (pg-corpus-worker).");
+        assert_eq!(row.hint, "Searchable items without an embedding are invisible to the semantic branch: run the re-embed worker (pg-corpus-worker).\nEmbeddings describe old text: run the re-embed worker; see corpus.embedding_queue.");
         let row = judge_embeddings(&c, 1, &ContractFigures { stale_embedding: 3, ..Default::default() }, &s);
         assert_eq!(row.hint, "Embeddings describe old text: run the re-embed worker; see corpus.embedding_queue.");
     }
@@ -1915,7 +1933,8 @@ mod rules_tests {
         };
         let row = judge_searchable_contract(&c, 0, &all, 6, &s);
         assert_eq!((row.check, row.status, row.count), ("searchable_contract", Status::Warn, 16));
-        assert_eq!(row.hint, "Parents missing required metadata (case_number, case_name) hide their items: fill those columns in the parent table.");
+        assert_eq!(row.hint.lines().next(), Some("Parents missing required metadata (case_number, case_name) hide their items: fill those columns in the parent table."));
+        assert_eq!(row.hint.lines().count(), 4, "every finding's fix: {}", row.hint);
         assert_eq!(
             row.detail,
             json!({"slice_items": 20, "searchable": 10, "incomplete_parents": 1, "items_hidden_by_incomplete_parents": 2,
