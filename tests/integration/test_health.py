@@ -559,24 +559,26 @@ def _drift_fails(rows, corpus, sqlstate, mentions):
 
 
 def test_catalog_drift_renamed_column(db):
+    """A rename is followed (the source knows its columns by attribute number): no drift, every
+    check as before, and the locator still reads the renamed column."""
     db.execute("ALTER TABLE halachot RENAME COLUMN supporting_quote TO quote")
-    rows = health(db)
-    for corpus in LEGAL:
-        _drift_fails(rows, corpus, "42703", "supporting_quote")
-    expect(rows, "catalog_drift", "case_documents", None, "ok", 0)
-    only_these_fail(rows, {("catalog_drift", c, None) for c in LEGAL})
-    db.execute("ALTER TABLE halachot RENAME COLUMN quote TO supporting_quote")
-    rows = assert_all_ok(db)
-    assert expected_keys() <= {(r["check"], r["corpus"], r["source"]) for r in rows}
+    try:
+        rows = assert_all_ok(db)
+        assert expected_keys() <= {(r["check"], r["corpus"], r["source"]) for r in rows}
+    finally:
+        db.execute("ALTER TABLE halachot RENAME COLUMN quote TO supporting_quote")
+    assert_all_ok(db)
 
 
 def test_catalog_drift_renamed_isolation_column(db):
     db.execute("ALTER TABLE case_law RENAME COLUMN source_kind TO kind")
-    rows = health(db)
-    for corpus in LEGAL:
-        _drift_fails(rows, corpus, "42703", "source_kind")
-    only_these_fail(rows, {("catalog_drift", c, None) for c in LEGAL})
-    db.execute("ALTER TABLE case_law RENAME COLUMN kind TO source_kind")
+    try:
+        rows = assert_all_ok(db)
+        # the isolation audit still ran its probes against the renamed column
+        for corpus in LEGAL:
+            assert row(rows, "isolation_audit", corpus, None)["status"] == "ok"
+    finally:
+        db.execute("ALTER TABLE case_law RENAME COLUMN kind TO source_kind")
     assert_all_ok(db)
 
 
