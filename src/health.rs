@@ -312,7 +312,10 @@ fn corpus_health_check(
             if on_citus_coordinator()? {
                 out.push(health::judge_citus(&first_row(&health::citus_query())?));
             }
-            for name in names {
+            let progress = crate::progress::Progress::start("corpus_health_check", corpus);
+            let n = names.len() as i64;
+            for (i, name) in names.into_iter().enumerate() {
+                progress.phase(&format!("corpus {name}"), Some(i as i64), Some(n));
                 match spi::catalog::load_corpus(&name) {
                     Err(e) => out.push(health::judge_unloadable(&name, &e)),
                     Ok(c) => {

@@ -202,12 +202,15 @@ fn corpus_refresh_lexical_stats(
             ));
         }
         let mut out = Vec::new();
+        let progress = crate::progress::Progress::start(F, corpus);
         // Every corpus: each in a subtransaction of its own (its error a WARNING, the others
         // kept), through the catalog's function when it has one.
         if corpus.is_none() && spi::has_function("corpus._refresh_lexical_stats_one(text,boolean,double precision)") {
-            for name in spi::catalog::load_corpus_names(None)? {
-                let (documents, terms, refreshed) = spi::stats::refresh_one(&name, only_stale, stale_fraction)?;
-                out.push((name, documents.unwrap_or(0), terms.unwrap_or(0), refreshed.unwrap_or(false)));
+            let names = spi::catalog::load_corpus_names(None)?;
+            for (i, name) in names.iter().enumerate() {
+                progress.phase(&format!("corpus {name}"), Some(i as i64), Some(names.len() as i64));
+                let (documents, terms, refreshed) = spi::stats::refresh_one(name, only_stale, stale_fraction)?;
+                out.push((name.clone(), documents.unwrap_or(0), terms.unwrap_or(0), refreshed.unwrap_or(false)));
             }
             return Ok(out);
         }
@@ -243,7 +246,9 @@ fn corpus_refresh_lexical_stats(
                 .collect();
             let refresh =
                 pg_corpus_core::statistics::refresh(&name, plan::lexical_stats_sql(&c), state.changes_now, champions);
-            let (documents, terms) = spi::stats::refresh_lexical_stats(&refresh)?;
+            let statements = crate::progress::Progress::start("statistics refresh", Some(&name));
+            let (documents, terms) = spi::stats::refresh_lexical_stats(&refresh, &statements)?;
+            drop(statements);
             out.push((name, documents, terms, true));
         }
         Ok(out)

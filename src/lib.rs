@@ -20,6 +20,7 @@ mod gucs;
 mod health;
 mod jsonb;
 mod lexical;
+mod progress;
 mod queue;
 mod registry;
 mod regtypes;

@@ -189,6 +189,8 @@ fn corpus_add_source(
             ));
         };
         let inputs = registry::embedding_inputs(embedding_inputs, text_column)?;
+        let progress = crate::progress::Progress::start("corpus_add_source", Some(corpus));
+        progress.phase("checking the definition against the tables", None, None);
         catalog::insert_source(&SourceRow {
             corpus,
             name: source,
@@ -220,8 +222,10 @@ fn corpus_add_source(
         // only the new source: another source's retype stays visible as drift
         catalog::snapshot_column_types(corpus, Some(source))?;
         let dimensions = catalog::vector_typmod(item_table.as_i64(), embedding_column);
+        progress.phase("attaching the re-embed trigger, queueing items without an embedding", None, None);
         spi::slots::attach(item_table.as_i64(), embedding_column, id_column, &inputs, embedding_model, dimensions)?;
         // BM25 statistics over the corpus' new extent
+        progress.phase("refreshing the corpus' statistics", None, None);
         catalog::refresh_lexical_stats(corpus)?;
         let def = spi::catalog::load_corpus(corpus)?;
         if let Some(src) = def.sources.iter().find(|s| s.name == source && s.language.is_some() && !s.tsv_index) {

@@ -359,3 +359,13 @@ CREATE FUNCTION corpus.corpus_alter_source(corpus text, source text, text_column
     lexical_weight double precision DEFAULT NULL, embedding_inputs text[] DEFAULT NULL,
     embedding_model text DEFAULT NULL, language text DEFAULT NULL) RETURNS void
 VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'corpus_alter_source_wrapper';
+
+-- corpus.progress: the long operations running now, as their own sessions report them.
+CREATE FUNCTION corpus._progress() RETURNS TABLE (pid integer, role oid, command text, corpus text, phase text,
+    done bigint, total bigint, started double precision, updated double precision)
+STRICT VOLATILE PARALLEL RESTRICTED LANGUAGE c AS 'MODULE_PATHNAME', '_progress_wrapper';
+CREATE VIEW corpus.progress AS
+SELECT p.pid, p.role::regrole AS role, p.command, p.corpus, p.phase, p.done, p.total,
+       pg_catalog.to_timestamp(p.started) AS started, pg_catalog.to_timestamp(p.updated) AS updated
+  FROM corpus._progress() AS p;
+GRANT SELECT ON corpus.progress TO PUBLIC;

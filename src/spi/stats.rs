@@ -115,10 +115,12 @@ pub fn lexical_state(corpus: &str, tables: &[i64]) -> Result<LexicalFacts, CoreE
 
 /// Run a statistics refresh (`pg_corpus_core::statistics::refresh`) in order; its totals
 /// statement returns (documents, terms).
-pub fn refresh_lexical_stats(refresh: &Refresh) -> Result<(i64, i64), CoreError> {
+pub fn refresh_lexical_stats(refresh: &Refresh, progress: &crate::progress::Progress) -> Result<(i64, i64), CoreError> {
     Spi::connect_mut(|client| {
         let mut totals = (None, None);
+        let n = refresh.statements.len() as i64;
         for (i, (sql, params)) in refresh.statements.iter().enumerate() {
+            progress.phase(refresh.phases.get(i).map_or("refreshing", String::as_str), Some(i as i64), Some(n));
             let table = client.update(sql.as_str(), None, &datums(params))?;
             if i == refresh.totals {
                 totals = table.first().get_two::<i64, i64>()?;

@@ -17,6 +17,8 @@ pub type Statement = (String, Vec<Param>);
 pub struct Refresh {
     pub statements: Vec<Statement>,
     pub totals: usize,
+    /// What each statement does, for progress reports.
+    pub phases: Vec<String>,
 }
 
 pub fn refresh(corpus: &str, stats: Statement, changes: i64, champions: Vec<(String, Statement)>) -> Refresh {
@@ -49,7 +51,16 @@ SELECT documents, terms FROM tot"
     ));
     let totals = statements.len() - 1;
     statements.push(delete("lexical_champions", corpus));
+    let mut phases: Vec<String> = [
+        "waiting for other refreshes of the corpus",
+        "clearing the statistics",
+        "counting terms and documents",
+        "clearing the champion lists",
+    ]
+    .map(String::from)
+    .to_vec();
     for (source, (sql, mut params)) in champions {
+        phases.push(format!("champion lists of source {source}"));
         let (c, s) = (params.len() + 1, params.len() + 2);
         params.push(Param::Text(corpus.to_string()));
         params.push(Param::Text(source));
@@ -61,7 +72,7 @@ SELECT ${c}::text, ${s}::text, c.term, c.items, c.impacts FROM ({sql}) AS c"
             params,
         ));
     }
-    Refresh { statements, totals }
+    Refresh { statements, totals, phases }
 }
 
 /// The advisory lock (classid [`LOCK_CLASS`], the corpus name's hash) that makes refreshes of
