@@ -207,7 +207,9 @@ fn source_checks(
     let sample = sampling.percent;
     let figures = ContractFigures::from_row(&first_row(&health::contract_sql(corpus, idx, sample))?, &sampling);
 
-    out.push(health::judge_embeddings(corpus, idx, &figures, &sampling));
+    let mut embeddings = health::judge_embeddings(corpus, idx, &figures, &sampling);
+    health::judge_builds(&mut embeddings, corpus, idx, &spi::health::table_rows(&health::builds_query(src))?, total);
+    out.push(embeddings);
 
     let orphans = match health::orphans_sql(src, sample) {
         Some(q) => {

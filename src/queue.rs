@@ -251,6 +251,89 @@ fn corpus_embedding_enqueue(
     .or_raise()
 }
 
+/// Build new embeddings beside the ones searches use: `new_column` (an empty vector column of
+/// the table, with its own index) gets a slot of its own with `model`, the same id and input
+/// columns as `embedding_column`'s, its trigger and a backlog of every item; the re-embed worker
+/// fills it while every search keeps ranking by `embedding_column`. Answers the backlog.
+/// `corpus_embedding_switch` makes the new column current.
+#[pg_extern(volatile, parallel_unsafe)]
+fn corpus_embedding_build(
+    item_table: Option<RegClass>,
+    embedding_column: Option<Name>,
+    new_column: Option<Name>,
+    model: Option<&str>,
+) -> i64 {
+    spi::pinned_search_path(|| {
+        spi::require_writable("corpus_embedding_build")?;
+        let table = item_table.map_or(0, RegClass::as_i64);
+        let column = embedding_column.as_ref().map_or("", |n| n.0.as_str());
+        let new = new_column.as_ref().map_or("", |n| n.0.as_str());
+        let model = slots::check_model(model)?;
+        let slot = spi::slots::slot_named(table, column)?;
+        let (id, _) = slot.columns()?;
+        if spi::slots::slot_named(table, new).is_ok() {
+            return Err(slots::already_registered(&slot.table_text, new));
+        }
+        let inputs = spi::slots::slot_inputs(table, &slot.registered)?;
+        let dimensions = spi::registry::vector_typmod(table, new);
+        spi::slots::attach(table, new, id, &inputs, Some(model), dimensions)?;
+        spi::slots::backlog(table, new)
+    })
+    .or_raise()
+}
+
+/// Abandon a build: `new_column`'s slot, trigger and queue go (the column and its values stay
+/// yours). Refused for a column a source ranks by.
+#[pg_extern(volatile, parallel_unsafe)]
+fn corpus_embedding_build_cancel(item_table: Option<RegClass>, new_column: Option<Name>) {
+    spi::pinned_search_path(|| {
+        spi::require_writable("corpus_embedding_build_cancel")?;
+        let table = item_table.map_or(0, RegClass::as_i64);
+        let new = new_column.as_ref().map_or("", |n| n.0.as_str());
+        let built = spi::slots::slot_named(table, new)?;
+        if spi::slots::sources_using(table, &built.registered)? > 0 {
+            return Err(slots::not_a_build(&built.table_text, new));
+        }
+        spi::slots::detach(table, &built.registered)
+    })
+    .or_raise()
+}
+
+/// Make built embeddings current: every source that ranks by `embedding_column` of the table
+/// ranks by `new_column` from this transaction's commit on, each corpus checked against the
+/// tables; the old column's slot and queue go when no source uses it any more. Refused while
+/// items wait for their new embedding, unless `force`. Answers the number of corpora switched.
+#[pg_extern(volatile, parallel_unsafe)]
+fn corpus_embedding_switch(
+    item_table: Option<RegClass>,
+    embedding_column: Option<Name>,
+    new_column: Option<Name>,
+    force: default!(Option<bool>, false),
+) -> i32 {
+    spi::pinned_search_path(|| {
+        spi::require_writable("corpus_embedding_switch")?;
+        let table = item_table.map_or(0, RegClass::as_i64);
+        let column = embedding_column.as_ref().map_or("", |n| n.0.as_str());
+        let new = new_column.as_ref().map_or("", |n| n.0.as_str());
+        let old = spi::slots::slot_named(table, column)?;
+        let built = spi::slots::slot_named(table, new)?;
+        let waiting = spi::slots::backlog(table, &built.registered)?;
+        if waiting > 0 && !force.unwrap_or(false) {
+            return Err(slots::build_incomplete(&built.table_text, new, waiting));
+        }
+        let corpora = spi::slots::switch_sources(table, &old.registered, &built.registered)?;
+        let mut switched = 0;
+        for corpus in &corpora {
+            spi::catalog::validate_corpus(corpus)?;
+            spi::registry::snapshot_column_types(corpus, None)?;
+            switched += 1;
+        }
+        spi::slots::detach(table, &old.registered)?;
+        Ok(switched)
+    })
+    .or_raise()
+}
+
 /// On a Citus worker: this node's copy of a slot the coordinator registered or changed, and the
 /// first backlog of the shards placed here (the coordinator calls it on every other node).
 #[pg_extern(volatile, parallel_unsafe)]

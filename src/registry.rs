@@ -123,8 +123,11 @@ fn corpus_drop(name: Option<&str>, if_exists: default!(Option<bool>, false)) {
     spi::pinned_search_path(|| -> Result<(), CoreError> {
         spi::require_writable("corpus_drop")?;
         let name = name.unwrap_or("");
+        // its sources' slots go when no other corpus' source uses them (a slot being built, no
+        // source's yet, stays)
+        let slots = catalog::slots(name)?;
         if catalog::delete_corpus(name)? {
-            for (table, column) in catalog::slots()? {
+            for (table, column) in slots {
                 spi::slots::detach(table, &column)?;
             }
         } else if !if_exists.unwrap_or(false) {

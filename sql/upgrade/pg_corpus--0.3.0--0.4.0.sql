@@ -369,3 +369,13 @@ SELECT p.pid, p.role::regrole AS role, p.command, p.corpus, p.phase, p.done, p.t
        pg_catalog.to_timestamp(p.started) AS started, pg_catalog.to_timestamp(p.updated) AS updated
   FROM corpus._progress() AS p;
 GRANT SELECT ON corpus.progress TO PUBLIC;
+
+-- Blue/green embeddings: a new column built beside the searched one, then switched to.
+CREATE FUNCTION corpus.corpus_embedding_build(item_table regclass, embedding_column name, new_column name,
+    model text) RETURNS bigint
+VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'corpus_embedding_build_wrapper';
+CREATE FUNCTION corpus.corpus_embedding_switch(item_table regclass, embedding_column name, new_column name,
+    force boolean DEFAULT false) RETURNS integer
+VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'corpus_embedding_switch_wrapper';
+CREATE FUNCTION corpus.corpus_embedding_build_cancel(item_table regclass, new_column name) RETURNS void
+VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'corpus_embedding_build_cancel_wrapper';

@@ -313,17 +313,21 @@ pub fn purge_audit(older_than: &str, corpus: Option<&str>) -> Result<i64, CoreEr
     .map(|n| n as i64)
 }
 
-/// Every embedding slot: (item table, embedding column).
-pub fn slots() -> Result<Vec<(i64, String)>, CoreError> {
-    write("SELECT e.item_table::oid::int8, e.embedding_column::text FROM corpus.embedding_slots e", &[], |t| {
-        let mut out = Vec::new();
-        for row in t {
-            if let (Some(table), Some(column)) = (row.get::<i64>(1)?, row.get::<String>(2)?) {
-                out.push((table, column));
+/// The embedding columns a corpus' sources rank by: (item table, embedding column).
+pub fn slots(corpus: &str) -> Result<Vec<(i64, String)>, CoreError> {
+    write(
+        "SELECT DISTINCT s.item_table::oid::int8, s.embedding_column::text FROM corpus.sources s WHERE s.corpus = $1",
+        &[DatumWithOid::from(corpus)],
+        |t| {
+            let mut out = Vec::new();
+            for row in t {
+                if let (Some(table), Some(column)) = (row.get::<i64>(1)?, row.get::<String>(2)?) {
+                    out.push((table, column));
+                }
             }
-        }
-        Ok(out)
-    })
+            Ok(out)
+        },
+    )
 }
 
 /// The declared dimension of a vector column (its typmod; None when it has none or is gone).

@@ -678,3 +678,64 @@ pub fn model_step(
     }
     Ok(slots::ModelStep::done())
 }
+
+/// The current names of a slot's embedding input columns.
+pub fn slot_inputs(item_table: i64, column: &str) -> Result<Vec<String>, CoreError> {
+    write(
+        "SELECT ARRAY(SELECT corpus._slot_column(s.item_table, u.a)::text
+                        FROM unnest((corpus._slot_attnums(s)).input_attnums) WITH ORDINALITY AS u(a, n) ORDER BY u.n)
+           FROM corpus.embedding_slots s WHERE s.item_table = $1::oid::regclass AND s.embedding_column = $2::name",
+        &[DatumWithOid::from(item_table), DatumWithOid::from(column)],
+        |t| if t.is_empty() { Ok(None) } else { t.first().get_one::<Vec<String>>() },
+    )
+    .map(Option::unwrap_or_default)
+}
+
+/// Items of a slot's queue on this node that wait for an embedding (pending, claimed or dead).
+pub fn backlog(item_table: i64, column: &str) -> Result<i64, CoreError> {
+    write(
+        "SELECT count(*) FROM corpus.embedding_queue q
+          WHERE q.item_table = $1::oid::regclass AND q.embedding_column = $2::name",
+        &[DatumWithOid::from(item_table), DatumWithOid::from(column)],
+        |t| t.first().get_one::<i64>(),
+    )
+    .map(Option::unwrap_or_default)
+}
+
+/// Point every source that embeds into `from` of the table at `to`; the corpora changed.
+pub fn switch_sources(item_table: i64, from: &str, to: &str) -> Result<Vec<String>, CoreError> {
+    write(
+        "UPDATE corpus.sources s SET embedding_column = $3::name
+          WHERE s.item_table = $1::oid::regclass
+            AND (s.embedding_column = $2::name
+                 OR (corpus._current_columns(s.item_table, s.column_types #> '{attnums,item}',
+                                             ARRAY[s.embedding_column]))[1] = $2::name)
+         RETURNING s.corpus",
+        &[DatumWithOid::from(item_table), DatumWithOid::from(from), DatumWithOid::from(to)],
+        |t| {
+            let mut out = Vec::new();
+            for row in t {
+                if let Some(c) = row.get::<String>(1)? {
+                    if !out.contains(&c) {
+                        out.push(c);
+                    }
+                }
+            }
+            Ok(out)
+        },
+    )
+}
+
+/// How many sources rank by `column` of the table.
+pub fn sources_using(item_table: i64, column: &str) -> Result<i64, CoreError> {
+    write(
+        "SELECT count(*) FROM corpus.sources s
+          WHERE s.item_table = $1::oid::regclass
+            AND (s.embedding_column = $2::name
+                 OR (corpus._current_columns(s.item_table, s.column_types #> '{attnums,item}',
+                                             ARRAY[s.embedding_column]))[1] = $2::name)",
+        &[DatumWithOid::from(item_table), DatumWithOid::from(column)],
+        |t| t.first().get_one::<i64>(),
+    )
+    .map(Option::unwrap_or_default)
+}

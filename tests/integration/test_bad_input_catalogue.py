@@ -172,6 +172,14 @@ CALLS = {
                                          "mode => 'lexical') WHERE source = 'chunks' LIMIT 1)"),
                      ("filters", "jsonb", "'{}'")],
     "corpus_list": [],
+    "corpus_embedding_build": [("item_table", "regclass", "'precedent_chunks'"),
+                               ("embedding_column", "name", "'embedding'"), ("new_column", "name", "'embedding_v3'"),
+                               ("model", "text", "'probe-model'")],
+    "corpus_embedding_build_cancel": [("item_table", "regclass", "'precedent_chunks'"),
+                                      ("new_column", "name", "'embedding_v2'")],
+    "corpus_embedding_switch": [("item_table", "regclass", "'precedent_chunks'"),
+                                ("embedding_column", "name", "'embedding'"), ("new_column", "name", "'embedding_v2'"),
+                                ("force", "boolean", "true")],
     "corpus_why_not": [("corpus", "text", f"'{EXT}'"), ("source", "text", "'chunks'"),
                        ("item_id", "text", f"(SELECT item_id FROM corpus.corpus_hybrid_search('{EXT}', NULL, 'פסק', "
                                            "mode => 'lexical') WHERE source = 'chunks' LIMIT 1)"),
@@ -224,6 +232,8 @@ def db(cluster, pgc):
     pgc.load_legal(conn, pgc.generate_legal_data(SEED, n_cases=30, n_documents=8))
     conn.execute("""
         CREATE TABLE victim (id int);
+        ALTER TABLE precedent_chunks ADD COLUMN embedding_v2 vector(384), ADD COLUMN embedding_v3 vector(384);
+        SELECT corpus.corpus_embedding_build('precedent_chunks', 'embedding', 'embedding_v2', 'probe-model');
         CREATE TABLE probe_parent (id bigint PRIMARY KEY, name text);
         CREATE TABLE probe_items (id bigint PRIMARY KEY, pid bigint, body text, n text,
                                   tsv tsvector GENERATED ALWAYS AS (to_tsvector('simple', body)) STORED,

@@ -1204,6 +1204,76 @@ pub fn judge_embeddings(corpus: &Corpus, idx: usize, f: &ContractFigures, sampli
     e
 }
 
+/// The embeddings being built beside a source's table's searched ones (slots no source ranks
+/// by, `corpus_embedding_build`): one JSON object per column, `{"column", "model", "waiting",
+/// "seconds"}` (items still queued; seconds since the build began).
+pub fn builds_query(src: &Source) -> Query {
+    Query::new(
+        "SELECT s.embedding_column::text AS column, s.model,
+                (SELECT count(*) FROM corpus.embedding_queue q
+                  WHERE q.item_table = s.item_table AND q.embedding_column = s.embedding_column) AS waiting,
+                extract(epoch FROM now() - s.created_at)::float8 AS seconds
+           FROM corpus.embedding_slots s
+          WHERE s.item_table = $1::int8::oid
+            AND NOT EXISTS (SELECT 1 FROM corpus.sources u WHERE u.item_table = s.item_table
+                               AND u.embedding_column = s.embedding_column)
+          ORDER BY s.embedding_column"
+            .to_string(),
+        vec![Param::Int(src.item.oid)],
+    )
+}
+
+/// Add the state of each build ([`builds_query`]'s rows) over `total` items of the table to the
+/// `embeddings` row: how far it is, when it should end at the rate so far, and what to run.
+pub fn judge_builds(row: &mut CheckRow, corpus: &Corpus, idx: usize, builds: &[Value], total: f64) {
+    let src = &corpus.sources[idx];
+    let mut states = Vec::new();
+    for b in builds {
+        let column = b.get("column").and_then(Value::as_str).unwrap_or_default();
+        let model = b.get("model").and_then(Value::as_str).unwrap_or("?");
+        let waiting = int(b, "waiting");
+        let seconds = b.get("seconds").and_then(Value::as_f64).unwrap_or(0.0);
+        let total = (total.max(0.0) as i64).max(waiting);
+        let done = total - waiting;
+        let percent = if total > 0 { 100 * done / total } else { 100 };
+        let eta = (done > 0 && seconds > 0.0).then(|| waiting as f64 / (done as f64 / seconds));
+        let switch = format!(
+            "SELECT corpus.corpus_embedding_switch({}, {}, {});",
+            crate::sql::literal(&qualified(&src.item.schema, &src.item.name)),
+            crate::sql::literal(&src.embedding.column),
+            crate::sql::literal(column)
+        );
+        row.count += 1;
+        if waiting > 0 {
+            let left = eta.map_or("no item stored yet".to_string(), |s| {
+                format!("about {} min left at the rate so far", (s / 60.0).ceil())
+            });
+            row.flag(
+                Status::Warn,
+                format!(
+                    "Building {} (model {model}): {percent}% ({done} of {total} items), {left}: keep the re-embed worker running with that model, then {switch}",
+                    ident(column)
+                ),
+            );
+        } else {
+            row.flag(
+                Status::Warn,
+                format!(
+                    "The embeddings of {} (model {model}) are built: switch searches to them with {switch}",
+                    ident(column)
+                ),
+            );
+        }
+        states.push(json!({"column": column, "model": model, "done": done, "total": total, "percent": percent,
+                           "eta_seconds": eta}));
+    }
+    if !states.is_empty() {
+        if let Value::Object(m) = &mut row.detail {
+            m.insert("building".into(), Value::Array(states));
+        }
+    }
+}
+
 /// The `searchable_contract` row of source `idx`: items that incomplete parents hide, items
 /// below min_length, orphans (`orphans`, items whose parent row is gone) and returned items
 /// without locator values warn.
@@ -1548,6 +1618,30 @@ mod rules_tests {
     use super::*;
     use crate::error::SqlState;
     use crate::testing::legal;
+
+    #[test]
+    fn a_build_says_how_far_it_is_when_it_ends_and_what_to_run() {
+        let c = legal();
+        let mut row = CheckRow::new("embeddings", Some("c"), Some("chunks"));
+        let builds = [json!({"column": "embedding_v2", "model": "m2", "waiting": 300, "seconds": 70.0})];
+        judge_builds(&mut row, &c, 0, &builds, 1000.0);
+        assert_eq!((row.status, row.count), (Status::Warn, 1));
+        assert_eq!(row.detail["building"][0]["percent"], 70);
+        // 700 items in 70 s: 300 more in 30 s
+        assert!((row.detail["building"][0]["eta_seconds"].as_f64().unwrap() - 30.0).abs() < 1e-9);
+        assert!(row
+            .hint
+            .starts_with("Building \"embedding_v2\" (model m2): 70% (700 of 1000 items), about 1 min left"));
+        assert!(row.hint.ends_with(
+            "SELECT corpus.corpus_embedding_switch('\"public\".\"precedent_chunks\"', 'embedding', 'embedding_v2');"
+        ));
+        let mut done = CheckRow::new("embeddings", Some("c"), Some("chunks"));
+        judge_builds(&mut done, &c, 0, &[json!({"column": "e2", "model": "m2", "waiting": 0, "seconds": 5.0})], 10.0);
+        assert!(done.hint.contains("are built: switch searches to them"), "{}", done.hint);
+        let mut none = CheckRow::new("embeddings", Some("c"), Some("chunks"));
+        judge_builds(&mut none, &c, 0, &[], 10.0);
+        assert_eq!((none.status, none.hint.as_str()), (Status::Ok, ""));
+    }
 
     #[test]
     fn pgvector_before_0_8_2_is_vulnerable_and_an_unreadable_version_is_not_judged() {

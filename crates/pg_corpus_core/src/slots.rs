@@ -262,6 +262,35 @@ impl ModelStep {
 }
 
 /// 42704: no slot of that table has that embedding column.
+/// 42710: a new embedding column that already has a slot (it is searched, or already being built).
+pub fn already_registered(table: &str, column: &str) -> CoreError {
+    CoreError::new(
+        SqlState::DuplicateObject,
+        format!("embedding column \"{column}\" of {table} is already registered"),
+        "Build into a new, empty vector column: ALTER TABLE ... ADD COLUMN ... vector(n); see corpus.embedding_slots.",
+    )
+}
+
+/// 55000: a column sources rank by is no build to cancel.
+pub fn not_a_build(table: &str, column: &str) -> CoreError {
+    CoreError::new(
+        SqlState::ObjectNotInPrerequisiteState,
+        format!("searches rank by \"{column}\" of {table}: it is no build to cancel"),
+        "Drop or alter the sources that use it (corpus.corpus_drop_source, corpus_alter_source) instead.",
+    )
+}
+
+/// 55000: a switch to embeddings that are not all built yet.
+pub fn build_incomplete(table: &str, column: &str, waiting: i64) -> CoreError {
+    CoreError::new(
+        SqlState::ObjectNotInPrerequisiteState,
+        format!("the embeddings of \"{column}\" of {table} are not built yet: {waiting} items wait"),
+        "Keep the re-embed worker running until corpus.corpus_health_check() says the build is complete, or pass \
+         force => true to switch now (the items still waiting are then ranked without embeddings until stored).",
+    )
+    .with_kind("build_incomplete", None)
+}
+
 pub fn no_slot(table: &str, embedding_column: &str) -> CoreError {
     CoreError::new(
         SqlState::UndefinedObject,
