@@ -30,6 +30,7 @@ CALLS = [
     ("search_case_documents", {"query": "delta wings"}),
     ("search_precedent_library", {"query": "זקקזקזק קולבירי", "k": 3}),  # nothing relevant
     ("find_similar_cases", None),  # filled with the first library hit
+    ("fetch_precedent", None),  # the first library hit's full text and provenance
     ("corpus_health", {}),
 ]
 
@@ -57,7 +58,9 @@ async def session(dsn, embedder):
             first = None
             for name, arguments in CALLS:
                 if arguments is None:
-                    arguments = {"item_id": first["item_id"], "source": first["source"], "k": 3}
+                    arguments = {"item_id": first["item_id"], "source": first["source"]}
+                    if name == "find_similar_cases":
+                        arguments["k"] = 3
                 res = await s.call_tool(name, arguments)
                 if name == "search_precedent_library" and not res.is_error and first is None:
                     first = (res.structured_content["hits"] or [None])[0]
