@@ -319,7 +319,22 @@ fn corpus_health_check(
             for (i, name) in names.into_iter().enumerate() {
                 progress.phase(&format!("corpus {name}"), Some(i as i64), Some(n));
                 match spi::catalog::load_corpus(&name) {
-                    Err(e) => out.push(health::judge_unloadable(&name, &e)),
+                    Err(e) => {
+                        out.push(health::judge_unloadable(&name, &e));
+                        // the sources that still resolve are judged as usual; the searches of
+                        // the isolation audit cannot run on a corpus that does not load
+                        if let Ok((c, _)) = spi::catalog::load_corpus_available(&name) {
+                            if !c.sources.is_empty() {
+                                out.push(health::judge_evidence(&c));
+                                out.push(health::judge_audit_unloadable(&c.name, &e.message));
+                                out.push(lexical_statistics(&c)?);
+                                let damage = bm25_damage(&c)?;
+                                for idx in 0..c.sources.len() {
+                                    source_checks(&c, idx, &damage, &mut out)?;
+                                }
+                            }
+                        }
+                    }
                     Ok(c) => {
                         out.push(health::judge_drift(&c));
                         out.push(health::judge_evidence(&c));

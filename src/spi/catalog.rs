@@ -347,6 +347,18 @@ fn definition_expression() -> &'static str {
 
 /// Read and resolve a definition from the catalog (uncached), with the catalog tables' OIDs.
 fn read_corpus(name: &str) -> Result<(Corpus, Vec<i64>), CoreError> {
+    let (def, catalog) = read_definition(name)?;
+    Ok((definition::resolve(&def)?, catalog))
+}
+
+/// A corpus' definition resolved with the sources that still resolve, and each other source's
+/// error (never cached: what the health check judges of a corpus that does not load).
+pub fn load_corpus_available(name: &str) -> Result<(Corpus, Vec<(String, CoreError)>), CoreError> {
+    definition::resolve_available(&read_definition(name)?.0)
+}
+
+/// A corpus' definition as the catalog holds it, with the catalog tables it was read from.
+fn read_definition(name: &str) -> Result<(CorpusDef, Vec<i64>), CoreError> {
     let (json, corpora, sources, edges) = Spi::connect(|client| {
         let sql = format!(
             "SELECT {}, 'corpus.corpora'::pg_catalog.regclass::pg_catalog.oid::int8,
@@ -395,7 +407,7 @@ fn read_corpus(name: &str) -> Result<(Corpus, Vec<i64>), CoreError> {
     })?;
     // (corpus.edges is new in 0.3.0: absent until an older install is updated)
     let catalog = [corpora, sources, edges].into_iter().flatten().collect();
-    Ok((definition::resolve(&def)?, catalog))
+    Ok((def, catalog))
 }
 
 /// Validate a definition against the live tables, bypassing the cache (the catalog functions).

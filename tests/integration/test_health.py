@@ -548,13 +548,22 @@ def test_privileges_column_level_grant_on_the_isolation_column(db, role):
 # ============================================================================================
 
 
-def _drift_fails(rows, corpus, sqlstate, mentions):
+def _drift_fails(rows, corpus, sqlstate, mentions, still_judged=()):
+    """The corpus' drift row fails; the sources that still resolve (`still_judged`) keep every
+    check of theirs, the corpus' audit says it could not run, and no other source has a row."""
     r = expect(rows, "catalog_drift", corpus, None, "fail", 1)
     assert r["detail"]["sqlstate"] == sqlstate, r
     assert mentions in r["detail"]["error"], r
     assert r["hint"]
-    # nothing else can be judged for a corpus that does not resolve
-    assert {x["check"] for x in rows if x["corpus"] == corpus} <= {"catalog_drift"}
+    mine = [x for x in rows if x["corpus"] == corpus]
+    assert {x["source"] for x in mine if x["source"]} == set(still_judged), mine
+    if still_judged:
+        for source in still_judged:
+            assert set(PER_SOURCE) <= {x["check"] for x in mine if x["source"] == source}
+        audit = row(rows, "isolation_audit", corpus, None)
+        assert audit["status"] == "fail" and mentions in audit["detail"]["blocked_by"], audit
+    else:
+        assert {x["check"] for x in mine} == {"catalog_drift"}
     return r
 
 
@@ -596,7 +605,8 @@ def test_catalog_drift_dropped_column(db):
     db.execute("ALTER TABLE halachot DROP COLUMN page_number")
     rows = health(db)
     for corpus in LEGAL:
-        _drift_fails(rows, corpus, "42703", "page_number")
+        # the chunks source does not map halachot's column: every check of it still runs
+        _drift_fails(rows, corpus, "42703", "page_number", still_judged={"chunks"})
     db.execute("ALTER TABLE halachot ADD COLUMN page_number int")
     with db.cursor() as cur:
         cur.executemany("UPDATE halachot SET page_number = %s WHERE id = %s",

@@ -541,6 +541,23 @@ pub fn resolve(def: &CorpusDef) -> Result<Corpus> {
     Ok(corpus)
 }
 
+/// The corpus with the sources that still resolve, and each other source's error: what can
+/// still be judged of a corpus one of whose sources no longer resolves (a mapped column
+/// dropped). An error of the corpus' own settings is the corpus' error.
+pub fn resolve_available(def: &CorpusDef) -> Result<(Corpus, Vec<(String, CoreError)>)> {
+    let (isolation, fields, _) = corpus_settings(def)?;
+    let mut kept = def.clone();
+    let mut broken = Vec::new();
+    kept.sources.retain(|s| match resolve_source(def, &s.following_renames(), &isolation, &fields) {
+        Ok(_) => true,
+        Err(e) => {
+            broken.push((s.name.clone(), e));
+            false
+        }
+    });
+    Ok((resolve(&kept)?, broken))
+}
+
 /// The default space, then the declared ones in name order (`{"name": {"dimensions": n,
 /// "model": "…", "weight": w}}`; "default" may be declared to give it a model or weight).
 fn declared_spaces(def: &CorpusDef) -> Result<Vec<Space>> {
@@ -838,6 +855,19 @@ mod tests {
         let info = cols.remove("content").unwrap();
         cols.insert("body".into(), info);
         assert_eq!(resolve_json(old).unwrap_err().state, SqlState::UndefinedColumn);
+    }
+
+    #[test]
+    fn the_sources_that_resolve_are_kept_beside_the_errors_of_the_others() {
+        let mut d = legal_def();
+        d["sources"][1]["item"]["columns"].as_object_mut().unwrap().remove("supporting_quote");
+        let def: CorpusDef = serde_json::from_value(d).unwrap();
+        assert_eq!(resolve(&def).unwrap_err().state, SqlState::UndefinedColumn);
+        let (c, broken) = resolve_available(&def).unwrap();
+        assert_eq!(c.sources.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(), vec!["chunks"]);
+        assert_eq!(broken.len(), 1);
+        assert_eq!((broken[0].0.as_str(), broken[0].1.state), ("halachot", SqlState::UndefinedColumn));
+        assert!(broken[0].1.message.contains("supporting_quote"));
     }
 
     #[test]

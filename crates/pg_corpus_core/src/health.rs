@@ -446,6 +446,19 @@ pub fn judge_bm25_damage(row: &mut CheckRow, index: &IndexInfo, damage: &str) {
 
 /// The isolation audit of a corpus whose searches read a damaged BM25 index (`damage`: the
 /// index and what its check found): it cannot search, and the `indexes` row names the REINDEX.
+/// The `isolation_audit` row of a corpus whose definition does not resolve (`error`): its
+/// searches cannot run, so nothing is vouched for.
+pub fn judge_audit_unloadable(corpus: &str, error: &str) -> CheckRow {
+    let mut row = CheckRow::new("isolation_audit", Some(corpus), None);
+    row.count = 1;
+    row.flag(
+        Status::Fail,
+        "The audit's searches cannot run while the corpus' definition does not resolve: fix it as the catalog_drift row says, then check again.",
+    );
+    row.detail = json!({ "blocked_by": error });
+    row
+}
+
 pub fn judge_audit_blocked(corpus: &str, damage: &str) -> CheckRow {
     let mut row = CheckRow::new("isolation_audit", Some(corpus), None);
     row.count = 1;
