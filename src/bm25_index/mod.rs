@@ -682,43 +682,18 @@ unsafe extern "C-unwind" fn amvacuumcleanup(
 /// [`read_back`] in a subtransaction of its own: any error reading the index (a damaged chain,
 /// or PostgreSQL's own, as a page failing its checksum) is the answer, not the caller's error.
 pub(crate) fn verify_pages(index_oid: i64) -> Result<(), CoreError> {
-    // SAFETY: the subtransaction is ended on both paths, and the memory context and resource
-    // owner put back as PL/pgSQL's exception blocks do.
-    unsafe {
-        let cxt = pg_sys::CurrentMemoryContext;
-        let owner = pg_sys::CurrentResourceOwner;
-        pg_sys::BeginInternalSubTransaction(std::ptr::null());
-        pg_sys::MemoryContextSwitchTo(cxt);
-        pgrx::pg_sys::PgTryBuilder::new(|| {
-            let r = read_back(index_oid);
-            pg_sys::ReleaseCurrentSubTransaction();
-            pg_sys::MemoryContextSwitchTo(cxt);
-            pg_sys::CurrentResourceOwner = owner;
-            r
-        })
-        .catch_others(|e| {
-            pg_sys::MemoryContextSwitchTo(cxt);
-            pg_sys::RollbackAndReleaseCurrentSubTransaction();
-            pg_sys::MemoryContextSwitchTo(cxt);
-            pg_sys::CurrentResourceOwner = owner;
-            let report = match &e {
-                pgrx::pg_sys::panic::CaughtError::PostgresError(r)
-                | pgrx::pg_sys::panic::CaughtError::ErrorReport(r)
-                | pgrx::pg_sys::panic::CaughtError::RustPanic { ereport: r, .. } => r,
-            };
-            // damage (class XX: data corrupted, index corrupted) is the answer; anything else,
-            // a cancel or a lock timeout, is the caller's
-            let code = report.sql_error_code();
-            if !matches!(
-                code,
-                pgrx::PgSqlErrorCode::ERRCODE_DATA_CORRUPTED | pgrx::PgSqlErrorCode::ERRCODE_INDEX_CORRUPTED
-            ) {
-                e.rethrow();
-            }
-            Err(pg_corpus_core::bm25_index::damaged(report.message().to_string()))
-        })
-        .execute()
-    }
+    crate::spi::subtransaction(|| read_back(index_oid)).unwrap_or_else(|e| {
+        let report = crate::spi::caught_report(&e);
+        // damage (class XX: data corrupted, index corrupted) is the answer; anything else,
+        // a cancel or a lock timeout, is the caller's
+        if !matches!(
+            report.sql_error_code(),
+            pgrx::PgSqlErrorCode::ERRCODE_DATA_CORRUPTED | pgrx::PgSqlErrorCode::ERRCODE_INDEX_CORRUPTED
+        ) {
+            (*e).rethrow();
+        }
+        Err(pg_corpus_core::bm25_index::damaged(report.message().to_string()))
+    })
 }
 
 /// The light check of the health check: the metapage, every segment's directory and document

@@ -50,6 +50,46 @@ pub(crate) fn spi_failure(e: pgrx::spi::SpiError) -> CoreError {
     )
 }
 
+/// Run `f` in a subtransaction of its own, as PL/pgSQL's exception blocks do: an error in it
+/// (PostgreSQL's, or `f`'s own raised) rolls back only what `f` did and is the answer, with the
+/// memory context and resource owner put back.
+pub(crate) fn subtransaction<R>(
+    f: impl FnOnce() -> R + std::panic::UnwindSafe,
+) -> Result<R, Box<pgrx::pg_sys::panic::CaughtError>> {
+    // SAFETY: the subtransaction is ended on both paths, and the memory context and resource
+    // owner restored after each.
+    unsafe {
+        let cxt = pg_sys::CurrentMemoryContext;
+        let owner = pg_sys::CurrentResourceOwner;
+        pg_sys::BeginInternalSubTransaction(std::ptr::null());
+        pg_sys::MemoryContextSwitchTo(cxt);
+        pgrx::pg_sys::PgTryBuilder::new(|| {
+            let r = f();
+            pg_sys::ReleaseCurrentSubTransaction();
+            pg_sys::MemoryContextSwitchTo(cxt);
+            pg_sys::CurrentResourceOwner = owner;
+            Ok(r)
+        })
+        .catch_others(|e| {
+            pg_sys::MemoryContextSwitchTo(cxt);
+            pg_sys::RollbackAndReleaseCurrentSubTransaction();
+            pg_sys::MemoryContextSwitchTo(cxt);
+            pg_sys::CurrentResourceOwner = owner;
+            Err(Box::new(e))
+        })
+        .execute()
+    }
+}
+
+/// The error report of a caught error.
+pub(crate) fn caught_report(e: &pgrx::pg_sys::panic::CaughtError) -> &pgrx::pg_sys::panic::ErrorReportWithLevel {
+    match e {
+        pgrx::pg_sys::panic::CaughtError::PostgresError(r)
+        | pgrx::pg_sys::panic::CaughtError::ErrorReport(r)
+        | pgrx::pg_sys::panic::CaughtError::RustPanic { ereport: r, .. } => r,
+    }
+}
+
 /// Saved plans most recently used are kept at most; beyond it all are freed (the search's
 /// statements are a few shapes per corpus and strategy).
 const MAX_SAVED_PLANS: usize = 512;
