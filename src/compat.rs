@@ -66,6 +66,7 @@ fn corpus_hybrid_search(
         Some(false),
         Some(false),
         Some(0),
+        None,
     );
     TableIterator::new(rows.map(|r| (r.0, r.1, r.2, r.3, r.4, r.5, r.6, r.7, r.8, r.9, r.10, r.11, r.12, r.13)))
 }
@@ -195,4 +196,69 @@ fn _embedding_item_store(
         spi::items::store_embedding(item_table, id_attnum, embedding_attnum, item_id, value)
     })
     .or_raise()
+}
+
+/// `corpus_hybrid_search` as release 0.3.0 declares it (16 arguments: no `offset`, no
+/// `query_model`).
+#[allow(clippy::too_many_arguments)]
+#[pg_extern(volatile, parallel_unsafe, sql = false)]
+fn hybrid_search(
+    corpus: Option<&str>,
+    query_vec: Option<Vector>,
+    query_text: Option<&str>,
+    k: default!(Option<i32>, 10),
+    filters: default!(Option<JsonbText>, "'{}'"),
+    mode: default!(Option<&str>, "'hybrid'"),
+    max_per_parent: default!(Option<i32>, 3),
+    candidates: default!(Option<i32>, "NULL"),
+    rrf_k: default!(Option<i32>, "NULL"),
+    include_stale: default!(Option<bool>, false),
+    feedback: default!(Option<bool>, "NULL"),
+    extra_queries: default!(Option<JsonbText>, "NULL"),
+    filter_mode: default!(Option<&str>, "'strict'"),
+    query_vectors: default!(Option<JsonbText>, "NULL"),
+    evidence: default!(Option<bool>, "NULL"),
+    expand: default!(Option<bool>, false),
+) -> TableIterator<
+    'static,
+    (
+        name!(rank, i32),
+        name!(corpus, String),
+        name!(source, String),
+        name!(item_id, String),
+        name!(parent_id, String),
+        name!(score, f64),
+        name!(semantic_rank, Option<i32>),
+        name!(semantic_distance, Option<f64>),
+        name!(lexical_rank, Option<i32>),
+        name!(lexical_score, Option<f64>),
+        name!(content, Option<String>),
+        name!(locator, JsonB),
+        name!(metadata, JsonB),
+        name!(embedding_stale, bool),
+        name!(query_ranks, JsonB),
+        name!(evidence, Option<JsonB>),
+        name!(origin, Option<JsonB>),
+    ),
+> {
+    TableIterator::new(crate::search::search_rows(
+        corpus,
+        query_vec,
+        query_text,
+        k,
+        filters,
+        mode,
+        max_per_parent,
+        candidates,
+        rrf_k,
+        include_stale,
+        feedback,
+        extra_queries,
+        filter_mode,
+        query_vectors,
+        evidence,
+        expand,
+        Some(0),
+        None,
+    ))
 }

@@ -78,6 +78,7 @@ fn evaluate_mode(
                 candidates,
                 rrf_k,
                 source_weights: None,
+                query_model: None,
                 feedback_params: None,
                 include_stale: false,
                 feedback: None,

@@ -112,6 +112,7 @@ fn isolation_audit(corpus: &std::sync::Arc<Corpus>, depth: &AuditDepth) -> Resul
                         candidates: None,
                         rrf_k: None,
                         source_weights: None,
+                        query_model: None,
                         feedback_params: None,
                         include_stale: true,
                         feedback: None,

@@ -224,6 +224,7 @@ pub(crate) fn hybrid_search_page(
     evidence: default!(Option<bool>, "NULL"),
     expand: default!(Option<bool>, false),
     offset: default!(Option<i32>, 0),
+    query_model: default!(Option<&str>, "NULL"),
 ) -> TableIterator<
     'static,
     (
@@ -264,6 +265,7 @@ pub(crate) fn hybrid_search_page(
         evidence,
         expand,
         offset,
+        query_model,
     ))
 }
 
@@ -291,6 +293,7 @@ pub(crate) fn hybrid_search_typed(
     evidence: default!(Option<bool>, "NULL"),
     expand: default!(Option<bool>, false),
     offset: default!(Option<i32>, 0),
+    query_model: default!(Option<&str>, "NULL"),
     fcinfo: pg_sys::FunctionCallInfo,
 ) -> TableIterator<
     'static,
@@ -336,6 +339,7 @@ pub(crate) fn hybrid_search_typed(
         evidence,
         expand,
         offset,
+        query_model,
     )
     .collect();
     let key = spi::pinned_search_path(|| {
@@ -349,69 +353,6 @@ pub(crate) fn hybrid_search_typed(
         let id = key.read(&r.3);
         (r.0, r.1, r.2, id, r.4, r.5, r.6, r.7, r.8, r.9, r.10, r.11, r.12, r.13, r.14, r.15, r.16)
     }))
-}
-
-/// `corpus_hybrid_search` as release 0.3.0 declares it (16 arguments, no `offset`).
-#[allow(clippy::too_many_arguments)]
-#[pg_extern(volatile, parallel_unsafe, sql = false)]
-pub(crate) fn hybrid_search(
-    corpus: Option<&str>,
-    query_vec: Option<Vector>,
-    query_text: Option<&str>,
-    k: default!(Option<i32>, 10),
-    filters: default!(Option<JsonbText>, "'{}'"),
-    mode: default!(Option<&str>, "'hybrid'"),
-    max_per_parent: default!(Option<i32>, 3),
-    candidates: default!(Option<i32>, "NULL"),
-    rrf_k: default!(Option<i32>, "NULL"),
-    include_stale: default!(Option<bool>, false),
-    feedback: default!(Option<bool>, "NULL"),
-    extra_queries: default!(Option<JsonbText>, "NULL"),
-    filter_mode: default!(Option<&str>, "'strict'"),
-    query_vectors: default!(Option<JsonbText>, "NULL"),
-    evidence: default!(Option<bool>, "NULL"),
-    expand: default!(Option<bool>, false),
-) -> TableIterator<
-    'static,
-    (
-        name!(rank, i32),
-        name!(corpus, String),
-        name!(source, String),
-        name!(item_id, String),
-        name!(parent_id, String),
-        name!(score, f64),
-        name!(semantic_rank, Option<i32>),
-        name!(semantic_distance, Option<f64>),
-        name!(lexical_rank, Option<i32>),
-        name!(lexical_score, Option<f64>),
-        name!(content, Option<String>),
-        name!(locator, JsonB),
-        name!(metadata, JsonB),
-        name!(embedding_stale, bool),
-        name!(query_ranks, JsonB),
-        name!(evidence, Option<JsonB>),
-        name!(origin, Option<JsonB>),
-    ),
-> {
-    TableIterator::new(search_rows(
-        corpus,
-        query_vec,
-        query_text,
-        k,
-        filters,
-        mode,
-        max_per_parent,
-        candidates,
-        rrf_k,
-        include_stale,
-        feedback,
-        extra_queries,
-        filter_mode,
-        query_vectors,
-        evidence,
-        expand,
-        Some(0),
-    ))
 }
 
 /// The rows of a search with `corpus_hybrid_search`'s arguments.
@@ -434,6 +375,7 @@ pub(crate) fn search_rows(
     evidence: Option<bool>,
     expand: Option<bool>,
     offset: Option<i32>,
+    query_model: Option<&str>,
 ) -> impl Iterator<Item = HitRow> {
     const F: &str = "corpus_hybrid_search";
     let started = std::time::Instant::now();
@@ -446,6 +388,7 @@ pub(crate) fn search_rows(
             evidence,
             expand: Some(required(expand, F, "expand")?),
             offset: required(offset, F, "offset")?,
+            query_model: query_model.map(str::to_string),
             ..common_args(
                 F,
                 query_vec,

@@ -195,8 +195,9 @@ RETURNS TABLE (segments integer, documents bigint, terms bigint, postings bigint
 STRICT VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'bm25_index_check_wrapper';
 
 -- Searches and evaluations take rrf_k from the corpus' ranking settings unless the call gives it;
--- corpus_hybrid_search gains "offset" (pages of one ranking): a new argument list, so the function
--- is dropped and created again.
+-- corpus_hybrid_search gains "offset" (pages of one ranking) and query_model (the model of the
+-- query vector, checked against the embeddings'): a new argument list, so the function is
+-- dropped and created again.
 DROP FUNCTION corpus.corpus_hybrid_search(text, vector, text, integer, jsonb, text, integer, integer, integer,
     boolean, boolean, jsonb, text, jsonb, boolean, boolean);
 CREATE FUNCTION corpus.corpus_hybrid_search(corpus text, query_vec vector, query_text text,
@@ -204,7 +205,7 @@ CREATE FUNCTION corpus.corpus_hybrid_search(corpus text, query_vec vector, query
     candidates integer DEFAULT NULL, rrf_k integer DEFAULT NULL, include_stale boolean DEFAULT false,
     feedback boolean DEFAULT NULL, extra_queries jsonb DEFAULT NULL, filter_mode text DEFAULT 'strict',
     query_vectors jsonb DEFAULT NULL, evidence boolean DEFAULT NULL, expand boolean DEFAULT false,
-    "offset" integer DEFAULT 0)
+    "offset" integer DEFAULT 0, query_model text DEFAULT NULL)
 RETURNS TABLE (rank integer, corpus text, source text, item_id text, parent_id text, score float8,
                semantic_rank integer, semantic_distance float8, lexical_rank integer, lexical_score float8,
                content text, locator jsonb, metadata jsonb, embedding_stale boolean, query_ranks jsonb,
@@ -216,7 +217,7 @@ CREATE FUNCTION corpus.corpus_hybrid_search_typed(id_type anyelement, corpus tex
     max_per_parent integer DEFAULT 3, candidates integer DEFAULT NULL, rrf_k integer DEFAULT NULL,
     include_stale boolean DEFAULT false, feedback boolean DEFAULT NULL, extra_queries jsonb DEFAULT NULL,
     filter_mode text DEFAULT 'strict', query_vectors jsonb DEFAULT NULL, evidence boolean DEFAULT NULL,
-    expand boolean DEFAULT false, "offset" integer DEFAULT 0)
+    expand boolean DEFAULT false, "offset" integer DEFAULT 0, query_model text DEFAULT NULL)
 RETURNS TABLE (rank integer, corpus text, source text, item_id anyelement, parent_id text, score float8,
                semantic_rank integer, semantic_distance float8, lexical_rank integer, lexical_score float8,
                content text, locator jsonb, metadata jsonb, embedding_stale boolean, query_ranks jsonb,

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use pg_corpus_core::engine::settings::Applied;
 use pg_corpus_core::engine::{
     ChampionList, ChampionRequest, Executor, FeedbackDoc, FetchedRow, ItemKeysQuery, ItemsQuery, NeighboursQuery,
-    SeedItem, SeedQuery, Setting, SliceQuery, TermStats,
+    SeedItem, SeedQuery, Setting, SliceQuery, SlotModels, TermStats,
 };
 use pg_corpus_core::lexical::QueryKey;
 use pg_corpus_core::model::{Corpus, Hit};
@@ -223,6 +223,35 @@ impl Executor for SpiExecutor {
                 content: row.get::<String>(4)?,
             }))
         })
+    }
+
+    fn embedding_models(&mut self, columns: &[(i64, String)]) -> Result<Vec<SlotModels>, CoreError> {
+        let tables: Vec<i64> = columns.iter().map(|c| c.0).collect();
+        let names: Vec<String> = columns.iter().map(|c| c.1.clone()).collect();
+        let rows = select_saved(EMBEDDING_MODELS, &[DatumWithOid::from(tables), DatumWithOid::from(names)], |table| {
+            let mut out = Vec::new();
+            for row in table {
+                out.push((row.get::<String>(1)?, row.get::<JsonbText>(2)?));
+            }
+            Ok(out)
+        })?;
+        let mut out = Vec::with_capacity(rows.len());
+        for (model, others) in rows {
+            let others = match others {
+                Some(j) => j.parse("embedding columns")?,
+                None => serde_json::Value::Null,
+            };
+            let others = others
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|o| {
+                    Some((o.get(0)?.as_str()?.to_string(), o.get(1).and_then(|m| m.as_str()).map(str::to_string)))
+                })
+                .collect();
+            out.push(SlotModels { model, others });
+        }
+        Ok(out)
     }
 
     fn item_keys(&mut self, q: &ItemKeysQuery) -> Result<HashMap<String, Vec<String>>, CoreError> {
@@ -441,3 +470,25 @@ pub fn uses_partial_hnsw(sql: &str, params: &[Param]) -> Result<bool, CoreError>
         |table| Ok(table.first().get_one::<bool>()?.unwrap_or(false)),
     )
 }
+
+/// The model of each (table OID, current column name)'s embedding slot, and the table's other
+/// slots as [current column name, model] pairs, in the order asked.
+const EMBEDDING_MODELS: &str = r#"
+SELECT s.model,
+       COALESCE((SELECT pg_catalog.jsonb_agg(pg_catalog.jsonb_build_array(
+                            COALESCE((SELECT a.attname::text FROM pg_catalog.pg_attribute a
+                                       WHERE a.attrelid = o.item_table
+                                         AND a.attnum = (corpus._slot_attnums(o)).embedding_attnum),
+                                     o.embedding_column::text), o.model) ORDER BY o.embedding_column)
+                   FROM corpus.embedding_slots o
+                  WHERE o.item_table = x.t::oid
+                    AND o.embedding_column IS DISTINCT FROM s.embedding_column), '[]'::jsonb)
+  FROM ROWS FROM (pg_catalog.unnest($1::int8[]), pg_catalog.unnest($2::text[])) WITH ORDINALITY AS x(t, col, n)
+  LEFT JOIN LATERAL (
+       SELECT e.embedding_column, e.model FROM corpus.embedding_slots e
+        WHERE e.item_table = x.t::oid
+          AND (corpus._slot_attnums(e)).embedding_attnum =
+              (SELECT a.attnum FROM pg_catalog.pg_attribute a
+                WHERE a.attrelid = x.t::oid AND a.attname = x.col AND a.attnum > 0 AND NOT a.attisdropped)
+        LIMIT 1) s ON true
+ ORDER BY x.n"#;

@@ -94,6 +94,8 @@ ENTRY_POINTS = [
     ("feedback", "SELECT * FROM corpus.corpus_hybrid_search('parity', '[1,0,0]', 'appeal', feedback => true)"),
     ("typed", "SELECT * FROM corpus.corpus_hybrid_search_typed(NULL::bigint, 'parity', '[1,0,0]', 'appeal permit', "
               "k => 5, filters => '{\"area\": \"north\"}')"),
+    ("query_model", "SELECT * FROM corpus.corpus_hybrid_search('parity', NULL, 'appeal', "
+                    "query_model => 'm1', query_vectors => '{\"default\": {\"vector\": [1, 0, 0]}}')"),
     ("find_similar", "SELECT * FROM corpus.corpus_find_similar('parity', 'items', '1')"),
     ("fetch", "SELECT * FROM corpus.corpus_fetch('parity', 'items', '1', '{\"area\": \"north\"}')"),
     ("why_not", "SELECT * FROM corpus.corpus_why_not('parity', 'items', '2', '[1,0,0]', 'appeal permit', k => 1, "

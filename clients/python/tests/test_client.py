@@ -126,6 +126,22 @@ def test_query_vectors_and_spaces(conn, demo_dsn):
             client.search("external_precedents", vec, "שופטת", query_vectors={"default": vec})
 
 
+def test_query_model_is_checked_against_the_models_of_the_embeddings(conn, demo_dsn):
+    vec = item_vector(conn, "precedent_chunks", 10030)
+    with psycopg.connect(demo_dsn) as tx:  # a transaction of its own, rolled back
+        tx.execute("UPDATE corpus.embedding_slots SET model = 'e5-small' "
+                   "WHERE item_table = 'precedent_chunks'::regclass")
+        client = Client(tx)
+        plain = as_rows(client.search("external_precedents", vec, "שופטת"))
+        assert as_rows(client.search("external_precedents", vec, "שופטת", query_model="e5-small")) == plain
+        declared = {"default": {"vector": vec, "model": "e5-small"}}
+        assert as_rows(client.search("external_precedents", None, "שופטת", query_vectors=declared)) == plain
+        with pytest.raises(pg_corpus.InvalidArgument) as e:
+            client.search("external_precedents", vec, "שופטת", query_model="bge-m3")
+        assert e.value.sqlstate == "22023" and "'e5-small'" in (e.value.hint or ""), e.value
+        tx.rollback()
+
+
 def test_evidence_and_expansion_arguments(conn, demo_dsn):
     with Client(demo_dsn) as client:
         # a lexical search needs no vector thresholds: every hit says which rule admitted it

@@ -107,10 +107,20 @@ def _nothing(rows: Rows) -> None:
 
 
 def _query_vectors(vectors: Any) -> Any:
-    """``query_vectors`` as jsonb: {space: numpy array or floats} → {space: [floats]}."""
+    """``query_vectors`` as jsonb: {space: numpy array or floats} → {space: [floats]}, and
+    {space: {"vector": ..., "model": name}} → {space: {"vector": [floats], "model": name}}."""
     if vectors is None or vectors is UNSET:
         return vectors
-    return Jsonb({space: [float(x) for x in v] for space, v in dict(vectors).items()})
+    out: dict[str, Any] = {}
+    for space, v in dict(vectors).items():
+        if isinstance(v, Mapping):
+            entry = dict(v)
+            if entry.get("vector") is not None:
+                entry["vector"] = [float(x) for x in entry["vector"]]
+            out[space] = entry
+        else:
+            out[space] = [float(x) for x in v]
+    return Jsonb(out)
 
 
 def _extra_queries(queries: Any) -> Any:
@@ -139,13 +149,16 @@ def search(corpus: str, vector: VectorLike = None, text: str | None = None, *, k
            candidates: int | None = UNSET, rrf_k: int = UNSET, include_stale: bool = UNSET,
            feedback: bool | None = UNSET, extra_queries: Sequence[Mapping[str, Any]] | None = UNSET,
            filter_mode: str = UNSET, query_vectors: Mapping[str, VectorLike] | None = UNSET,
-           evidence: bool | None = UNSET, expand: bool = UNSET, offset: int = UNSET, snippet: bool = False,
-           snippet_chars: int = 240,
+           evidence: bool | None = UNSET, expand: bool = UNSET, offset: int = UNSET,
+           query_model: str | None = UNSET, snippet: bool = False, snippet_chars: int = 240,
            snippet_marks: tuple[str, str] = ("<b>", "</b>")) -> Call[list[t.Hit]]:
     """``corpus_hybrid_search``: the fused hits (list of :class:`Hit`). ``snippet``: each hit's
     :attr:`Hit.snippet`, the passage of at most ``snippet_chars`` characters with the query's
     words wrapped in ``snippet_marks`` (``corpus_snippet``, the source's own analyser). ``offset``:
-    ranks skipped (pages of ``k`` are disjoint slices of one ranking). ``evidence``: only hits
+    ranks skipped (pages of ``k`` are disjoint slices of one ranking). ``query_model``: the
+    model that embedded ``vector`` (an :class:`Embedder`'s ``name``): refused (22023) where the
+    corpus holds another model's embeddings, as during a model change before the switch.
+    ``evidence``: only hits
     with evidence (an empty list means the corpus does not hold the answer); ``expand``: add
     the best hits' cited items (the corpus' edge sets). ``query_vectors``: a
     vector per named embedding space (``vector`` is the default space's). ``extra_queries``:
@@ -158,7 +171,8 @@ def search(corpus: str, vector: VectorLike = None, text: str | None = None, *, k
                   ("rrf_k", rrf_k, "int"), ("include_stale", include_stale, "boolean"),
                   ("feedback", feedback, "boolean"), ("extra_queries", _extra_queries(extra_queries), "jsonb"),
                   ("filter_mode", filter_mode, "text"), ("query_vectors", _query_vectors(query_vectors), "jsonb"),
-                  ("evidence", evidence, "boolean"), ("expand", expand, "boolean"), ("offset", offset, "int")],
+                  ("evidence", evidence, "boolean"), ("expand", expand, "boolean"), ("offset", offset, "int"),
+                  ("query_model", query_model, "text")],
                  _rows_of(t.Hit), **_snippet_select(corpus, text, snippet, snippet_chars, snippet_marks))
 
 

@@ -44,7 +44,7 @@ ARGUMENT_TYPES: dict[str, Any] = {
     "k": sa.Integer, "filters": JSONB, "mode": sa.Text, "max_per_parent": sa.Integer,
     "candidates": sa.Integer, "rrf_k": sa.Integer, "include_stale": sa.Boolean, "feedback": sa.Boolean,
     "extra_queries": JSONB, "filter_mode": sa.Text, "query_vectors": JSONB, "evidence": sa.Boolean,
-    "expand": sa.Boolean, "offset": sa.Integer, "exclude_parent": sa.Boolean,
+    "expand": sa.Boolean, "offset": sa.Integer, "query_model": sa.Text, "exclude_parent": sa.Boolean,
 }
 
 

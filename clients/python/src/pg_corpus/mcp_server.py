@@ -492,6 +492,7 @@ def search_tool(tool: ToolConfig, info: CorpusInfo, backend: Backend) -> Callabl
             # evidence (55000: no lexical statistics, ...) is a tool error with the extension's hint
             hits = await client.search(tool.corpus, backend.embedder.query(query), query, k=k, filters=filters,
                                        mode=tool.mode, filter_mode="lenient", evidence=evidence,
+                                       query_model=backend.embedder.name,
                                        snippet=True, snippet_marks=("**", "**"),
                                        **({"offset": offset} if offset else {}))
         except PgCorpusError as e:

@@ -142,9 +142,12 @@ pub struct Args {
     pub extra_queries: Value,
     /// `filter_mode`: `strict` or `lenient` ([`crate::filters::FilterMode`]).
     pub filter_mode: String,
-    /// `query_vectors`: `{"space": [numbers]}`, a query vector per named embedding space
-    /// (`query_vec` is the default space's).
+    /// `query_vectors`: `{"space": [numbers]}` or `{"space": {"vector": [numbers], "model":
+    /// "name"}}`, a query vector per named embedding space (`query_vec` is the default space's).
     pub query_vectors: Value,
+    /// `query_model`: the model that embedded `query_vec` (and the extra queries' vectors);
+    /// None: not declared, not checked.
+    pub query_model: Option<String>,
     /// `evidence`: the evidence filter (None: the corpus' `evidence.enabled`).
     pub evidence: Option<bool>,
     /// `expand`: citation-graph expansion (None: off).
@@ -173,6 +176,7 @@ impl Default for Args {
             extra_queries: Value::Null,
             filter_mode: "strict".into(),
             query_vectors: Value::Null,
+            query_model: None,
             evidence: None,
             expand: None,
             must_include: true,
@@ -289,27 +293,40 @@ pub(super) fn check_space_vector(corpus: &Corpus, space: usize, v: Vec<f32>) -> 
     Ok(v)
 }
 
-/// `query_vectors` validated: the default space's vector (`query_vec`, or the object's
-/// "default" entry: not both), and the named spaces' vectors by space index (None at 0). A
-/// lexical search uses none of them.
-/// The default space's query vector, and each space's by index.
-pub(super) type SpaceVectors = (Option<Vec<f32>>, Vec<Option<Vec<f32>>>);
+/// `query_vectors` validated against the corpus.
+#[derive(Debug, Clone, Default)]
+pub(super) struct SpaceVectors {
+    /// The default space's query vector (`query_vec`, or the object's "default" entry: not
+    /// both).
+    pub default: Option<Vec<f32>>,
+    /// The named spaces' vectors by space index (None at 0). A lexical search uses none.
+    pub spaces: Vec<Option<Vec<f32>>>,
+    /// The declared model of each space's vector by space index (`query_model` at 0).
+    pub models: Vec<Option<String>>,
+}
 
 pub(super) fn space_vectors(
     corpus: &Corpus,
     mode: Mode,
     value: &Value,
     query_vec: Option<Vec<f32>>,
+    query_model: Option<&str>,
 ) -> Result<SpaceVectors> {
-    let mut out: Vec<Option<Vec<f32>>> = vec![None; corpus.spaces.len()];
-    let hint = "query_vectors is {\"space\": [0.1, …]}: one vector per embedding space the corpus declares \
-                (query_vec is the default space's).";
+    let mut out = SpaceVectors {
+        default: query_vec,
+        spaces: vec![None; corpus.spaces.len()],
+        models: vec![None; corpus.spaces.len()],
+    };
+    if let Some(m) = query_model {
+        out.models[0] = Some(check_model_name(m, "query_model")?);
+    }
+    let hint = "query_vectors is {\"space\": [0.1, …]} or {\"space\": {\"vector\": [0.1, …], \"model\": \"name\"}}: \
+                one vector per embedding space the corpus declares (query_vec is the default space's).";
     let obj = match value {
-        Value::Null => return Ok((query_vec, out)),
+        Value::Null => return Ok(out),
         Value::Object(o) => o,
         other => return Err(bad(format!("query_vectors must be a JSON object, got {}", json_type(other)), hint)),
     };
-    let mut default = query_vec;
     for (name, v) in obj {
         let Some(idx) = corpus.space(name) else {
             let names: Vec<String> = corpus.spaces.iter().map(|s| crate::sql::literal(&s.name)).collect();
@@ -318,8 +335,44 @@ pub(super) fn space_vectors(
                 &format!("Its spaces: {}.", names.join(", ")),
             ));
         };
-        let Value::Array(xs) = v else {
-            return Err(bad(format!("query_vectors.{name} must be an array of numbers, got {}", json_type(v)), hint));
+        let (xs, model) = match v {
+            Value::Array(xs) => (xs, None),
+            Value::Object(entry) => {
+                if let Some(k) = entry.keys().find(|k| !["vector", "model"].contains(&k.as_str())) {
+                    return Err(bad(
+                        format!("query_vectors.{name} has an unknown field {}", crate::json::brief_str(k)),
+                        hint,
+                    ));
+                }
+                let model = match entry.get("model") {
+                    None | Some(Value::Null) => None,
+                    Some(Value::String(m)) => Some(check_model_name(m, &format!("query_vectors.{name}.model"))?),
+                    Some(other) => {
+                        return Err(bad(
+                            format!("query_vectors.{name}.model must be a string, got {}", json_type(other)),
+                            hint,
+                        ))
+                    }
+                };
+                match entry.get("vector") {
+                    Some(Value::Array(xs)) => (xs, model),
+                    other => {
+                        return Err(bad(
+                            format!(
+                                "query_vectors.{name}.vector must be an array of numbers, got {}",
+                                other.map_or("nothing", json_type)
+                            ),
+                            hint,
+                        ))
+                    }
+                }
+            }
+            _ => {
+                return Err(bad(
+                    format!("query_vectors.{name} must be an array of numbers, got {}", json_type(v)),
+                    hint,
+                ))
+            }
         };
         let mut vec = Vec::with_capacity(xs.len());
         for x in xs {
@@ -341,18 +394,39 @@ pub(super) fn space_vectors(
         }
         let vec = check_space_vector(corpus, idx, vec)?;
         if idx == 0 {
-            if default.is_some() {
+            if out.default.is_some() {
                 return Err(bad(
                     "query_vectors names the default space, and query_vec is given too".into(),
                     "Pass the default space's vector once: as query_vec, or as query_vectors.default.",
                 ));
             }
-            default = Some(vec);
+            if model.is_some() && out.models[0].is_some() {
+                return Err(bad(
+                    "query_vectors.default names a model, and query_model is given too".into(),
+                    "Name the default space's model once: as query_model, or in query_vectors.default.",
+                ));
+            }
+            out.default = Some(vec);
         } else {
-            out[idx] = Some(vec);
+            out.spaces[idx] = Some(vec);
+        }
+        if model.is_some() {
+            out.models[idx] = model;
         }
     }
-    Ok((default, out))
+    Ok(out)
+}
+
+/// A declared model name: non-empty, at most 200 characters.
+fn check_model_name(m: &str, what: &str) -> Result<String> {
+    let trimmed = m.trim();
+    if trimmed.is_empty() || trimmed.chars().count() > 200 {
+        return Err(bad(
+            format!("{what} must be a model name of 1 to 200 characters, got {}", crate::json::brief_str(m)),
+            "Name the model that embedded the query as corpus_set_embedding_model recorded it, or leave it NULL.",
+        ));
+    }
+    Ok(trimmed.to_string())
 }
 
 /// A query text as the lexical branch uses it: trimmed, at most [`MAX_QUERY_CHARS`]
@@ -519,6 +593,9 @@ pub struct Validated {
     pub text: Option<String>,
     pub extra: Vec<ExtraQuery>,
     pub space_vectors: Vec<Option<Vec<f32>>>,
+    /// The declared model of each space's query vectors, by space index (None: not declared,
+    /// or no vector of that space is compared).
+    pub query_models: Vec<Option<String>>,
     pub feedback: bool,
     /// Whether the evidence filter applies.
     pub evidence: bool,
@@ -536,7 +613,8 @@ pub fn validate(corpus: Arc<Corpus>, args: Args, checked: Checked, config: Confi
     let Checked { mode, k, offset, window, max_per_parent, rrf_k } = checked;
     let text = args.query_text.as_deref().and_then(query_text);
     let extra = extra_queries(&corpus, mode, &args.extra_queries)?;
-    let (query_vec, space_vectors) = space_vectors(&corpus, mode, &args.query_vectors, args.query_vec)?;
+    let SpaceVectors { default: query_vec, spaces: space_vectors, mut models } =
+        space_vectors(&corpus, mode, &args.query_vectors, args.query_vec, args.query_model.as_deref())?;
     let any_space = space_vectors.iter().any(Option::is_some);
     let wants_vector = mode == Mode::Semantic || (mode == Mode::Hybrid && (query_vec.is_some() || any_space));
     let vector = match (wants_vector, query_vec) {
@@ -567,6 +645,18 @@ pub fn validate(corpus: Arc<Corpus>, args: Args, checked: Checked, config: Confi
             "nothing to search for: no query vector and empty query text".into(),
             "Pass query_vec, query_text or both; extra_queries are fused with them, they do not replace them.",
         ));
+    }
+    // A declared model is judged only where its vector is compared with embeddings.
+    for (i, model) in models.iter_mut().enumerate() {
+        let compared = mode != Mode::Lexical
+            && if i == 0 {
+                vector.is_some() || extra.iter().any(|q| q.vector.is_some())
+            } else {
+                space_vectors[i].is_some()
+            };
+        if !compared {
+            *model = None;
+        }
     }
     // Feedback needs both branches and BM25. Asked for in the call, anything else is an
     // error; by pg_corpus.hybrid_feedback, it applies where it can.
@@ -657,6 +747,7 @@ pub fn validate(corpus: Arc<Corpus>, args: Args, checked: Checked, config: Confi
         text,
         extra,
         space_vectors,
+        query_models: models,
         feedback,
         expand,
         must_include: args.must_include,

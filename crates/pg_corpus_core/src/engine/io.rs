@@ -176,4 +176,7 @@ pub trait Executor {
     fn queued_items(&mut self, lookup: &crate::plan::QueueLookup) -> Result<Vec<(usize, String)>>;
     /// Run a [`crate::plan::similar_seed`] query (None: no such item in the corpus).
     fn seed_item(&mut self, q: &SeedQuery) -> Result<Option<SeedItem>>;
+    /// The recorded models of embedding columns given as (table OID, column's current name),
+    /// one answer per column in order (a column without a slot: no model, no others).
+    fn embedding_models(&mut self, columns: &[(i64, String)]) -> Result<Vec<super::SlotModels>>;
 }

@@ -31,6 +31,7 @@ mod io;
 mod item;
 mod key_type;
 mod lexical_plan;
+mod models;
 mod must_include;
 mod request;
 mod rounds;
@@ -54,6 +55,7 @@ pub use io::{
 pub use item::{fetch_item, FetchArgs};
 pub use key_type::check_key_type;
 pub use lexical_plan::LexicalPlans;
+pub use models::SlotModels;
 pub use request::Request;
 pub use settings::Setting;
 pub(crate) use similar::source_index;

@@ -72,6 +72,7 @@ impl Request {
             text,
             mut extra,
             space_vectors,
+            query_models,
             feedback,
             evidence,
             expand,
@@ -79,6 +80,7 @@ impl Request {
             include_stale,
             config,
         } = v;
+        super::models::check_query_models(&corpus, &query_models, exec)?;
         let tables: Vec<i64> = corpus.sources.iter().map(|s| s.item.oid).collect();
         let table_rows = if tables.is_empty() { Vec::new() } else { exec.table_rows(&tables)? };
         // the BM25 plans of the original text and of every extra query's, from one lookup of

@@ -55,6 +55,7 @@ pub enum Call {
     Seed(usize),
     ItemKeys(usize, Vec<String>),
     Neighbours(Vec<String>),
+    Models(Vec<(i64, String)>),
 }
 
 pub struct Fake {
@@ -92,6 +93,8 @@ pub struct Fake {
     pub seed_vectors: HashMap<usize, Vec<f32>>,
     /// A probe of one item whose SQL contains this fails (the item exists otherwise).
     pub failing_probe: Option<&'static str>,
+    /// (table OID, column) → the models of that embedding column (else none recorded).
+    pub models: HashMap<(i64, String), crate::engine::SlotModels>,
 }
 
 impl Fake {
@@ -117,6 +120,7 @@ impl Fake {
             cites: HashMap::new(),
             seed_vectors: HashMap::new(),
             failing_probe: None,
+            models: HashMap::new(),
         }
     }
 
@@ -317,6 +321,11 @@ impl Executor for Fake {
             embedding: Some(self.seed_vectors.get(&src).cloned().unwrap_or_else(|| vector_starting(9.0))),
             content: Some("חוזה שכירות".into()),
         }))
+    }
+
+    fn embedding_models(&mut self, columns: &[(i64, String)]) -> Result<Vec<crate::engine::SlotModels>> {
+        self.record(Call::Models(columns.to_vec()))?;
+        Ok(columns.iter().map(|c| self.models.get(c).cloned().unwrap_or_default()).collect())
     }
 
     fn item_keys(&mut self, q: &ItemKeysQuery) -> Result<HashMap<String, Vec<String>>> {
