@@ -29,6 +29,9 @@ CREATE TABLE corpus.embedding_slots (
     id_attnum        smallint NOT NULL,
     embedding_attnum smallint NOT NULL,
     input_attnums    smallint[] NOT NULL,
+    -- A build that becomes current by itself (corpus_embedding_build(..., auto_switch => true)):
+    -- the column whose sources switch to this one once no item waits for it.
+    switch_from      name,
     PRIMARY KEY (item_table, embedding_column)
 );
 

@@ -45,6 +45,16 @@ pub fn notice(message: String, detail: String, hint: &str) {
         .report(PgLogLevel::NOTICE);
 }
 
+/// A WARNING with the error's SQLSTATE, message, detail and hint: something the caller's
+/// statement did not need went wrong, and the statement goes on.
+pub fn warning(e: &CoreError) {
+    let mut report = ErrorReport::new(code(e.state), e.message.clone(), "pg_corpus").set_hint(e.hint.clone());
+    if let Some(detail) = &e.detail {
+        report = report.set_detail(detail.clone());
+    }
+    report.report(PgLogLevel::WARNING);
+}
+
 /// Unwrap a core result or raise its error.
 pub trait OrRaise<T> {
     fn or_raise(self) -> T;

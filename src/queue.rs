@@ -113,6 +113,7 @@ fn corpus_embedding_claim(
                 ));
             }
         }
+        switch_finished_builds();
         Ok(out)
     })
     .or_raise();
@@ -173,6 +174,7 @@ fn corpus_embedding_complete(
             let (Some(slot), Some(id)) = (&slot, item_id) else { return Ok(Completion::NotQueued.name()) };
             spi::items::store_embedding(table_oid, slot.id_attnum, slot.embedding_attnum, id, value)?;
             q::dequeue(table, column, id)?;
+            switch_finished_builds();
         }
         Ok(outcome.name())
     })
@@ -255,13 +257,15 @@ fn corpus_embedding_enqueue(
 /// the table, with its own index) gets a slot of its own with `model`, the same id and input
 /// columns as `embedding_column`'s, its trigger and a backlog of every item; the re-embed worker
 /// fills it while every search keeps ranking by `embedding_column`. Answers the backlog.
-/// `corpus_embedding_switch` makes the new column current.
+/// `corpus_embedding_switch` makes the new column current; with `auto_switch`, the worker's
+/// call that finds no item waiting any more makes it so.
 #[pg_extern(volatile, parallel_unsafe)]
 fn corpus_embedding_build(
     item_table: Option<RegClass>,
     embedding_column: Option<Name>,
     new_column: Option<Name>,
     model: Option<&str>,
+    auto_switch: default!(Option<bool>, false),
 ) -> i64 {
     spi::pinned_search_path(|| {
         spi::require_writable("corpus_embedding_build")?;
@@ -277,6 +281,10 @@ fn corpus_embedding_build(
         let inputs = spi::slots::slot_inputs(table, &slot.registered)?;
         let dimensions = spi::registry::vector_typmod(table, new);
         spi::slots::attach(table, new, id, &inputs, Some(model), dimensions)?;
+        if auto_switch.unwrap_or(false) {
+            let built = spi::slots::slot_named(table, new)?;
+            spi::slots::switch_when_built(table, &built.registered, Some(&slot.registered))?;
+        }
         spi::slots::backlog(table, new)
     })
     .or_raise()
@@ -321,17 +329,45 @@ fn corpus_embedding_switch(
         if waiting > 0 && !force.unwrap_or(false) {
             return Err(slots::build_incomplete(&built.table_text, new, waiting));
         }
-        let corpora = spi::slots::switch_sources(table, &old.registered, &built.registered)?;
-        let mut switched = 0;
-        for corpus in &corpora {
-            spi::catalog::validate_corpus(corpus)?;
-            spi::registry::snapshot_column_types(corpus, None)?;
-            switched += 1;
-        }
-        spi::slots::detach(table, &old.registered)?;
-        Ok(switched)
+        switch(table, &old.registered, &built.registered)
     })
     .or_raise()
+}
+
+/// Point the sources of column `from` of the table at `to` (registered names), each corpus
+/// checked against the tables, and drop `from`'s slot when no source uses it any more; the
+/// number of corpora switched.
+fn switch(table: i64, from: &str, to: &str) -> Result<i32, CoreError> {
+    let corpora = spi::slots::switch_sources(table, from, to)?;
+    for corpus in &corpora {
+        spi::catalog::validate_corpus(corpus)?;
+        spi::registry::snapshot_column_types(corpus, None)?;
+    }
+    spi::slots::switch_when_built(table, to, None)?;
+    spi::slots::detach(table, from)?;
+    Ok(corpora.len() as i32)
+}
+
+/// Switch every build marked `auto_switch` whose backlog is empty (the worker's claim and
+/// complete call it: the worker that stores the last embedding, or the next claim after it,
+/// makes the build current). As the owner of the extension's tables, since a worker may not
+/// change the catalog, and each in a subtransaction: a switch that fails (a corpus whose
+/// definition the new column does not satisfy) is a WARNING, never the worker's error, and is
+/// tried again by the next call.
+fn switch_finished_builds() {
+    let finished = match spi::access::as_side_table_owner(spi::slots::finished_auto_builds) {
+        Ok(f) => f,
+        Err(e) => return crate::error::warning(&e),
+    };
+    for (table, built, from) in finished {
+        let attempt =
+            spi::subtransaction(|| spi::access::as_side_table_owner(|| switch(table, &from, &built)).or_raise());
+        if let Err(e) = attempt {
+            let report = spi::caught_report(&e);
+            let table_text = spi::slots::table_text(table).unwrap_or_else(|_| table.to_string());
+            crate::error::warning(&slots::auto_switch_failed(&table_text, &built, &from, report.message()));
+        }
+    }
 }
 
 /// On a Citus worker: this node's copy of a slot the coordinator registered or changed, and the

@@ -371,9 +371,11 @@ SELECT p.pid, p.role::regrole AS role, p.command, p.corpus, p.phase, p.done, p.t
   FROM corpus._progress() AS p;
 GRANT SELECT ON corpus.progress TO PUBLIC;
 
--- Blue/green embeddings: a new column built beside the searched one, then switched to.
+-- Blue/green embeddings: a new column built beside the searched one, then switched to (by the
+-- worker's call that finds its backlog empty, when the build asks for it).
+ALTER TABLE corpus.embedding_slots ADD COLUMN switch_from name;
 CREATE FUNCTION corpus.corpus_embedding_build(item_table regclass, embedding_column name, new_column name,
-    model text) RETURNS bigint
+    model text, auto_switch boolean DEFAULT false) RETURNS bigint
 VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'corpus_embedding_build_wrapper';
 CREATE FUNCTION corpus.corpus_embedding_switch(item_table regclass, embedding_column name, new_column name,
     force boolean DEFAULT false) RETURNS integer

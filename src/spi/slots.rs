@@ -494,7 +494,7 @@ pub fn slot_named(item_table: i64, column: &str) -> Result<Slot, CoreError> {
     }
 }
 
-fn table_text(item_table: i64) -> Result<String, CoreError> {
+pub fn table_text(item_table: i64) -> Result<String, CoreError> {
     if item_table == 0 {
         return Ok(String::new());
     }
@@ -702,15 +702,20 @@ pub fn backlog(item_table: i64, column: &str) -> Result<i64, CoreError> {
     .map(Option::unwrap_or_default)
 }
 
+/// The sources of the table that rank by `column` (its registered or current name): the
+/// condition on `corpus.sources s` of [`switch_sources`] and [`sources_using`] (`$1` the table,
+/// `$2` the column).
+const SOURCES_OF_COLUMN: &str = "s.item_table = $1::oid::regclass
+            AND (s.embedding_column = $2::name
+                 OR (corpus._current_columns(s.item_table, s.column_types #> '{attnums,item}',
+                                             ARRAY[s.embedding_column]))[1] = $2::name)";
+
 /// Point every source that embeds into `from` of the table at `to`; the corpora changed.
 pub fn switch_sources(item_table: i64, from: &str, to: &str) -> Result<Vec<String>, CoreError> {
     write(
-        "UPDATE corpus.sources s SET embedding_column = $3::name
-          WHERE s.item_table = $1::oid::regclass
-            AND (s.embedding_column = $2::name
-                 OR (corpus._current_columns(s.item_table, s.column_types #> '{attnums,item}',
-                                             ARRAY[s.embedding_column]))[1] = $2::name)
-         RETURNING s.corpus",
+        &format!(
+            "UPDATE corpus.sources s SET embedding_column = $3::name WHERE {SOURCES_OF_COLUMN} RETURNING s.corpus"
+        ),
         &[DatumWithOid::from(item_table), DatumWithOid::from(from), DatumWithOid::from(to)],
         |t| {
             let mut out = Vec::new();
@@ -729,13 +734,51 @@ pub fn switch_sources(item_table: i64, from: &str, to: &str) -> Result<Vec<Strin
 /// How many sources rank by `column` of the table.
 pub fn sources_using(item_table: i64, column: &str) -> Result<i64, CoreError> {
     write(
-        "SELECT count(*) FROM corpus.sources s
-          WHERE s.item_table = $1::oid::regclass
-            AND (s.embedding_column = $2::name
-                 OR (corpus._current_columns(s.item_table, s.column_types #> '{attnums,item}',
-                                             ARRAY[s.embedding_column]))[1] = $2::name)",
+        &format!("SELECT count(*) FROM corpus.sources s WHERE {SOURCES_OF_COLUMN}"),
         &[DatumWithOid::from(item_table), DatumWithOid::from(column)],
         |t| t.first().get_one::<i64>(),
     )
     .map(Option::unwrap_or_default)
+}
+
+/// Mark a build to switch by itself: the sources of `from` switch to `built` once no item
+/// waits for it (registered names; None: not any more). A catalog from before the mark existed
+/// has nothing to clear.
+pub fn switch_when_built(item_table: i64, built: &str, from: Option<&str>) -> Result<(), CoreError> {
+    write(
+        "UPDATE corpus.embedding_slots s SET switch_from = $3::name
+          WHERE s.item_table = $1::oid::regclass AND s.embedding_column = $2::name
+            AND (to_jsonb(s) ? 'switch_from')",
+        &[DatumWithOid::from(item_table), DatumWithOid::from(built), DatumWithOid::from(from)],
+        |_| Ok(()),
+    )
+}
+
+/// The builds marked to switch by themselves whose backlog is empty (none in a catalog from
+/// before the mark existed), as (table, built column,
+/// column switched from), each locked for this transaction (one that another transaction
+/// holds is left to it). The lock does not block writers queueing items (their foreign key
+/// takes a key-share lock).
+pub fn finished_auto_builds() -> Result<Vec<(i64, String, String)>, CoreError> {
+    write(
+        "SELECT s.item_table::oid::int8, s.embedding_column::text, to_jsonb(s) ->> 'switch_from'
+           FROM corpus.embedding_slots s
+          WHERE to_jsonb(s) ->> 'switch_from' IS NOT NULL
+            AND NOT EXISTS (SELECT 1 FROM corpus.embedding_queue q
+                             WHERE q.item_table = s.item_table AND q.embedding_column = s.embedding_column)
+          ORDER BY s.item_table, s.embedding_column
+            FOR NO KEY UPDATE OF s SKIP LOCKED",
+        &[],
+        |t| {
+            let mut out = Vec::new();
+            for row in t {
+                if let (Some(table), Some(built), Some(from)) =
+                    (row.get::<i64>(1)?, row.get::<String>(2)?, row.get::<String>(3)?)
+                {
+                    out.push((table, built, from));
+                }
+            }
+            Ok(out)
+        },
+    )
 }

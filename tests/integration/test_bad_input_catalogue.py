@@ -174,7 +174,7 @@ CALLS = {
     "corpus_list": [],
     "corpus_embedding_build": [("item_table", "regclass", "'precedent_chunks'"),
                                ("embedding_column", "name", "'embedding'"), ("new_column", "name", "'embedding_v3'"),
-                               ("model", "text", "'probe-model'")],
+                               ("model", "text", "'probe-model'"), ("auto_switch", "boolean", "true")],
     "corpus_embedding_build_cancel": [("item_table", "regclass", "'precedent_chunks'"),
                                       ("new_column", "name", "'embedding_v2'")],
     "corpus_embedding_switch": [("item_table", "regclass", "'precedent_chunks'"),

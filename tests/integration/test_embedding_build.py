@@ -121,3 +121,37 @@ def test_bad_builds_and_switches_are_refused(db, call, state):
         db.execute(f"SELECT corpus.{call}")
     assert e.value.sqlstate == state and e.value.diag.message_hint, e.value
     assert "embedding_v2" not in slots(db)
+
+
+def test_an_automatic_switch_that_fails_warns_and_never_fails_the_worker(db):
+    # an 8-dimensional column cannot replace one the halachot's 384-dimensional embeddings
+    # share a space with: the switch fails, the worker's calls do not
+    db.execute("ALTER TABLE precedent_chunks ADD COLUMN embedding_small vector(8)")
+    db.execute("UPDATE precedent_chunks SET embedding = (SELECT embedding FROM precedent_chunks "
+               "WHERE embedding IS NOT NULL LIMIT 1) WHERE embedding IS NULL")
+    db.execute("SELECT corpus.corpus_embedding_build('precedent_chunks', 'embedding', 'embedding_small', 'tiny', "
+               "auto_switch => true)")
+    warnings = []
+    db.add_notice_handler(lambda d: warnings.append((d.severity_nonlocalized, d.message_primary, d.message_hint)))
+    while True:
+        rows = db.execute("SELECT item_table::text, embedding_column::text, item_id, version "
+                          "FROM corpus.corpus_embedding_claim(batch_size => 100, only_table => 'precedent_chunks')").fetchall()
+        if not rows:
+            break
+        for table, column, item_id, version in rows:
+            assert column == "embedding_small"
+            assert db.execute("SELECT corpus.corpus_embedding_complete(%s::regclass, %s, %s, %s, %s::vector, 'tiny')",
+                              [table, column, item_id, version, "[" + ",".join(["0.5"] * 8) + "]"]
+                              ).fetchone()[0] == "stored"
+    failed = [w for w in warnings if w[0] == "WARNING" and "switching searches to them failed" in (w[1] or "")]
+    assert failed and "corpus_embedding_switch(" in failed[0][2], warnings
+    assert db.execute("SELECT count(*) FROM corpus.sources WHERE item_table = 'precedent_chunks'::regclass "
+                      "AND embedding_column = 'embedding_small'").fetchone()[0] == 0
+    assert "embedding" in slots(db) and "embedding_small" in slots(db)
+    # the next claim tries again (and warns again); the manual switch names the cause
+    warnings.clear()
+    db.execute("SELECT * FROM corpus.corpus_embedding_claim()")
+    assert [w for w in warnings if w[0] == "WARNING"]
+    with pytest.raises(psycopg.Error) as e:
+        db.execute("SELECT corpus.corpus_embedding_switch('precedent_chunks', 'embedding', 'embedding_small')")
+    assert e.value.sqlstate == "42804" and "dimensional" in e.value.diag.message_primary

@@ -1225,7 +1225,8 @@ pub fn builds_query(src: &Source) -> Query {
         "SELECT s.embedding_column::text AS column, s.model,
                 (SELECT count(*) FROM corpus.embedding_queue q
                   WHERE q.item_table = s.item_table AND q.embedding_column = s.embedding_column) AS waiting,
-                extract(epoch FROM now() - s.created_at)::float8 AS seconds
+                extract(epoch FROM now() - s.created_at)::float8 AS seconds,
+                (to_jsonb(s) ->> 'switch_from') IS NOT NULL AS auto
            FROM corpus.embedding_slots s
           WHERE s.item_table = $1::int8::oid
             AND NOT EXISTS (SELECT 1 FROM corpus.sources u WHERE u.item_table = s.item_table
@@ -1256,15 +1257,29 @@ pub fn judge_builds(row: &mut CheckRow, corpus: &Corpus, idx: usize, builds: &[V
             crate::sql::literal(&src.embedding.column),
             crate::sql::literal(column)
         );
+        let auto = b.get("auto").and_then(Value::as_bool).unwrap_or(false);
         row.count += 1;
         if waiting > 0 {
             let left = eta.map_or("no item stored yet".to_string(), |s| {
                 format!("about {} min left at the rate so far", (s / 60.0).ceil())
             });
+            let then = if auto {
+                "searches switch to it by themselves when no item waits".to_string()
+            } else {
+                format!("then {switch}")
+            };
             row.flag(
                 Status::Warn,
                 format!(
-                    "Building {} (model {model}): {percent}% ({done} of {total} items), {left}: keep the re-embed worker running with that model, then {switch}",
+                    "Building {} (model {model}): {percent}% ({done} of {total} items), {left}: keep the re-embed worker running with that model; {then}",
+                    ident(column)
+                ),
+            );
+        } else if auto {
+            row.flag(
+                Status::Warn,
+                format!(
+                    "The embeddings of {} (model {model}) are built: the re-embed worker's next call switches searches to them (if it reports a WARNING instead, run {switch})",
                     ident(column)
                 ),
             );
@@ -1278,7 +1293,7 @@ pub fn judge_builds(row: &mut CheckRow, corpus: &Corpus, idx: usize, builds: &[V
             );
         }
         states.push(json!({"column": column, "model": model, "done": done, "total": total, "percent": percent,
-                           "eta_seconds": eta}));
+                           "eta_seconds": eta, "auto_switch": auto}));
     }
     if !states.is_empty() {
         if let Value::Object(m) = &mut row.detail {
@@ -1651,6 +1666,16 @@ mod rules_tests {
         let mut done = CheckRow::new("embeddings", Some("c"), Some("chunks"));
         judge_builds(&mut done, &c, 0, &[json!({"column": "e2", "model": "m2", "waiting": 0, "seconds": 5.0})], 10.0);
         assert!(done.hint.contains("are built: switch searches to them"), "{}", done.hint);
+        // a build that switches by itself says so, before and after its backlog empties
+        let mut auto = CheckRow::new("embeddings", Some("c"), Some("chunks"));
+        let b = json!({"column": "e2", "model": "m2", "waiting": 4, "seconds": 5.0, "auto": true});
+        judge_builds(&mut auto, &c, 0, &[b], 10.0);
+        assert!(auto.hint.ends_with("searches switch to it by themselves when no item waits"), "{}", auto.hint);
+        assert_eq!(auto.detail["building"][0]["auto_switch"], true);
+        let mut built = CheckRow::new("embeddings", Some("c"), Some("chunks"));
+        let b = json!({"column": "e2", "model": "m2", "waiting": 0, "seconds": 5.0, "auto": true});
+        judge_builds(&mut built, &c, 0, &[b], 10.0);
+        assert!(built.hint.contains("next call switches searches") && built.hint.contains("corpus_embedding_switch("));
         let mut none = CheckRow::new("embeddings", Some("c"), Some("chunks"));
         judge_builds(&mut none, &c, 0, &[], 10.0);
         assert_eq!((none.status, none.hint.as_str()), (Status::Ok, ""));

@@ -291,6 +291,21 @@ pub fn build_incomplete(table: &str, column: &str, waiting: i64) -> CoreError {
     .with_kind("build_incomplete", None)
 }
 
+/// The automatic switch of a finished build failed (it is tried again by the worker's next call).
+pub fn auto_switch_failed(table: &str, built: &str, from: &str, cause: &str) -> CoreError {
+    CoreError::new(
+        SqlState::ObjectNotInPrerequisiteState,
+        format!("the embeddings of \"{built}\" of {table} are built, but switching searches to them failed: {cause}"),
+        format!(
+            "The re-embed worker tries again on its next call. Run SELECT corpus.corpus_embedding_switch({}, {}, {}) \
+             to see the error, or corpus_embedding_build_cancel to abandon the build.",
+            crate::sql::literal(table),
+            crate::sql::literal(from),
+            crate::sql::literal(built)
+        ),
+    )
+}
+
 pub fn no_slot(table: &str, embedding_column: &str) -> CoreError {
     CoreError::new(
         SqlState::UndefinedObject,
