@@ -196,6 +196,27 @@ fn bm25_damage(corpus: &Corpus) -> Result<BTreeMap<i64, (String, String)>, CoreE
     Ok(out)
 }
 
+/// Up to five ids of the items of each finding the figures count, read as the caller reads
+/// the table (a finding none has is not looked up).
+fn sample_ids(
+    corpus: &Corpus,
+    idx: usize,
+    figures: &ContractFigures,
+) -> Result<Vec<(health::Finding, &'static str, Vec<String>)>, CoreError> {
+    let mut out = Vec::new();
+    for (finding, name) in health::Finding::FIXABLE {
+        if figures.count(finding) <= 0 {
+            continue;
+        }
+        let ids = spi::health::table_rows(&health::sample_ids_sql(corpus, idx, finding, 5))?
+            .into_iter()
+            .filter_map(|v| v.get("item_id").and_then(Value::as_str).map(str::to_string))
+            .collect();
+        out.push((finding, name, ids));
+    }
+    Ok(out)
+}
+
 fn source_checks(
     corpus: &Corpus,
     idx: usize,
@@ -208,8 +229,13 @@ fn source_checks(
     let sample = sampling.percent;
     let figures = ContractFigures::from_row(&first_row(&health::contract_sql(corpus, idx, sample))?, &sampling);
 
+    let samples = sample_ids(corpus, idx, &figures)?;
+    let of_row = |row: &str| -> Vec<(&str, Vec<String>)> {
+        samples.iter().filter(|(f, _, _)| health::finding_row(*f) == row).map(|(_, n, ids)| (*n, ids.clone())).collect()
+    };
     let mut embeddings = health::judge_embeddings(corpus, idx, &figures, &sampling);
     health::judge_builds(&mut embeddings, corpus, idx, &spi::health::table_rows(&health::builds_query(src))?, total);
+    health::add_sample_ids(&mut embeddings, &of_row("embeddings"));
     out.push(embeddings);
 
     let orphans = match health::orphans_sql(src, sample) {
@@ -218,7 +244,9 @@ fn source_checks(
         }
         None => 0,
     };
-    out.push(health::judge_searchable_contract(corpus, idx, &figures, orphans, &sampling));
+    let mut contract = health::judge_searchable_contract(corpus, idx, &figures, orphans, &sampling);
+    health::add_sample_ids(&mut contract, &of_row("searchable_contract"));
+    out.push(contract);
 
     // indexes
     let indexes: Vec<IndexInfo> = spi::health::table_rows(&health::indexes_sql(src.item.oid))?

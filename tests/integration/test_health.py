@@ -991,6 +991,30 @@ def test_searchable_contract_short_text_of_an_excluded_item_is_no_finding(db):
     assert (r["status"], r["count"], r["detail"]["below_min_length"]) == ("ok", 0, 0), r
 
 
+def test_searchable_contract_counts_add_up_and_name_the_items(db):
+    """An item is counted once, by the first rule it fails (source rule, parent, min_length):
+    the slice is the searchable items plus those three counts; each finding names its lowest
+    ids."""
+    a, b = EXTERNAL[1], EXTERNAL[2]
+    hidden = chunk_ids(a)
+    with deferred_queue(db):
+        db.execute("UPDATE case_law SET case_name = '' WHERE id = %s", (a,))
+        # short text under an incomplete parent: hidden by the parent, not counted twice
+        db.execute("UPDATE precedent_chunks SET content = 'too short' WHERE id = %s", (hidden[0],))
+        db.execute("UPDATE precedent_chunks SET content = 'short too' WHERE id = %s", (chunk_ids(b)[1],))
+        db.execute("UPDATE precedent_chunks SET embedding = NULL WHERE id = %s", (chunk_ids(b)[2],))
+        rows = health(db)
+    d = row(rows, "searchable_contract", "external_precedents", "chunks")["detail"]
+    assert d["slice_items"] == (d["searchable"] + d["below_min_length"] + d["items_hidden_by_incomplete_parents"]
+                                + d["excluded_by_source_rule"]), d
+    assert (d["below_min_length"], d["items_hidden_by_incomplete_parents"]) == (1, len(hidden)), d
+    assert d["sample_ids"] == {"below_min_length": [str(chunk_ids(b)[1])],
+                               "items_hidden_by_incomplete_parents": [str(i) for i in sorted(hidden)][:5]}, d
+    emb = row(rows, "embeddings", "external_precedents", "chunks")
+    assert emb["detail"]["sample_ids"]["missing_embedding"] == [str(chunk_ids(b)[2])], emb["detail"]
+    assert "detail.sample_ids" in emb["hint"]
+
+
 def test_searchable_contract_short_text(db):
     item, padded = chunk_ids(EXTERNAL[0])[0], chunk_ids(EXTERNAL[0])[1]
     before = dict(db.execute("SELECT id, content FROM precedent_chunks WHERE id IN (%s, %s)",

@@ -290,39 +290,172 @@ pub fn queue_query(src: &Source, figures_function: bool) -> Query {
 pub fn contract_sql(corpus: &Corpus, idx: usize, sample: Option<f64>) -> Query {
     let src = &corpus.sources[idx];
     let mut params = Params::default();
-    let parts = plan::scope_parts(src, &mut params);
-    let text = coalesce_false(all(&parts.text));
-    let complete = coalesce_false(all(&parts.parent_complete));
-    let rule = coalesce_false(all(&parts.rule));
-    let searchable = format!("({text} AND {complete} AND {rule})");
-    let emb = plan::col(&src.embedding);
-    let queued = plan::queued(src, &mut params);
-    let dead = plan::queued_in_state(src, &mut params, Some("dead"));
-    let locators: Vec<String> = src.locator.iter().map(|(_, c)| format!("{} IS NULL", plan::col(c))).collect();
-    let unresolved = if locators.is_empty() { "false".to_string() } else { locators.join(" OR ") };
-    let vs = ident(&corpus.vector_schema);
+    let c = ContractConds::of(corpus, src, &mut params);
     let sql = format!(
         "SELECT count(*) AS slice_items,
-       count(*) FILTER (WHERE NOT {text} AND {complete} AND {rule}) AS short_text,
-       count(*) FILTER (WHERE NOT {complete} AND {text} AND {rule}) AS incomplete_parent_items,
+       count(*) FILTER (WHERE {short}) AS short_text,
+       count(*) FILTER (WHERE {incomplete}) AS incomplete_parent_items,
        count(DISTINCT {fk}) FILTER (WHERE NOT {complete}) AS incomplete_parents,
-       count(*) FILTER (WHERE NOT {rule}) AS rule_excluded,
+       count(*) FILTER (WHERE {excluded}) AS rule_excluded,
        count(*) FILTER (WHERE {searchable}) AS searchable,
-       count(*) FILTER (WHERE {searchable} AND {emb} IS NULL) AS missing_embedding,
-       count(*) FILTER (WHERE {searchable} AND {emb} IS NOT NULL AND {queued}) AS stale_embedding,
+       count(*) FILTER (WHERE {missing}) AS missing_embedding,
+       count(*) FILTER (WHERE {stale}) AS stale_embedding,
        count(*) FILTER (WHERE {searchable} AND {queued}) AS queued,
-       count(*) FILTER (WHERE {searchable} AND {dead}) AS dead_letters,
-       count(*) FILTER (WHERE {emb} IS NOT NULL AND {vs}.vector_norm({emb}) = 0) AS zero_vectors,
-       count(*) FILTER (WHERE {emb} IS NOT NULL
-                          AND {emb}::real[] && '{{NaN,Infinity,-Infinity}}'::real[]) AS non_finite,
-       count(*) FILTER (WHERE {searchable} AND ({unresolved})) AS unresolved_locators
+       count(*) FILTER (WHERE {dead}) AS dead_letters,
+       count(*) FILTER (WHERE {zero}) AS zero_vectors,
+       count(*) FILTER (WHERE {non_finite}) AS non_finite,
+       count(*) FILTER (WHERE {unresolved}) AS unresolved_locators
 {from}
 WHERE {isolation}",
+        short = c.cond(Finding::BelowMinLength),
+        incomplete = c.cond(Finding::HiddenByIncompleteParents),
+        excluded = c.cond(Finding::ExcludedBySourceRule),
+        missing = c.cond(Finding::MissingEmbedding),
+        stale = c.cond(Finding::StaleEmbedding),
+        dead = c.cond(Finding::DeadLetters),
+        zero = c.cond(Finding::ZeroVectors),
+        non_finite = c.cond(Finding::NonFinite),
+        unresolved = c.cond(Finding::UnresolvedLocators),
+        searchable = c.searchable,
+        complete = c.complete,
+        queued = c.queued,
         fk = plan::col(&src.parent_fk),
         from = plan::from_clause_sampled(src, sample),
-        isolation = all(&parts.isolation),
+        isolation = c.isolation,
     );
     Query::new(sql, params.values)
+}
+
+/// A kind of item the health check counts and names some of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Finding {
+    BelowMinLength,
+    HiddenByIncompleteParents,
+    ExcludedBySourceRule,
+    MissingEmbedding,
+    StaleEmbedding,
+    DeadLetters,
+    ZeroVectors,
+    NonFinite,
+    UnresolvedLocators,
+}
+
+impl Finding {
+    /// The findings a fix is asked for, with their names in the rows' `sample_ids` (the
+    /// source rule's exclusions are the definition's intent, not a fault).
+    pub const FIXABLE: [(Finding, &'static str); 8] = [
+        (Finding::BelowMinLength, "below_min_length"),
+        (Finding::HiddenByIncompleteParents, "items_hidden_by_incomplete_parents"),
+        (Finding::MissingEmbedding, "missing_embedding"),
+        (Finding::StaleEmbedding, "stale_embedding"),
+        (Finding::DeadLetters, "dead_letters"),
+        (Finding::ZeroVectors, "zero_vectors"),
+        (Finding::NonFinite, "non_finite"),
+        (Finding::UnresolvedLocators, "unresolved_locators"),
+    ];
+}
+
+/// The conditions of a source's searchable contract over its items (`i`) and parents (`p`).
+/// An item that is not searchable is counted once, by the first rule it fails: the source
+/// rule, then its parent's required columns, then min_length; so the slice's items are the
+/// searchable ones plus those three counts.
+struct ContractConds {
+    isolation: String,
+    text: String,
+    complete: String,
+    rule: String,
+    searchable: String,
+    emb: String,
+    queued: String,
+    dead: String,
+    unresolved: String,
+    vector_schema: String,
+}
+
+impl ContractConds {
+    fn of(corpus: &Corpus, src: &Source, params: &mut Params) -> ContractConds {
+        let parts = plan::scope_parts(src, params);
+        let text = coalesce_false(all(&parts.text));
+        let complete = coalesce_false(all(&parts.parent_complete));
+        let rule = coalesce_false(all(&parts.rule));
+        let searchable = format!("({text} AND {complete} AND {rule})");
+        let locators: Vec<String> = src.locator.iter().map(|(_, c)| format!("{} IS NULL", plan::col(c))).collect();
+        ContractConds {
+            isolation: all(&parts.isolation),
+            queued: plan::queued(src, params),
+            dead: plan::queued_in_state(src, params, Some("dead")),
+            unresolved: if locators.is_empty() { "false".to_string() } else { locators.join(" OR ") },
+            emb: plan::col(&src.embedding),
+            vector_schema: ident(&corpus.vector_schema),
+            text,
+            complete,
+            rule,
+            searchable,
+        }
+    }
+
+    fn cond(&self, f: Finding) -> String {
+        let (text, complete, rule, searchable, emb) = (&self.text, &self.complete, &self.rule, &self.searchable, &self.emb);
+        match f {
+            Finding::ExcludedBySourceRule => format!("NOT {rule}"),
+            Finding::HiddenByIncompleteParents => format!("({rule} AND NOT {complete})"),
+            Finding::BelowMinLength => format!("({rule} AND {complete} AND NOT {text})"),
+            Finding::MissingEmbedding => format!("({searchable} AND {emb} IS NULL)"),
+            Finding::StaleEmbedding => format!("({searchable} AND {emb} IS NOT NULL AND {})", self.queued),
+            Finding::DeadLetters => format!("({searchable} AND {})", self.dead),
+            Finding::ZeroVectors => format!("({emb} IS NOT NULL AND {}.vector_norm({emb}) = 0)", self.vector_schema),
+            Finding::NonFinite => format!("({emb} IS NOT NULL AND {emb}::real[] && '{{NaN,Infinity,-Infinity}}'::real[])"),
+            Finding::UnresolvedLocators => format!("({searchable} AND ({}))", self.unresolved),
+        }
+    }
+}
+
+/// Up to `limit` ids of the source's items in the corpus with finding `f`, lowest first,
+/// read as the caller reads them (only rows and columns the caller may read are seen).
+pub fn sample_ids_sql(corpus: &Corpus, idx: usize, f: Finding, limit: i64) -> Query {
+    let src = &corpus.sources[idx];
+    let mut params = Params::default();
+    let c = ContractConds::of(corpus, src, &mut params);
+    let lim = params.push(Param::Int(limit));
+    let sql = format!(
+        "SELECT {id}::text AS item_id {from} WHERE {isolation} AND {cond} ORDER BY {id} LIMIT {lim}",
+        id = plan::col(&src.id),
+        from = plan::from_clause_sampled(src, None),
+        isolation = c.isolation,
+        cond = c.cond(f),
+    );
+    Query::new(sql, params.values)
+}
+
+/// The row a finding is reported in: `embeddings` for the vectors' faults, else
+/// `searchable_contract`.
+pub fn finding_row(f: Finding) -> &'static str {
+    match f {
+        Finding::MissingEmbedding
+        | Finding::StaleEmbedding
+        | Finding::DeadLetters
+        | Finding::ZeroVectors
+        | Finding::NonFinite => "embeddings",
+        _ => "searchable_contract",
+    }
+}
+
+/// Add the sample ids of a row's findings to its detail (`sample_ids`: finding name → ids)
+/// and say so in its hint.
+pub fn add_sample_ids(row: &mut CheckRow, samples: &[(&str, Vec<String>)]) {
+    let found: serde_json::Map<String, Value> = samples
+        .iter()
+        .filter(|(_, ids)| !ids.is_empty())
+        .map(|(name, ids)| (name.to_string(), json!(ids)))
+        .collect();
+    if found.is_empty() {
+        return;
+    }
+    if let Value::Object(m) = &mut row.detail {
+        m.insert("sample_ids".into(), Value::Object(found));
+    }
+    let status = row.status;
+    row.flag(status, "Some of the items to fix (the lowest ids you may read): detail.sample_ids.");
 }
 
 /// Items whose parent row is gone (only for sources with a parent table).
@@ -1166,6 +1299,21 @@ pub struct ContractFigures {
 }
 
 impl ContractFigures {
+    /// How many items have finding `f`.
+    pub fn count(&self, f: Finding) -> i64 {
+        match f {
+            Finding::BelowMinLength => self.short_text,
+            Finding::HiddenByIncompleteParents => self.incomplete_parent_items,
+            Finding::ExcludedBySourceRule => self.rule_excluded,
+            Finding::MissingEmbedding => self.missing_embedding,
+            Finding::StaleEmbedding => self.stale_embedding,
+            Finding::DeadLetters => self.dead_letters,
+            Finding::ZeroVectors => self.zero_vectors,
+            Finding::NonFinite => self.non_finite,
+            Finding::UnresolvedLocators => self.unresolved_locators,
+        }
+    }
+
     /// From [`contract_sql`]'s row, scaled by `sampling`.
     pub fn from_row(row: &Value, sampling: &Sampling) -> ContractFigures {
         let est = |key| sampling.estimate(row, key);
