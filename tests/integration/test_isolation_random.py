@@ -497,10 +497,8 @@ def fetch_error(conn, corpus, source, item, filters):
         return e.sqlstate, e.diag.message_primary
 
 
-@pytest.mark.parametrize("seed", WORLD_SEEDS)
-def test_random_corpora_never_leak(world_db, pgc, seed):
-    conn = world_db["conn"]
-    rng = np.random.default_rng(seed)
+def create_world(conn, rng, seed):
+    """2-5 random corpora over the shared tables, each a minority slice of them."""
     # every world has a corpus with two sources and one with a required filter
     corpora = [random_corpus(rng, f"w{seed}_c{i}", two_sources=(i == 0), with_required=(i == 1))
                for i in range(int(rng.integers(2, 6)))]
@@ -517,10 +515,16 @@ def test_random_corpora_never_leak(world_db, pgc, seed):
                 join=S.SQL("JOIN org p ON p.id = i.{}").format(S.Identifier(t["fk"]))
                 if t["parent"] else S.SQL(""))).fetchone()
             assert 0 < inside < 0.7 * total, (c["name"], s["name"], inside, total)
+    return corpora
 
+
+def run_searches(world_db, pgc, rng, corpora, searches):
+    """`searches` random searches of the corpora checked against the oracle: the failures and
+    counts of full and short answers."""
+    conn = world_db["conn"]
     failures, stats = [], Counter()
     forced = None
-    for n in range(SEARCHES_PER_WORLD):
+    for n in range(searches):
         c = corpora[rng.integers(len(corpora))]
         vec, text, kw = random_search(rng, world_db, c, pgc)
         # half of the searches force the approximate (HNSW iterative scan) semantic path
@@ -542,8 +546,34 @@ def test_random_corpora_never_leak(world_db, pgc, seed):
                 f"query_vec={'NULL' if vec is None else pgc.vec_text(vec)} "
                 f"query_text={text!r} {json.dumps(shown)}\n  " + "\n  ".join(problems[:6]))
     conn.execute("RESET pg_corpus.exact_search_max_rows")
-    assert not failures, f"{len(failures)} of {SEARCHES_PER_WORLD} searches wrong:\n" + \
-        "\n".join(failures[:8])
+    assert not failures, f"{len(failures)} of {searches} searches wrong:\n" + "\n".join(failures[:8])
+    return stats
+
+
+@pytest.mark.parametrize("seed", WORLD_SEEDS)
+def test_random_corpora_never_leak(world_db, pgc, seed):
+    rng = np.random.default_rng(seed)
+    corpora = create_world(world_db["conn"], rng, seed)
+    stats = run_searches(world_db, pgc, rng, corpora, SEARCHES_PER_WORLD)
     # the random searches exercised both sides of the k-rows rule
     assert stats["full_k"] >= 50 and stats["short"] >= 20, stats
     assert stats["nonempty"] >= SEARCHES_PER_WORLD * 0.6, stats
+
+
+def test_random_corpora_never_leak_during_and_after_an_embedding_switch(world_db, pgc):
+    """A new embedding column of docs built beside the searched one (half its items stored),
+    then made current with force: the oracle holds in both states, for corpora defined before
+    the build, the semantic branch ranking by the column current at each moment."""
+    conn = world_db["conn"]
+    rng = np.random.default_rng(404)
+    corpora = create_world(conn, rng, 404)
+    conn.execute(f"ALTER TABLE docs ADD COLUMN emb2 vector({DIM})")
+    conn.execute("SELECT corpus.corpus_embedding_build('docs', 'emb', 'emb2', 'emb-v2')")
+    conn.execute("UPDATE docs SET emb2 = emb WHERE id % 2 = 0")
+    run_searches(world_db, pgc, rng, corpora, 120)
+    assert conn.execute("SELECT corpus.corpus_embedding_switch('docs', 'emb', 'emb2', force => true)").fetchone()[0] > 0
+    TABLES["docs"]["emb"] = "emb2"
+    try:
+        run_searches(world_db, pgc, rng, corpora, 120)
+    finally:
+        TABLES["docs"]["emb"] = "emb"

@@ -357,3 +357,35 @@ def test_planted_item_never_on_a_page_fetch_or_why_not_of_the_foreign_corpus(leg
     assert why(foreign, str(item_id)) == why(foreign, "987654321")
     assert [r[0] for r in why(foreign, str(item_id))] == ["not_in_corpus"]
     assert [r[0] for r in why(own, str(item_id))] == ["returned"]
+
+
+def test_planted_items_never_leak_during_and_after_an_embedding_switch(legal, pgc):
+    """The chunks' embeddings rebuilt in a new column beside the searched one, then made
+    current: in both states no planted item reaches a search of the other corpus in any mode,
+    and each is still found at home (semantically too: by the column current at the time)."""
+    conn = legal["conn"]
+    conn.execute(f"ALTER TABLE precedent_chunks ADD COLUMN embedding_v2 vector({pgc.DIM})")
+    conn.execute("SELECT corpus.corpus_embedding_build('precedent_chunks', 'embedding', 'embedding_v2', 'v2')")
+    conn.execute("UPDATE precedent_chunks SET embedding_v2 = embedding")
+
+    def check(phase):
+        for target, (own, source, item_id, _, words, _) in TARGETS.items():
+            vec, text = legal["vectors"][target], " ".join(words)
+            for mode in ("semantic", "lexical", "hybrid"):
+                rows = pgc.search(conn, OTHER[own], vec, text, mode=mode, k=25, max_per_parent=0)
+                assert rows and planted_hit(rows, source, item_id) is None, (phase, target, mode)
+                assert_all_hits_belong_to(conn, rows, OTHER[own])
+                home = pgc.search(conn, own, vec, text, mode=mode, k=10)
+                hit = planted_hit(home, source, item_id)
+                assert hit is not None and hit["rank"] <= 2, (phase, target, mode, brief(home))
+                assert mode == "lexical" or hit["semantic_rank"] == 1, (phase, target, mode)
+
+    check("building")
+    # (items without an embedding wait for the new column too: the switch is forced)
+    assert conn.execute("SELECT corpus.corpus_embedding_switch('precedent_chunks', 'embedding', 'embedding_v2', "
+                        "force => true)").fetchone()[0] == 2
+    plans = conn.execute("SELECT sql FROM corpus.corpus_explain('external_precedents', %s::vector, NULL, "
+                         "mode => 'semantic') WHERE source = 'chunks'",
+                         [pgc.vec_text(legal["vectors"]["external_chunk"])]).fetchall()
+    assert plans and all("embedding_v2" in p[0] for p in plans)
+    check("switched")
