@@ -262,3 +262,58 @@ fn hybrid_search(
         None,
     ))
 }
+
+/// `corpus_add_source` as releases up to 0.3.0 declare it (returning nothing).
+#[allow(clippy::too_many_arguments)]
+#[pg_extern(volatile, parallel_unsafe, sql = false)]
+fn corpus_add_source(
+    corpus: Option<&str>,
+    source: Option<&str>,
+    item_table: Option<crate::regtypes::RegClass>,
+    text_column: Option<&str>,
+    embedding_column: Option<&str>,
+    tsv_column: Option<&str>,
+    id_column: Option<&str>,
+    parent_table: Option<crate::regtypes::RegClass>,
+    parent_fk: Option<&str>,
+    parent_key: Option<&str>,
+    parent_required: Option<Vec<Option<String>>>,
+    rule: Option<JsonbText>,
+    locator: Option<JsonbText>,
+    metadata: Option<JsonbText>,
+    min_length: Option<i32>,
+    ts_config: Option<crate::regtypes::RegConfig>,
+    distance: Option<&str>,
+    semantic_weight: Option<f64>,
+    lexical_weight: Option<f64>,
+    embedding_inputs: Option<Vec<Option<String>>>,
+    embedding_model: Option<&str>,
+    language: Option<&str>,
+    space: Option<&str>,
+) {
+    let _ = crate::registry::add_source(
+        corpus,
+        source,
+        item_table,
+        text_column,
+        embedding_column,
+        tsv_column,
+        id_column,
+        parent_table,
+        parent_fk,
+        parent_key,
+        parent_required,
+        rule,
+        locator,
+        metadata,
+        min_length,
+        ts_config,
+        distance,
+        semantic_weight,
+        lexical_weight,
+        embedding_inputs,
+        embedding_model,
+        language,
+        space,
+    );
+}

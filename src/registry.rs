@@ -138,11 +138,17 @@ fn corpus_drop(name: Option<&str>, if_exists: default!(Option<bool>, false)) {
     .or_raise()
 }
 
+/// What registering a source found: the rows of its table, its items in the corpus, how many
+/// are searchable, and how many are hidden and why.
+type Found =
+    (String, Option<i64>, Option<i64>, Option<i64>, Option<i64>, Option<i64>, Option<i64>, Option<i64>, String);
+
 /// Register a table's rows as a source of a corpus: its item, text, text search and embedding
-/// columns, its parent, the rule that makes an item searchable and its provenance.
+/// columns, its parent, the rule that makes an item searchable and its provenance. Answers
+/// what it found (one row).
 #[allow(clippy::too_many_arguments)]
-#[pg_extern(volatile, parallel_unsafe)]
-fn corpus_add_source(
+#[pg_extern(volatile, parallel_unsafe, name = "corpus_add_source")]
+pub(crate) fn add_source(
     corpus: Option<&str>,
     source: Option<&str>,
     item_table: Option<RegClass>,
@@ -166,8 +172,21 @@ fn corpus_add_source(
     embedding_model: default!(Option<&str>, "NULL"),
     language: default!(Option<&str>, "NULL"),
     space: default!(Option<&str>, "NULL"),
-) {
-    spi::pinned_search_path(|| -> Result<(), CoreError> {
+) -> TableIterator<
+    'static,
+    (
+        name!(source, String),
+        name!(table_rows, Option<i64>),
+        name!(items, Option<i64>),
+        name!(searchable, Option<i64>),
+        name!(below_min_length, Option<i64>),
+        name!(hidden_by_incomplete_parents, Option<i64>),
+        name!(excluded_by_source_rule, Option<i64>),
+        name!(missing_embedding, Option<i64>),
+        name!(counted, String),
+    ),
+> {
+    let found = spi::pinned_search_path(|| -> Result<Found, CoreError> {
         spi::require_writable("corpus_add_source")?;
         let corpus = corpus.unwrap_or("");
         if !catalog::corpus_exists(corpus) {
@@ -238,9 +257,40 @@ fn corpus_add_source(
                 &pg_corpus_core::health::bm25_index_hint(src),
             );
         }
-        Ok(())
+        progress.phase("counting what the corpus holds of the table", None, None);
+        found(&def, source)
     })
-    .or_raise()
+    .or_raise();
+    TableIterator::once(found)
+}
+
+/// The items of source `source` of the corpus: the table's rows, those in the corpus, and why
+/// those not searchable are hidden (counted as the health check counts them: a large table
+/// from a sample).
+fn found(corpus: &pg_corpus_core::model::Corpus, source: &str) -> Result<Found, CoreError> {
+    use pg_corpus_core::health::{self, ContractFigures, Sampling};
+    let Some(idx) = corpus.sources.iter().position(|s| s.name == source) else {
+        return Err(registry::no_source(&corpus.name, source, "It was dropped meanwhile."));
+    };
+    let total = spi::search::reltuples(&[corpus.sources[idx].item.oid])?[0];
+    let sampling = Sampling::of(total);
+    let row = spi::health::table_rows(&health::contract_sql(corpus, idx, sampling.percent))?
+        .into_iter()
+        .next()
+        .unwrap_or(serde_json::Value::Null);
+    let f = ContractFigures::from_row(&row, &sampling);
+    let counted = sampling.detail().get("counted").and_then(|c| c.as_str()).unwrap_or("exactly").to_string();
+    Ok((
+        source.to_string(),
+        (total >= 0.0).then_some(total as i64),
+        Some(f.slice_items),
+        Some(f.searchable),
+        Some(f.short_text),
+        Some(f.incomplete_parent_items),
+        Some(f.rule_excluded),
+        Some(f.missing_embedding),
+        counted,
+    ))
 }
 
 /// Change a source's mapping in place: every argument given replaces the registered value, the

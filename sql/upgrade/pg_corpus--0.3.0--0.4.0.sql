@@ -26,7 +26,11 @@ CREATE FUNCTION corpus.corpus_alter(name text, isolation jsonb DEFAULT NULL,
 RETURNS void VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'corpus_alter_wrapper';
 CREATE OR REPLACE FUNCTION corpus.corpus_drop(name text, if_exists boolean DEFAULT false)
 RETURNS void VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'corpus_drop_wrapper';
-CREATE OR REPLACE FUNCTION corpus.corpus_add_source(corpus text, source text, item_table regclass,
+-- corpus_add_source answers what it found: a new result type, so the function is dropped and
+-- created again.
+DROP FUNCTION corpus.corpus_add_source(text, text, regclass, text, text, text, text, regclass, text, text, text[],
+    jsonb, jsonb, jsonb, integer, regconfig, text, float8, float8, text[], text, text, text);
+CREATE FUNCTION corpus.corpus_add_source(corpus text, source text, item_table regclass,
     text_column text, embedding_column text, tsv_column text, id_column text DEFAULT 'id',
     parent_table regclass DEFAULT NULL, parent_fk text DEFAULT NULL, parent_key text DEFAULT 'id',
     parent_required text[] DEFAULT '{}', rule jsonb DEFAULT '{}', locator jsonb DEFAULT '{}',
@@ -34,7 +38,10 @@ CREATE OR REPLACE FUNCTION corpus.corpus_add_source(corpus text, source text, it
     distance text DEFAULT 'cosine', semantic_weight float8 DEFAULT 1, lexical_weight float8 DEFAULT 1,
     embedding_inputs text[] DEFAULT NULL, embedding_model text DEFAULT NULL, language text DEFAULT NULL,
     space text DEFAULT NULL)
-RETURNS void VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'corpus_add_source_wrapper';
+RETURNS TABLE (source text, table_rows bigint, items bigint, searchable bigint, below_min_length bigint,
+               hidden_by_incomplete_parents bigint, excluded_by_source_rule bigint, missing_embedding bigint,
+               counted text)
+VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'add_source_wrapper';
 CREATE OR REPLACE FUNCTION corpus.corpus_drop_source(corpus text, source text)
 RETURNS void VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'corpus_drop_source_wrapper';
 CREATE OR REPLACE FUNCTION corpus.corpus_add_edges(corpus text, name text, edge_table regclass,

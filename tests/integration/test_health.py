@@ -1015,6 +1015,29 @@ def test_searchable_contract_counts_add_up_and_name_the_items(db):
     assert "detail.sample_ids" in emb["hint"]
 
 
+def test_add_source_answers_what_it_found_as_the_health_check_counts_it(db):
+    a, b = EXTERNAL[1], EXTERNAL[2]
+    with deferred_queue(db):
+        db.execute("UPDATE case_law SET case_name = '' WHERE id = %s", (a,))
+        db.execute("UPDATE precedent_chunks SET content = 'short too' WHERE id = %s", (chunk_ids(b)[1],))
+        db.execute("UPDATE precedent_chunks SET embedding = NULL WHERE id = %s", (chunk_ids(b)[2],))
+    db.execute("SELECT corpus.corpus_drop_source('external_precedents', 'chunks')")
+    with db.cursor(row_factory=dict_row) as cur:
+        found = cur.execute(add_source_sql("external_precedents", "chunks").replace("SELECT corpus.", "SELECT * FROM corpus.")
+                            ).fetchall()
+    assert len(found) == 1, found
+    f = found[0]
+    d = row(health(db), "searchable_contract", "external_precedents", "chunks")["detail"]
+    assert (f["source"], f["counted"]) == ("chunks", "exactly")
+    assert (f["items"], f["searchable"], f["below_min_length"], f["hidden_by_incomplete_parents"],
+            f["excluded_by_source_rule"]) == (d["slice_items"], d["searchable"], d["below_min_length"],
+                                              d["items_hidden_by_incomplete_parents"], d["excluded_by_source_rule"])
+    assert (f["below_min_length"], f["hidden_by_incomplete_parents"], f["missing_embedding"]) == \
+        (1, CHUNKS_PER_CASE, 1), f
+    assert f["items"] == f["searchable"] + 1 + CHUNKS_PER_CASE
+    assert f["table_rows"] is None or f["table_rows"] >= f["items"]
+
+
 def test_searchable_contract_short_text(db):
     item, padded = chunk_ids(EXTERNAL[0])[0], chunk_ids(EXTERNAL[0])[1]
     before = dict(db.execute("SELECT id, content FROM precedent_chunks WHERE id IN (%s, %s)",

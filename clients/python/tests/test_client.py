@@ -216,10 +216,13 @@ def test_catalog_and_evaluation_round_trip(conn, demo_dsn):
     with Client(demo_dsn) as client:
         client.create_corpus("client_example", isolation={"source_kind": "external_upload"},
                              filter_fields={"court": "text"}, description="made by the client test")
-        client.add_source("client_example", "chunks", "precedent_chunks", text_column="content",
-                          embedding_column="embedding", tsv_column="content_tsv", parent_table="case_law",
-                          parent_fk="case_law_id", parent_required=("case_number",), language="hebrew",
-                          locator={"case_number": "parent.case_number"})
+        found = client.add_source("client_example", "chunks", "precedent_chunks", text_column="content",
+                                  embedding_column="embedding", tsv_column="content_tsv", parent_table="case_law",
+                                  parent_fk="case_law_id", parent_required=("case_number",), language="hebrew",
+                                  locator={"case_number": "parent.case_number"})
+        assert isinstance(found, pg_corpus.SourceFound) and found.source == "chunks" and found.searchable > 0
+        assert found.items == (found.searchable + found.below_min_length + found.hidden_by_incomplete_parents
+                               + found.excluded_by_source_rule)
         client.alter_corpus("client_example", required_filters=["court"])
         info = {c.name: c for c in client.list_corpora()}["client_example"]
         assert info.required_filters == ["court"] and info.sources[0]["source"] == "chunks"

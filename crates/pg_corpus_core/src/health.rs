@@ -395,7 +395,8 @@ impl ContractConds {
     }
 
     fn cond(&self, f: Finding) -> String {
-        let (text, complete, rule, searchable, emb) = (&self.text, &self.complete, &self.rule, &self.searchable, &self.emb);
+        let (text, complete, rule, searchable, emb) =
+            (&self.text, &self.complete, &self.rule, &self.searchable, &self.emb);
         match f {
             Finding::ExcludedBySourceRule => format!("NOT {rule}"),
             Finding::HiddenByIncompleteParents => format!("({rule} AND NOT {complete})"),
@@ -404,7 +405,9 @@ impl ContractConds {
             Finding::StaleEmbedding => format!("({searchable} AND {emb} IS NOT NULL AND {})", self.queued),
             Finding::DeadLetters => format!("({searchable} AND {})", self.dead),
             Finding::ZeroVectors => format!("({emb} IS NOT NULL AND {}.vector_norm({emb}) = 0)", self.vector_schema),
-            Finding::NonFinite => format!("({emb} IS NOT NULL AND {emb}::real[] && '{{NaN,Infinity,-Infinity}}'::real[])"),
+            Finding::NonFinite => {
+                format!("({emb} IS NOT NULL AND {emb}::real[] && '{{NaN,Infinity,-Infinity}}'::real[])")
+            }
             Finding::UnresolvedLocators => format!("({searchable} AND ({}))", self.unresolved),
         }
     }
@@ -443,11 +446,8 @@ pub fn finding_row(f: Finding) -> &'static str {
 /// Add the sample ids of a row's findings to its detail (`sample_ids`: finding name → ids)
 /// and say so in its hint.
 pub fn add_sample_ids(row: &mut CheckRow, samples: &[(&str, Vec<String>)]) {
-    let found: serde_json::Map<String, Value> = samples
-        .iter()
-        .filter(|(_, ids)| !ids.is_empty())
-        .map(|(name, ids)| (name.to_string(), json!(ids)))
-        .collect();
+    let found: serde_json::Map<String, Value> =
+        samples.iter().filter(|(_, ids)| !ids.is_empty()).map(|(name, ids)| (name.to_string(), json!(ids))).collect();
     if found.is_empty() {
         return;
     }

@@ -9,12 +9,12 @@ from .client import UNSET, AsyncClient, Client
 from .errors import (BadFilter, BadVector, DatabaseUnavailable, InvalidArgument, MissingScopeFilter, PermissionDenied,
                      PgCorpusError, ReadOnly, UnknownCorpus)
 from .types import (CorpusInfo, EvalRun, FilterCheck, HealthRow, Hit, Item, LexicalRefresh, QueryComparison,
-                    QueryKey, QueuedItem, RunComparison, Subplan, TuneRun)
+                    QueryKey, QueuedItem, RunComparison, SourceFound, Subplan, TuneRun)
 
 __version__ = "0.4.0"
 __all__ = [
     "AsyncClient", "BadFilter", "BadVector", "Client", "CorpusInfo", "DatabaseUnavailable", "EvalRun", "FilterCheck",
     "HealthRow", "Hit", "InvalidArgument", "Item", "LexicalRefresh", "MissingScopeFilter", "PermissionDenied",
-    "PgCorpusError", "QueryComparison", "QueryKey", "QueuedItem", "ReadOnly", "RunComparison", "Subplan", "TuneRun", "UNSET",
+    "PgCorpusError", "QueryComparison", "QueryKey", "QueuedItem", "ReadOnly", "RunComparison", "SourceFound", "Subplan", "TuneRun", "UNSET",
     "UnknownCorpus",
 ]

@@ -308,9 +308,9 @@ SOURCE_OPTIONS: dict[str, str] = {
 
 
 def add_source(corpus: str, source: str, item_table: str, *, text_column: str, embedding_column: str,
-               tsv_column: str, **options: Any) -> Call[None]:
-    """``corpus_add_source``; ``options`` are its other named arguments (``parent_table``,
-    ``parent_fk``, ``language``, ``locator``, ...)."""
+               tsv_column: str, **options: Any) -> Call[t.SourceFound]:
+    """``corpus_add_source``: what it found (:class:`SourceFound`); ``options`` are its other
+    named arguments (``parent_table``, ``parent_fk``, ``language``, ``locator``, ...)."""
     unknown = sorted(set(options) - set(SOURCE_OPTIONS))
     if unknown:
         raise TypeError(f"add_source() got unexpected keyword arguments {unknown}; known: {sorted(SOURCE_OPTIONS)}")
@@ -319,7 +319,7 @@ def add_source(corpus: str, source: str, item_table: str, *, text_column: str, e
     return _call("corpus_add_source", [(corpus, "text"), (source, "text"), (item_table, "regclass")],
                  [("text_column", text_column, "text"), ("embedding_column", embedding_column, "text"),
                   ("tsv_column", tsv_column, "text"), *named],
-                 _nothing, returns_rows=False)
+                 lambda rows: _rows_of(t.SourceFound)(rows)[0])
 
 
 def alter_corpus(name: str, *, isolation: dict[str, Any] = UNSET, required_filters: Sequence[str] = UNSET,

@@ -50,6 +50,23 @@ class Subplan:
 
 
 @dataclass(frozen=True)
+class SourceFound:
+    """The row of ``corpus_add_source``: what registering a source found. ``items`` (those in
+    the corpus) = ``searchable`` + the three hidden counts, each item by the first rule it
+    fails; ``counted`` says whether a large table was sampled."""
+
+    source: str
+    table_rows: int | None
+    items: int
+    searchable: int
+    below_min_length: int
+    hidden_by_incomplete_parents: int
+    excluded_by_source_rule: int
+    missing_embedding: int
+    counted: str
+
+
+@dataclass(frozen=True)
 class FilterCheck:
     """One row of ``corpus_check_filters``: a piece of a filter object, kept or dropped."""
 
