@@ -356,6 +356,10 @@ BEGIN
     COMMIT;
     LOOP
         PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
+        -- (corpus.progress; reported at the start of every transaction, which an error ends)
+        PERFORM corpus._progress_report('corpus_set_embedding_model', NULL,
+                                        format('queueing the items of %s.%s for model %s',
+                                               item_table, embedding_column, model), done, total);
         IF k = 1 THEN
             state := corpus._embedding_model_step(item_table, embedding_column, state, batch_size);
         ELSIF k <= coalesce(cardinality(nodes), 0) + 1 THEN
@@ -378,5 +382,6 @@ BEGIN
         RAISE NOTICE 'pg_corpus: % of % items of %.% queued for model %', done, total, item_table,
                      embedding_column, model;
     END LOOP;
+    PERFORM corpus._progress_report(NULL, NULL, NULL, NULL, NULL);
 END
 $$;

@@ -22,6 +22,7 @@ mod jsonb;
 mod lexical;
 mod progress;
 mod queue;
+mod reanalyze;
 mod registry;
 mod regtypes;
 mod search;

@@ -22,6 +22,10 @@ const NOTICE_AFTER: Duration = Duration::from_secs(1);
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct State {
+    /// Reported by a procedure over several transactions ([`_progress_report`]), not by a
+    /// [`Progress`] guard.
+    #[serde(default, skip_serializing)]
+    procedure: bool,
     pid: i32,
     role: u32,
     command: String,
@@ -79,6 +83,7 @@ impl Progress {
         let (pid, role) = unsafe { (pg_sys::MyProcPid, pg_sys::GetUserId().to_u32()) };
         RUNNING.with(|r| {
             r.borrow_mut().push(State {
+                procedure: false,
                 pid,
                 role,
                 command: command.to_string(),
@@ -126,6 +131,66 @@ impl Drop for Progress {
         RUNNING.with(|r| {
             r.borrow_mut().pop();
         });
+        publish();
+    }
+}
+
+/// The progress of an operation a procedure runs over several transactions (the model
+/// change's batches, each committed): each call sets its phase and counts, reported as any
+/// operation's in `corpus.progress`; `command` NULL ends it. An error ends it too: the abort of
+/// a transaction that reported removes it (a procedure reports at the start of every
+/// transaction it runs).
+#[pg_extern(volatile, parallel_unsafe)]
+fn _progress_report(
+    command: Option<&str>,
+    corpus: Option<&str>,
+    phase: Option<&str>,
+    done: Option<i64>,
+    total: Option<i64>,
+) {
+    let Some(command) = command else {
+        end_procedures();
+        return;
+    };
+    let now = epoch(SystemTime::now());
+    // SAFETY: this backend's own pid and current role.
+    let (pid, role) = unsafe { (pg_sys::MyProcPid, pg_sys::GetUserId().to_u32()) };
+    RUNNING.with(|r| {
+        let mut r = r.borrow_mut();
+        match r.iter_mut().find(|s| s.procedure && s.command == command) {
+            Some(s) => {
+                s.phase = phase.unwrap_or("running").to_string();
+                (s.done, s.total, s.updated) = (done, total, now);
+            }
+            None => r.push(State {
+                procedure: true,
+                pid,
+                role,
+                command: command.to_string(),
+                corpus: corpus.map(str::to_string),
+                phase: phase.unwrap_or("running").to_string(),
+                done,
+                total,
+                started: now,
+                updated: now,
+            }),
+        }
+    });
+    publish();
+    pgrx::register_xact_callback(pgrx::PgXactCallbackEvent::Abort, end_procedures);
+}
+
+/// Forget the operations procedures report (never fails: it runs after an abort too).
+fn end_procedures() {
+    let changed = RUNNING.with(|r| match r.try_borrow_mut() {
+        Ok(mut r) => {
+            let before = r.len();
+            r.retain(|s| !s.procedure);
+            r.len() != before
+        }
+        Err(_) => false,
+    });
+    if changed {
         publish();
     }
 }

@@ -378,6 +378,128 @@ SELECT p.pid, p.role::regrole AS role, p.command, p.corpus, p.phase, p.done, p.t
   FROM corpus._progress() AS p;
 GRANT SELECT ON corpus.progress TO PUBLIC;
 
+-- The model change reports its batches in corpus.progress.
+CREATE FUNCTION corpus._progress_report(command text, corpus text, phase text, done bigint, total bigint)
+RETURNS void VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', '_progress_report_wrapper';
+CREATE OR REPLACE PROCEDURE corpus.corpus_set_embedding_model(item_table regclass, embedding_column name, model text,
+                                                   batch_size integer DEFAULT 10000)
+LANGUAGE plpgsql
+AS $$
+DECLARE
+    total bigint;
+    done  bigint := 0;
+    state jsonb := '{}';
+    nodes text[];
+    ports integer[];
+    k     integer := 1;
+BEGIN
+    PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
+    IF batch_size IS NULL OR batch_size < 1 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = format('batch_size must be positive, got %s', batch_size),
+            HINT = 'Each batch is one committed transaction; 10000 is a good size.';
+    END IF;
+    total := corpus._embedding_model_start(item_table, embedding_column, model);
+    -- the nodes holding the table's rows: this one, and on a Citus coordinator the others
+    -- (each batch there is the node's own transaction, driven from here)
+    IF corpus._citus_table_kind(item_table) = 'distributed' AND corpus._citus_coordinator() THEN
+        SELECT array_agg(n.node_name ORDER BY o), array_agg(n.node_port ORDER BY o) INTO nodes, ports
+          FROM corpus._citus_other_nodes() WITH ORDINALITY AS n(node_name, node_port, o);
+    END IF;
+    COMMIT;
+    LOOP
+        PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
+        -- (corpus.progress; reported at the start of every transaction, which an error ends)
+        PERFORM corpus._progress_report('corpus_set_embedding_model', NULL,
+                                        format('queueing the items of %s.%s for model %s',
+                                               item_table, embedding_column, model), done, total);
+        IF k = 1 THEN
+            state := corpus._embedding_model_step(item_table, embedding_column, state, batch_size);
+        ELSIF k <= coalesce(cardinality(nodes), 0) + 1 THEN
+            state := (SELECT a::jsonb FROM corpus._citus_on_nodes(ARRAY[nodes[k - 1]], ARRAY[ports[k - 1]],
+                          format('SELECT corpus._embedding_model_step(%L::regclass, %L, %L::jsonb, %L::integer)::text',
+                                 item_table::text, embedding_column, state, batch_size)) a);
+        ELSE
+            EXIT;
+        END IF;
+        IF state ? 'done' THEN
+            k := k + 1;
+            state := '{}';
+            CONTINUE;
+        END IF;
+        done := done + (state->>'n')::bigint;
+        IF k > 1 THEN
+            PERFORM pg_notify('pg_corpus_embedding', item_table::text);   -- (the workers listen here)
+        END IF;
+        COMMIT;
+        RAISE NOTICE 'pg_corpus: % of % items of %.% queued for model %', done, total, item_table,
+                     embedding_column, model;
+    END LOOP;
+    PERFORM corpus._progress_report(NULL, NULL, NULL, NULL, NULL);
+END
+$$;
+
+CREATE FUNCTION corpus._reanalyze_start(corpus text, source text) RETURNS bigint
+VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', '_reanalyze_start_wrapper';
+CREATE FUNCTION corpus._reanalyze_step(corpus text, source text, state jsonb, batch_size integer)
+RETURNS jsonb VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', '_reanalyze_step_wrapper';
+-- Analyse the rows of a source's BM25 column again (after an update of the analyser changed stop
+-- words or stemming): the rows whose stored analysis differs from what corpus.bm25_document makes
+-- of their text now are rewritten, in batches of batch_size rows committed one by one, then the
+-- statistics of every corpus of the table are refreshed. A procedure: CALL it outside a
+-- transaction block; interrupted, CALL it again (rows already analysed are skipped). The steps
+-- are the library's (corpus._reanalyze_start, corpus._reanalyze_step); it pins the search_path
+-- for each of its transactions with set_config (a procedure with a SET clause cannot COMMIT).
+CREATE PROCEDURE corpus.corpus_reanalyze(corpus text, source text, batch_size integer DEFAULT 10000)
+LANGUAGE plpgsql
+AS $$
+DECLARE
+    total   bigint;
+    done    bigint := 0;
+    changed bigint := 0;
+    state   jsonb := '{}';
+    c       text;
+BEGIN
+    PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
+    IF batch_size IS NULL OR batch_size < 1 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = format('batch_size must be positive, got %s', batch_size),
+            HINT = 'Each batch is one committed transaction; 10000 is a good size.';
+    END IF;
+    total := corpus._reanalyze_start(corpus, source);
+    COMMIT;
+    LOOP
+        PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
+        -- (corpus.progress; reported at the start of every transaction, which an error ends)
+        PERFORM corpus._progress_report('corpus_reanalyze', corpus,
+                                        format('analysing the rows of source %s again', source), done, total);
+        state := corpus._reanalyze_step(corpus, source, state, batch_size);
+        done := done + (state->>'n')::bigint;
+        changed := changed + (state->>'changed')::bigint;
+        COMMIT;
+        RAISE NOTICE 'pg_corpus: % of % rows of source % of corpus % read, % analysed again', done, total, source,
+                     corpus, changed;
+        EXIT WHEN (state->>'done')::boolean;
+    END LOOP;
+    PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
+    PERFORM corpus._progress_report('corpus_reanalyze', corpus, 'refreshing the statistics', done, total);
+    FOR c IN SELECT DISTINCT s.corpus FROM corpus.sources s
+              WHERE s.item_table = (SELECT t.item_table FROM corpus.sources t
+                                     WHERE t.corpus = corpus_reanalyze.corpus AND t.name = corpus_reanalyze.source)
+              ORDER BY 1 LOOP
+        BEGIN
+            PERFORM * FROM corpus.corpus_refresh_lexical_stats(c);
+        EXCEPTION WHEN insufficient_privilege THEN
+            RAISE NOTICE USING
+                MESSAGE = format('pg_corpus: the statistics of corpus %s were not refreshed: %s', c, SQLERRM),
+                HINT = format('A role that may refresh them runs SELECT * FROM corpus.corpus_refresh_lexical_stats(%L);',
+                              c);
+        END;
+    END LOOP;
+    PERFORM corpus._progress_report(NULL, NULL, NULL, NULL, NULL);
+END
+$$;
+
 -- Blue/green embeddings: a new column built beside the searched one, then switched to (by the
 -- worker's call that finds its backlog empty, when the build asks for it).
 ALTER TABLE corpus.embedding_slots ADD COLUMN switch_from name;

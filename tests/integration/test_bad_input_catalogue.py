@@ -200,6 +200,8 @@ PROCEDURES = {
                                    ("batch_size", "integer", "10000")],
     "corpus_refresh_lexical_stats_each": [("only_stale", "boolean", "false"),
                                           ("stale_fraction", "double precision", "0.1")],
+    "corpus_reanalyze": [("corpus", "text", f"'{EXT}'"), ("source", "text", "'chunks'"),
+                         ("batch_size", "integer", "10000")],
 }
 # Errors PostgreSQL raises itself before or around pg_corpus' code (input functions, casts):
 # not ours to give a hint.

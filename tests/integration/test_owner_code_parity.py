@@ -140,6 +140,7 @@ NOT_READING_TABLES = {
     "corpus_embedding_retry_dead": "the worker API: the queue only",
     "corpus_embedding_switch": "re-points sources and drops a slot: the catalog and the trigger's DDL only",
     "corpus_embedding_build_cancel": "drops a slot: the catalog and the trigger's DDL only",
+    "corpus_reanalyze": "rewrites rows as the table's owner once the caller's UPDATE is checked (test_reanalyze.py)",
 }
 # the entry points that answer on the planted tables (the calibration and the tuning run their
 # searches, then may need a larger gold set than this one: 55000; a revert needs an applied

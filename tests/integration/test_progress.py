@@ -90,3 +90,49 @@ def test_a_failed_operation_leaves_no_progress_behind(cluster, db):
     conn.execute("SELECT * FROM corpus.corpus_refresh_lexical_stats(%s)", [EXT]).fetchall()
     assert not [n for n in notices if n and "statistics refresh" in n]
     assert rows_of(db, pid) == []
+
+
+def test_a_model_change_reports_its_batches_and_an_error_ends_them(cluster, db):
+    """The model change is a procedure committing batch after batch: held in a batch by a lock
+    on the queue, it is seen with its counts; interrupted (lock timeout), it is gone."""
+    holder, watcher = cluster.connect(db.info.dbname), cluster.connect(db.info.dbname)
+    worker = cluster.connect(db.info.dbname)
+    pid = worker.execute("SELECT pg_backend_pid()").fetchone()[0]
+    total = db.execute("SELECT count(*) FROM halachot").fetchone()[0]
+    holder.execute("BEGIN")
+    holder.execute("LOCK TABLE corpus.embedding_queue IN ACCESS EXCLUSIVE MODE")
+    result = {}
+
+    def change(model):
+        try:
+            worker.execute("CALL corpus.corpus_set_embedding_model('halachot', 'embedding', %s, batch_size => 50)",
+                           [model])
+            result["ok"] = True
+        except psycopg.Error as e:
+            result["error"] = e.sqlstate
+
+    thread = threading.Thread(target=change, args=("model-b",))
+    thread.start()
+    try:
+        seen = []
+        for _ in range(200):
+            seen = rows_of(watcher, pid)
+            if seen:
+                break
+            time.sleep(0.05)
+        (command, corpus, phase, done, n, ordered), = seen
+        assert (command, corpus, done, n) == ("corpus_set_embedding_model", None, 0, total), seen
+        assert "halachot" in phase and "model-b" in phase and ordered
+    finally:
+        holder.execute("ROLLBACK")
+        thread.join(120)
+    assert result == {"ok": True} and rows_of(watcher, pid) == []
+    # interrupted in a batch: the error ends its progress too
+    worker.execute("SET lock_timeout = '200ms'")
+    holder.execute("BEGIN")
+    holder.execute("LOCK TABLE corpus.embedding_queue IN ACCESS EXCLUSIVE MODE")
+    try:
+        change("model-c")
+    finally:
+        holder.execute("ROLLBACK")
+    assert result.get("error") == "55P03" and rows_of(watcher, pid) == []
