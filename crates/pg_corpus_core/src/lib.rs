@@ -14,6 +14,7 @@ pub mod audit;
 pub mod augment;
 pub mod bm25;
 pub mod bm25_index;
+pub mod champions;
 pub mod content;
 pub mod definition;
 pub mod engine;

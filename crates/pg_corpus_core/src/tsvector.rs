@@ -114,6 +114,13 @@ impl<'a> TsVector<'a> {
         })
     }
 
+    /// The i-th entry's lexeme and its number of positions (0 for a lexeme stored without
+    /// positions, as `cardinality(positions)` of `unnest(tsvector)` is NULL for it).
+    pub fn entry_tf(&self, i: usize) -> Option<(&'a [u8], u32)> {
+        let (lexeme, positions) = self.raw_entry(i)?;
+        Some((lexeme, positions.map_or(0, |p| (p.len() / 2) as u32)))
+    }
+
     /// Binary search for a lexeme (PostgreSQL's order: bytes, then length).
     pub fn find(&self, key: &[u8]) -> Option<Entry<'a>> {
         let (mut lo, mut hi) = (0usize, self.size);
