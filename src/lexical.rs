@@ -232,15 +232,12 @@ fn corpus_refresh_lexical_stats(
                 continue;
             }
             let bm25 = Bm25Params::new(gucs::BM25_K1.get(), gucs::BM25_B.get())?;
+            // (a catalog of an earlier release, until ALTER EXTENSION UPDATE, has no one-pass builder)
+            let one_pass = spi::has_function("corpus._champion_lists(text,text,bigint,bigint,double precision,double precision)");
             let champions = (0..c.sources.len())
                 .map(|idx| {
-                    let q = plan::lexical_champions_sql(
-                        &c,
-                        idx,
-                        lexical::CHAMPION_LIST_LEN,
-                        lexical::CHAMPION_LIST_LEN,
-                        bm25,
-                    );
+                    let build = if one_pass { plan::lexical_champions_call } else { plan::lexical_champions_sql };
+                    let q = build(&c, idx, lexical::CHAMPION_LIST_LEN, lexical::CHAMPION_LIST_LEN, bm25);
                     (c.sources[idx].name.clone(), q)
                 })
                 .collect();
@@ -263,4 +260,29 @@ fn corpus_refresh_lexical_stats(
 fn _table_changes(tables: Option<Vec<Option<pg_sys::Oid>>>) -> i64 {
     let tables: Vec<i64> = tables.unwrap_or_default().into_iter().flatten().map(|o| i64::from(o.to_u32())).collect();
     spi::pinned_search_path(|| spi::stats::table_changes(&tables)).or_raise()
+}
+
+/// The champion lists of one source of a corpus built in one pass over its searchable items
+/// (`plan::lexical_champions_call`; the statistics of the corpus written first): for every key
+/// in more than `min_df` documents, the `n` items of highest BM25 term weight, ties broken by
+/// item id in the database's collation, as `ORDER BY w DESC, id` would.
+#[pg_extern(volatile, parallel_unsafe)]
+fn _champion_lists(
+    corpus: &str,
+    source: &str,
+    min_df: i64,
+    n: i64,
+    k1: f64,
+    b: f64,
+) -> TableIterator<'static, (name!(term, String), name!(items, Vec<String>), name!(impacts, Vec<f64>))> {
+    let lists = spi::pinned_search_path(|| -> Result<Vec<pg_corpus_core::champions::ChampionList>, CoreError> {
+        let c = spi::catalog::load_corpus(corpus)?;
+        let Some(idx) = c.sources.iter().position(|s| s.name == source) else {
+            return Err(pg_corpus_core::registry::no_source(corpus, source, "See corpus.corpus_list()."));
+        };
+        let params = Bm25Params::new(k1, b)?;
+        spi::stats::champion_lists(&c, idx, u64::try_from(min_df).unwrap_or(0), n.max(1) as usize, params)
+    })
+    .or_raise();
+    TableIterator::new(lists.into_iter().map(|l| (l.term, l.items, l.impacts)))
 }

@@ -500,6 +500,11 @@ BEGIN
 END
 $$;
 
+-- Champion lists built by the library in one pass (the refresh's statement reads them).
+CREATE FUNCTION corpus._champion_lists(corpus text, source text, min_df bigint, n bigint, k1 double precision,
+    b double precision) RETURNS TABLE (term text, items text[], impacts double precision[])
+STRICT VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', '_champion_lists_wrapper';
+
 -- Blue/green embeddings: a new column built beside the searched one, then switched to (by the
 -- worker's call that finds its backlog empty, when the build asks for it).
 ALTER TABLE corpus.embedding_slots ADD COLUMN switch_from name;

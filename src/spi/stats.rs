@@ -188,3 +188,77 @@ pub fn table_changes(tables: &[i64]) -> Result<i64, CoreError> {
     )?;
     Ok(here + elsewhere)
 }
+
+/// Build source `idx`'s champion lists in one pass (`pg_corpus_core::champions`): the corpus'
+/// common keys and average length from its statistics, then its searchable items through a
+/// cursor, each detoasted BM25 value freed once weighed.
+pub fn champion_lists(
+    corpus: &pg_corpus_core::model::Corpus,
+    idx: usize,
+    min_df: u64,
+    n: usize,
+    params: pg_corpus_core::bm25::Bm25Params,
+) -> Result<Vec<pg_corpus_core::champions::ChampionList>, CoreError> {
+    use pg_corpus_core::champions::Builder;
+    let collation = pg_sys::DEFAULT_COLLATION_OID;
+    let cmp = |a: &str, b: &str| -> std::cmp::Ordering {
+        // SAFETY: two valid UTF-8 strings and their lengths; the default collation.
+        let r = unsafe {
+            pg_sys::varstr_cmp(a.as_ptr().cast(), a.len() as i32, b.as_ptr().cast(), b.len() as i32, collation)
+        };
+        r.cmp(&0)
+    };
+    let (sql, args) = pg_corpus_core::plan::lexical_champion_docs_sql(corpus, idx);
+    Spi::connect(|client| {
+        let name = DatumWithOid::from(corpus.name.as_str());
+        let avgdl = client
+            .select(
+                "SELECT greatest(t.total_length::float8 / greatest(t.documents, 1), 1) FROM corpus.lexical_totals t \
+                 WHERE t.corpus = $1",
+                None,
+                &[name],
+            )?
+            .first()
+            .get_one::<f64>()?
+            .unwrap_or(1.0);
+        let mut common = Vec::new();
+        for row in client.select(
+            "SELECT s.term FROM corpus.lexical_stats s WHERE s.corpus = $1 AND s.df > $2",
+            None,
+            &[DatumWithOid::from(corpus.name.as_str()), DatumWithOid::from(min_df as i64)],
+        )? {
+            if let Some(t) = row.get::<String>(1)? {
+                common.push(t);
+            }
+        }
+        let mut builder = Builder::new(common, n, avgdl, params);
+        let datums = datums(&args);
+        let mut cursor = client.open_cursor(sql.as_str(), &datums);
+        loop {
+            let mut table = cursor.fetch(5000)?;
+            if table.is_empty() {
+                break;
+            }
+            while table.next().is_some() {
+                let Some(id) = table.get::<String>(1)? else { continue };
+                let Some(datum) = table.get_datum_by_ordinal(2)? else { continue };
+                // SAFETY: the row's tsvector datum, detoasted (a copy only when it was toasted
+                // or compressed, freed below) and read in place.
+                unsafe {
+                    let raw = datum.cast_mut_ptr::<pg_sys::varlena>();
+                    let plain = pg_sys::pg_detoast_datum(raw);
+                    let len = pgrx::varlena::varsize_any(plain);
+                    let bytes = std::slice::from_raw_parts(plain as *const u8, len);
+                    if let Some(doc) = pg_corpus_core::tsvector::TsVector::parse(bytes) {
+                        builder.add(id, &doc, &cmp);
+                    }
+                    if plain != raw {
+                        pg_sys::pfree(plain.cast());
+                    }
+                }
+            }
+        }
+        Ok(builder.finish(&cmp))
+    })
+    .map_err(spi_failure)
+}

@@ -490,6 +490,40 @@ LIMIT {lim}",
     }
 }
 
+/// The documents of one source the champion lists are built from, as the statement of
+/// [`lexical_champions_sql`] reads them: (id as text, BM25 column) of its searchable items.
+pub fn lexical_champion_docs_sql(corpus: &Corpus, idx: usize) -> (String, Vec<Param>) {
+    let src = &corpus.sources[idx];
+    let mut params = Params::default();
+    let fw = from_where(src, &[], false, &[], &mut params);
+    (format!("SELECT {}::text AS id, {} AS tsv {fw}", col(&src.id), col(&src.tsv)), params.values)
+}
+
+/// [`lexical_champions_sql`]'s lists built by the library in one pass over
+/// [`lexical_champion_docs_sql`]'s rows (`corpus._champion_lists`): the same lists without a
+/// sort of every posting.
+pub fn lexical_champions_call(
+    corpus: &Corpus,
+    idx: usize,
+    min_df: u64,
+    len: u64,
+    bm25: crate::bm25::Bm25Params,
+) -> (String, Vec<Param>) {
+    (
+        "SELECT c.term, c.items, c.impacts FROM corpus._champion_lists($1::text, $2::text, $3::int8, $4::int8, \
+         $5::float8, $6::float8) AS c"
+            .to_string(),
+        vec![
+            Param::Text(corpus.name.clone()),
+            Param::Text(corpus.sources[idx].name.clone()),
+            Param::Int(min_df as i64),
+            Param::Int(len as i64),
+            Param::Float(bm25.k1),
+            Param::Float(bm25.b),
+        ],
+    )
+}
+
 /// The champion lists of one source (`term`, `items`, `impacts`): for every key in more than `min_df` of
 /// the corpus' documents (by the statistics just written to corpus.lexical_stats), the source's
 /// searchable items of highest BM25 term weight `tf·(k1+1) / (tf + k1·(1 − b + b·dl/avgdl))`,
