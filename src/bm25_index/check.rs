@@ -8,7 +8,7 @@ use std::collections::{HashMap, HashSet};
 use std::hash::{Hash, Hasher};
 
 use pg_corpus_core::bm25_index::{damaged, decode_pending, read_pending, Kind, PendingDoc, Segment};
-use pg_corpus_core::postings::decode_block;
+use pg_corpus_core::postings::{decode_block, Staircase};
 use pg_corpus_core::tsvector::TsVector;
 use pg_corpus_core::{CoreError, SqlState};
 use pgrx::pg_sys;
@@ -78,8 +78,7 @@ fn check_structure(index: pg_sys::Relation) -> Result<Found, CoreError> {
             let mut last: Option<u64> = None;
             for (m, bytes) in p.blocks.iter().zip(&p.bytes) {
                 let ps = decode_block(m, bytes).ok_or_else(|| damaged("a block of postings does not decode"))?;
-                if ps.iter().map(|q| q.tf).max() != Some(m.max_tf) || ps.iter().map(|q| q.len).min() != Some(m.min_len)
-                {
+                if Staircase::of(&ps) != m.staircase {
                     return Err(damaged("a block's bounds do not match its postings"));
                 }
                 for q in ps {

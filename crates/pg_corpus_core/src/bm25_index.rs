@@ -6,7 +6,7 @@
 //! pending list: [`PendingDoc`] records appended to a chain of pages) and immutable segments
 //! ([`SegmentRef`]). A segment is four chains of pages ("streams"):
 //! - postings: per term, in term order, its blocks ([`crate::postings`]), each a header
-//!   (first document, span, count, largest frequency, smallest length, byte length) and bytes;
+//!   (first document, span, count, the bound's staircase, byte length) and bytes;
 //! - dictionary: per term, in term order, `(term, documents, blocks, where its postings start)`;
 //!   an entry never spans two pages;
 //! - directory: per dictionary page, its block number and first term (read whole when a segment
@@ -18,14 +18,14 @@
 
 use std::collections::BTreeMap;
 
-use crate::postings::{get_varint, put_varint, BlockMeta, Posting, TermPostings};
+use crate::postings::{get_varint, put_varint, BlockMeta, Posting, Staircase, TermPostings, STEPS};
 use crate::{CoreError, SqlState};
 
 /// No page (the end of a chain).
 pub const NO_PAGE: u32 = u32::MAX;
 
 /// The format version written in the metapage.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 
 const MAGIC: u32 = 0x4243_5042; // "BPCB"
 
@@ -344,8 +344,12 @@ fn block_header(out: &mut Vec<u8>, m: &BlockMeta, nbytes: usize) {
     put_varint(out, m.first_doc);
     put_varint(out, m.last_doc - m.first_doc);
     put_varint(out, u64::from(m.count));
-    put_varint(out, u64::from(m.max_tf));
-    put_varint(out, u64::from(m.min_len));
+    let steps = m.staircase.steps();
+    put_varint(out, steps.len() as u64);
+    for &(tf, len) in steps {
+        put_varint(out, u64::from(tf));
+        put_varint(out, u64::from(len));
+    }
     put_varint(out, nbytes as u64);
 }
 
@@ -600,13 +604,23 @@ fn read_postings(src: &mut dyn PageSource, e: &DictEntry) -> Result<TermPostings
         let first_doc = r.varint()?;
         let span = r.varint()?;
         let count = u32::try_from(r.varint()?).map_err(|_| damaged("a block count overflows"))?;
-        let max_tf = u32::try_from(r.varint()?).map_err(|_| damaged("a frequency overflows"))?;
-        let min_len = u32::try_from(r.varint()?).map_err(|_| damaged("a length overflows"))?;
+        let nsteps = r.varint()?;
+        if nsteps == 0 || nsteps > STEPS as u64 {
+            return Err(damaged(format!("a block header holds {nsteps} bound steps")));
+        }
+        let mut steps = [(0u32, 0u32); STEPS];
+        for step in steps.iter_mut().take(nsteps as usize) {
+            let tf = u32::try_from(r.varint()?).map_err(|_| damaged("a frequency overflows"))?;
+            let len = u32::try_from(r.varint()?).map_err(|_| damaged("a length overflows"))?;
+            *step = (tf, len);
+        }
+        let staircase = Staircase::from_steps(&steps[..nsteps as usize])
+            .ok_or_else(|| damaged("a block's bound steps are out of order"))?;
         let n = r.varint()? as usize;
         let mut bytes = Vec::with_capacity(n);
         r.read(n, &mut bytes)?;
         let last_doc = first_doc.checked_add(span).ok_or_else(|| damaged("a block's last document overflows"))?;
-        t.blocks.push(BlockMeta { first_doc, last_doc, count, max_tf, min_len });
+        t.blocks.push(BlockMeta { first_doc, last_doc, count, staircase });
         t.bytes.push(bytes);
     }
     Ok(t)

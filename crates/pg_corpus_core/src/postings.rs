@@ -3,10 +3,12 @@
 //! [`BLOCK_SIZE`] postings. A block is stored as bytes (document ids delta-encoded, then the
 //! frequency and the length, each an unsigned LEB128 varint) with a small header kept apart:
 //! its first and last document, its count, and what an upper bound of the term's score over the
-//! block needs under *any* statistics — the block's largest frequency and smallest length.
-//! BM25's term score grows with the frequency and falls with the length for every k1 ≥ 0 and
-//! b ∈ [0, 1], so `score(max_tf, min_len)` bounds every posting of the block whatever a
-//! corpus's idf, average length, k1 and b are ([`BlockMeta::bound`]).
+//! block needs under *any* statistics — the block's staircase: the (frequency, length) pairs no
+//! other posting of the block beats in both (a higher frequency and a shorter document), at
+//! most [`STEPS`] of them. BM25's term score grows with the frequency and falls with the length
+//! for every k1 ≥ 0 and b ∈ [0, 1], so the best score over the staircase is the block's best
+//! posting's score whatever a corpus's idf, average length, k1 and b are, and still an upper
+//! bound when the staircase is coarsened to fit ([`BlockMeta::bound`]).
 
 use std::collections::BTreeMap;
 
@@ -26,14 +28,78 @@ pub struct Posting {
     pub len: u32,
 }
 
+/// At most this many steps of a block's staircase are kept.
+pub const STEPS: usize = 4;
+
+/// A block's staircase: (frequency, length) pairs, both increasing, such that every posting
+/// of the block has a frequency at most and a length at least those of one of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Staircase {
+    n: u8,
+    steps: [(u32, u32); STEPS],
+}
+
+impl Staircase {
+    /// The postings' staircase: the pairs no posting dominates, merged neighbour by neighbour
+    /// (a merge keeps the higher frequency and the shorter length, which dominates both) while
+    /// there are more than [`STEPS`]; the merge chosen is the one that loosens least.
+    pub fn of(postings: &[Posting]) -> Staircase {
+        let mut pairs: Vec<(u32, u32)> = postings.iter().map(|p| (p.tf, p.len)).collect();
+        // by frequency descending, then length ascending: a pair is a step when it is shorter
+        // than every pair of a higher frequency
+        pairs.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        let mut steps: Vec<(u32, u32)> = Vec::new();
+        for (tf, len) in pairs {
+            if steps.last().is_none_or(|&(_, l)| len < l) {
+                steps.push((tf, len));
+            }
+        }
+        steps.reverse();
+        while steps.len() > STEPS {
+            let loss = |i: usize| {
+                let (a, b) = (steps[i], steps[i + 1]);
+                f64::from(b.0 - a.0) / f64::from(b.0.max(1)) + f64::from(b.1 - a.1) / f64::from(b.1.max(1))
+            };
+            let i = (0..steps.len() - 1).min_by(|&x, &y| loss(x).total_cmp(&loss(y))).unwrap_or(0);
+            steps[i] = (steps[i + 1].0, steps[i].1);
+            steps.remove(i + 1);
+        }
+        Staircase::from_steps(&steps).unwrap_or_default()
+    }
+
+    /// Steps as stored; None unless there are 1 to [`STEPS`] of them, both components strictly
+    /// increasing.
+    pub fn from_steps(steps: &[(u32, u32)]) -> Option<Staircase> {
+        if steps.is_empty() || steps.len() > STEPS || steps.windows(2).any(|w| w[0].0 >= w[1].0 || w[0].1 >= w[1].1) {
+            return None;
+        }
+        let mut s = Staircase { n: steps.len() as u8, steps: [(0, 0); STEPS] };
+        s.steps[..steps.len()].copy_from_slice(steps);
+        Some(s)
+    }
+
+    pub fn steps(&self) -> &[(u32, u32)] {
+        &self.steps[..usize::from(self.n)]
+    }
+
+    /// The largest frequency of the block.
+    pub fn max_tf(&self) -> u32 {
+        self.steps().last().map_or(0, |s| s.0)
+    }
+
+    /// The smallest document length of the block.
+    pub fn min_len(&self) -> u32 {
+        self.steps().first().map_or(0, |s| s.1)
+    }
+}
+
 /// What a block's header holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BlockMeta {
     pub first_doc: u64,
     pub last_doc: u64,
     pub count: u32,
-    pub max_tf: u32,
-    pub min_len: u32,
+    pub staircase: Staircase,
 }
 
 /// Relative and absolute slack added to every bound: the bound and the score it bounds are
@@ -45,7 +111,13 @@ impl BlockMeta {
     /// An upper bound of `factor · tfn(tf, len)` over the block's postings (`factor`: the
     /// term's query weight × query count × idf, never negative).
     pub fn bound(&self, factor: f64, avg_doc_len: f64, p: Bm25Params) -> f64 {
-        inflate(factor * tf_norm(f64::from(self.max_tf), f64::from(self.min_len), avg_doc_len, p))
+        let best = self
+            .staircase
+            .steps()
+            .iter()
+            .map(|&(tf, len)| tf_norm(f64::from(tf), f64::from(len), avg_doc_len, p))
+            .fold(0.0, f64::max);
+        inflate(factor * best)
     }
 }
 
@@ -100,8 +172,7 @@ pub fn encode_block(postings: &[Posting]) -> (BlockMeta, Vec<u8>) {
         first_doc: postings.first().map_or(0, |p| p.doc),
         last_doc: postings.last().map_or(0, |p| p.doc),
         count: postings.len() as u32,
-        max_tf: postings.iter().map(|p| p.tf).max().unwrap_or(0),
-        min_len: postings.iter().map(|p| p.len).min().unwrap_or(0),
+        staircase: Staircase::of(postings),
     };
     (meta, out)
 }
@@ -299,6 +370,46 @@ mod tests {
         }
     }
 
+    proptest! {
+        #[test]
+        fn a_staircase_of_few_steps_bounds_a_block_by_its_best_posting(
+            raw in proptest::collection::vec((0u64..1000, 0u32..50, 0u32..5000), 1..128),
+            k1 in 0.0f64..3.0, b in 0.0f64..=1.0, avg in 1.0f64..2000.0,
+        ) {
+            let p = Bm25Params::new(k1, b).unwrap();
+            let ps = postings(&raw);
+            let meta = encode_block(&ps).0;
+            let steps = meta.staircase.steps();
+            prop_assert!(!steps.is_empty() && steps.len() <= STEPS);
+            prop_assert_eq!(meta.staircase.max_tf(), ps.iter().map(|q| q.tf).max().unwrap());
+            prop_assert_eq!(meta.staircase.min_len(), ps.iter().map(|q| q.len).min().unwrap());
+            // every step is a posting's pair or dominates some: coarsening only merges
+            let best = ps.iter().map(|q| tf_norm(f64::from(q.tf), f64::from(q.len), avg, p)).fold(0.0, f64::max);
+            let bound = meta.bound(1.0, avg, p);
+            prop_assert!(best <= bound);
+            let exact = Staircase::of(&ps).steps().iter().all(|s| ps.iter().any(|q| (q.tf, q.len) == *s));
+            if exact {
+                prop_assert!(bound <= inflate(best), "{} > {}", bound, best);
+            }
+        }
+    }
+
+    #[test]
+    fn a_staircase_keeps_the_undominated_pairs_and_merges_the_closest() {
+        let ps = |pairs: &[(u32, u32)]| -> Vec<Posting> {
+            pairs.iter().enumerate().map(|(i, &(tf, len))| Posting { doc: i as u64, tf, len }).collect()
+        };
+        // (2, 40) is dominated by (3, 30); (1, 50) by (1, 10)
+        let s = Staircase::of(&ps(&[(1, 10), (2, 40), (3, 30), (1, 50), (5, 60)]));
+        assert_eq!(s.steps(), &[(1, 10), (3, 30), (5, 60)]);
+        // six steps become four: the closest neighbours, (10, 100) and (11, 101), then
+        // (20, 200) and (21, 202), merge into pairs that dominate both
+        let s = Staircase::of(&ps(&[(1, 10), (10, 100), (11, 101), (20, 200), (21, 202), (40, 400)]));
+        assert_eq!(s.steps(), &[(1, 10), (11, 100), (21, 200), (40, 400)]);
+        assert_eq!(Staircase::from_steps(&[(2, 5), (2, 6)]), None);
+        assert_eq!(Staircase::from_steps(&[]), None);
+    }
+
     #[test]
     fn a_damaged_block_is_refused_not_misread() {
         let ps = postings(&[(0, 1, 10), (3, 2, 20), (1, 0, 5)]);
@@ -308,7 +419,9 @@ mod tests {
         longer.push(0);
         assert!(decode_block(&meta, &longer).is_none());
         assert!(decode_block(&BlockMeta { last_doc: meta.last_doc + 1, ..meta }, &bytes).is_none());
-        assert_eq!(meta, BlockMeta { first_doc: 1, last_doc: 7, count: 3, max_tf: 3, min_len: 5 });
+        let staircase = Staircase::from_steps(&[(1, 5), (2, 10), (3, 20)]).unwrap();
+        assert_eq!(meta, BlockMeta { first_doc: 1, last_doc: 7, count: 3, staircase });
+        assert_eq!((staircase.max_tf(), staircase.min_len()), (3, 5));
     }
 
     #[test]
