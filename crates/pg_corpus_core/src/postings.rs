@@ -134,7 +134,7 @@ pub(crate) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     out.push(v as u8);
 }
 
-#[inline]
+#[inline(always)]
 pub(crate) fn get_varint(bytes: &[u8], at: &mut usize) -> Option<u64> {
     // most numbers of a block (gaps, frequencies) fit in one byte
     let b = *bytes.get(*at)?;
@@ -187,9 +187,33 @@ pub fn decode_block(meta: &BlockMeta, bytes: &[u8]) -> Option<Vec<Posting>> {
 /// [`decode_block`] into a buffer (cleared first); false for a damaged block.
 pub fn decode_block_into(meta: &BlockMeta, bytes: &[u8], out: &mut Vec<Posting>) -> bool {
     out.clear();
+    out.reserve(meta.count as usize);
     let mut at = 0;
     let mut doc = meta.first_doc;
     for _ in 0..meta.count {
+        // most postings are a one-byte gap and frequency and a length of one or two bytes
+        if let Some(&[gap, tf, l0]) = bytes.get(at..at + 3) {
+            if (gap | tf) & 0x80 == 0 {
+                let len = if l0 & 0x80 == 0 {
+                    at += 3;
+                    Some(u32::from(l0))
+                } else {
+                    match bytes.get(at + 3) {
+                        Some(&l1) if l1 & 0x80 == 0 => {
+                            at += 4;
+                            Some(u32::from(l0 & 0x7F) | u32::from(l1) << 7)
+                        }
+                        _ => None,
+                    }
+                };
+                if let Some(len) = len {
+                    let Some(d) = doc.checked_add(u64::from(gap)) else { return false };
+                    doc = d;
+                    out.push(Posting { doc, tf: u32::from(tf), len });
+                    continue;
+                }
+            }
+        }
         let (Some(gap), Some(tf), Some(len)) =
             (get_varint(bytes, &mut at), get_varint(bytes, &mut at), get_varint(bytes, &mut at))
         else {
