@@ -97,9 +97,15 @@ pub fn tf_norm(tf: f64, doc_len: f64, avg_doc_len: f64, p: Bm25Params) -> f64 {
     if tf <= 0.0 {
         return 0.0;
     }
+    tf / (tf + length_norm(doc_len, avg_doc_len, p))
+}
+
+/// The length's part of [`tf_norm`]'s denominator, `k1 · (1 - b + b · dl / avgdl)`: the same
+/// for every term of a document, so a scorer may compute it once per length.
+pub fn length_norm(doc_len: f64, avg_doc_len: f64, p: Bm25Params) -> f64 {
     let avg = if avg_doc_len > 0.0 && avg_doc_len.is_finite() { avg_doc_len } else { 1.0 };
     let dl = if doc_len.is_finite() && doc_len > 0.0 { doc_len } else { 0.0 };
-    tf / (tf + p.k1 * (1.0 - p.b + p.b * dl / avg))
+    p.k1 * (1.0 - p.b + p.b * dl / avg)
 }
 
 /// One query term's contribution: `weight · qtf · idf · tfn`.

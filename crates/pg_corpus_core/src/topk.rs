@@ -21,7 +21,7 @@
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BinaryHeap};
 
-use crate::bm25::{tf_norm, Bm25Params};
+use crate::bm25::{length_norm, tf_norm, Bm25Params};
 use crate::postings::{decode_block_into, inflate, Posting, TermPostings};
 
 /// One query term: its postings and its factor (query weight × query count × idf, ≥ 0).
@@ -56,6 +56,35 @@ pub struct Scoring {
 impl Scoring {
     fn term(&self, factor: f64, p: &Posting) -> f64 {
         factor * tf_norm(f64::from(p.tf), f64::from(p.len), self.avg_doc_len, self.params)
+    }
+}
+
+/// Lengths below this have their [`length_norm`] computed once per search.
+const NORMS: usize = 1024;
+
+/// A search's scoring with the length part of each term score's denominator computed once
+/// per length: the same operations on the same values as [`Scoring::term`], so the same bits.
+struct Scorer {
+    scoring: Scoring,
+    norms: Vec<f64>,
+}
+
+impl Scorer {
+    fn new(s: &Scoring) -> Scorer {
+        Scorer { scoring: *s, norms: (0..NORMS).map(|len| length_norm(len as f64, s.avg_doc_len, s.params)).collect() }
+    }
+
+    #[inline]
+    fn term(&self, factor: f64, p: &Posting) -> f64 {
+        if p.tf == 0 {
+            return 0.0;
+        }
+        let norm = match self.norms.get(p.len as usize) {
+            Some(n) => *n,
+            None => length_norm(f64::from(p.len), self.scoring.avg_doc_len, self.scoring.params),
+        };
+        let tf = f64::from(p.tf);
+        factor * (tf / (tf + norm))
     }
 }
 
@@ -466,6 +495,7 @@ fn max_score_into<K: Ord>(
 ) -> (Vec<Hit>, Work) {
     let k = top.k;
     let mut work = Work::default();
+    let scorer = Scorer::new(scoring);
     let mut cursors = cursors(terms, scoring);
     if k == 0 || cursors.is_empty() {
         return (Vec::new(), work);
@@ -482,6 +512,22 @@ fn max_score_into<K: Ord>(
         let essential = (0..=cursors.len()).take_while(|&e| inflate(before[e]) < threshold).last().unwrap_or(0);
         if essential >= cursors.len() {
             break;
+        }
+        if essential + 1 == cursors.len() {
+            if !one_list_block(
+                &mut cursors,
+                essential,
+                &before,
+                &scorer,
+                &mut top,
+                &mut c,
+                &mut work,
+                &mut accept,
+                &tie,
+            ) {
+                break;
+            }
+            continue;
         }
         let mut d = u64::MAX;
         for cur in &mut cursors[essential..] {
@@ -515,7 +561,7 @@ fn max_score_into<K: Ord>(
             // (positions are lower bounds until decoded: the posting may lie past d)
             if cur.doc(&mut work) == d {
                 if let Some(p) = cur.current(&mut work).filter(|p| p.doc == d) {
-                    let v = scoring.term(cur.factor, &p);
+                    let v = scorer.term(cur.factor, &p);
                     c[cur.term] = v;
                     found += v;
                     matched = true;
@@ -534,7 +580,7 @@ fn max_score_into<K: Ord>(
                 upper -= cursors[j].max;
                 cursors[j].seek(d);
                 if let Some(p) = cursors[j].current(&mut work).filter(|p| p.doc == d) {
-                    let v = scoring.term(cursors[j].factor, &p);
+                    let v = scorer.term(cursors[j].factor, &p);
                     c[cursors[j].term] = v;
                     upper += v;
                 }
@@ -550,6 +596,69 @@ fn max_score_into<K: Ord>(
         }
     }
     (top.into_hits(), work)
+}
+
+/// MaxScore's step when one list proposes every document: the rest of its current block in
+/// one pass, each posting scored and, when it can reach the threshold with the other lists at
+/// their best, completed from them (most valuable first) as the general step does. False
+/// once the list is exhausted.
+#[allow(clippy::too_many_arguments)]
+fn one_list_block<K: Ord>(
+    cursors: &mut [Cursor<'_>],
+    essential: usize,
+    before: &[f64],
+    scorer: &Scorer,
+    top: &mut TopK<K>,
+    c: &mut [f64],
+    work: &mut Work,
+    accept: &mut impl FnMut(u64) -> bool,
+    tie: &impl Fn(u64) -> K,
+) -> bool {
+    let (others, rest) = cursors.split_at_mut(essential);
+    let cur = &mut rest[0];
+    if cur.exhausted() {
+        return false;
+    }
+    let rest_max = before[essential];
+    // a block that cannot reach the threshold is passed by its header alone
+    if inflate(cur.bounds[cur.block] + rest_max) < top.threshold() {
+        cur.next_block();
+        return true;
+    }
+    if cur.current(work).is_none() {
+        return false;
+    }
+    let mut threshold = top.threshold();
+    for i in cur.pos..cur.decoded.len() {
+        let p = cur.decoded[i];
+        let v = scorer.term(cur.factor, &p);
+        let mut upper = v + rest_max;
+        if inflate(upper) < threshold {
+            continue;
+        }
+        c.fill(0.0);
+        c[cur.term] = v;
+        let mut possible = true;
+        for j in (0..essential).rev() {
+            if inflate(upper) < threshold {
+                possible = false;
+                break;
+            }
+            upper -= others[j].max;
+            others[j].seek(p.doc);
+            if let Some(q) = others[j].current(work).filter(|q| q.doc == p.doc) {
+                let w = scorer.term(others[j].factor, &q);
+                c[others[j].term] = w;
+                upper += w;
+            }
+        }
+        if possible {
+            top.consider(p.doc, sum_in_term_order(c), work, accept, tie);
+            threshold = top.threshold();
+        }
+    }
+    cur.next_block();
+    true
 }
 
 /// The top k among `docs` (sorted, no repeats): each document scored by seeking every term's
