@@ -570,22 +570,8 @@ fn max_score_into<K: Ord>(
         }
         // a document only non-essential terms hold cannot reach the threshold
         if matched {
-            let mut upper = found + before[essential];
-            let mut possible = true;
-            for j in (0..essential).rev() {
-                if inflate(upper) < threshold {
-                    possible = false;
-                    break;
-                }
-                upper -= cursors[j].max;
-                cursors[j].seek(d);
-                if let Some(p) = cursors[j].current(&mut work).filter(|p| p.doc == d) {
-                    let v = scorer.term(cursors[j].factor, &p);
-                    c[cursors[j].term] = v;
-                    upper += v;
-                }
-            }
-            if possible {
+            let upper = found + before[essential];
+            if complete(&mut cursors[..essential], d, upper, threshold, &scorer, &mut c, &mut work) {
                 top.consider(d, sum_in_term_order(&c), &mut work, &mut accept, &tie);
             }
         }
@@ -596,6 +582,33 @@ fn max_score_into<K: Ord>(
         }
     }
     (top.into_hits(), work)
+}
+
+/// A proposed document's scores from the non-essential lists (`others`, ordered by bound),
+/// most valuable first, while it can still reach the threshold: `upper` is its essential
+/// lists' scores plus every non-essential list at its best. False once it cannot.
+fn complete(
+    others: &mut [Cursor<'_>],
+    d: u64,
+    mut upper: f64,
+    threshold: f64,
+    scorer: &Scorer,
+    c: &mut [f64],
+    work: &mut Work,
+) -> bool {
+    for cur in others.iter_mut().rev() {
+        if inflate(upper) < threshold {
+            return false;
+        }
+        upper -= cur.max;
+        cur.seek(d);
+        if let Some(p) = cur.current(work).filter(|p| p.doc == d) {
+            let v = scorer.term(cur.factor, &p);
+            c[cur.term] = v;
+            upper += v;
+        }
+    }
+    true
 }
 
 /// MaxScore's step when one list proposes every document: the rest of its current block in
@@ -632,27 +645,12 @@ fn one_list_block<K: Ord>(
     for i in cur.pos..cur.decoded.len() {
         let p = cur.decoded[i];
         let v = scorer.term(cur.factor, &p);
-        let mut upper = v + rest_max;
-        if inflate(upper) < threshold {
+        if inflate(v + rest_max) < threshold {
             continue;
         }
         c.fill(0.0);
         c[cur.term] = v;
-        let mut possible = true;
-        for j in (0..essential).rev() {
-            if inflate(upper) < threshold {
-                possible = false;
-                break;
-            }
-            upper -= others[j].max;
-            others[j].seek(p.doc);
-            if let Some(q) = others[j].current(work).filter(|q| q.doc == p.doc) {
-                let w = scorer.term(others[j].factor, &q);
-                c[others[j].term] = w;
-                upper += w;
-            }
-        }
-        if possible {
+        if complete(others, p.doc, v + rest_max, threshold, scorer, c, work) {
             top.consider(p.doc, sum_in_term_order(c), work, accept, tie);
             threshold = top.threshold();
         }
