@@ -585,8 +585,9 @@ fn max_score_into<K: Ord>(
 }
 
 /// A proposed document's scores from the non-essential lists (`others`, ordered by bound),
-/// most valuable first, while it can still reach the threshold: `upper` is its essential
-/// lists' scores plus every non-essential list at its best. False once it cannot.
+/// most valuable first, while it can still reach the threshold (each list at its best, then
+/// at the best of the block that would hold the document): `upper` is its essential lists'
+/// scores plus every non-essential list at its best. False once it cannot.
 fn complete(
     others: &mut [Cursor<'_>],
     d: u64,
@@ -602,6 +603,10 @@ fn complete(
         }
         upper -= cur.max;
         cur.seek(d);
+        // the block that would hold d bounds it tighter than the list's best, without decoding
+        if inflate(upper + cur.block_bound_at(d).0) < threshold {
+            return false;
+        }
         if let Some(p) = cur.current(work).filter(|p| p.doc == d) {
             let v = scorer.term(cur.factor, &p);
             c[cur.term] = v;
