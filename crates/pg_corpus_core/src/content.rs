@@ -39,28 +39,29 @@ pub fn is_default_ignorable(c: char) -> bool {
 }
 
 /// White space, invisible (default-ignorable) or a control character: never content.
+#[inline]
 pub fn is_blank(c: char) -> bool {
+    if c.is_ascii() {
+        // ASCII's blanks are its controls and the space (its white space is \t..\r and ' ')
+        return c <= ' ' || c == '\u{007F}';
+    }
     is_white_space(c) || is_default_ignorable(c) || c.is_control()
 }
 
 /// The number of content characters of `text`: blank characters trimmed at both ends, each
 /// inner run of white space counted once, inner invisible and control characters not counted.
 pub fn content_length(text: &str) -> usize {
-    let trimmed = text.trim_matches(is_blank);
-    let mut n = 0;
-    let mut in_space = false;
-    for c in trimmed.chars() {
-        if is_white_space(c) {
-            if !in_space {
-                n += 1;
-            }
-            in_space = true;
-        } else if is_blank(c) {
-            // invisible: neither content nor the end of a run of spaces
-        } else {
-            n += 1;
-            in_space = false;
+    // one pass: a run of white space counts when content comes before and after it
+    let (mut n, mut seen, mut space) = (0, false, false);
+    for c in text.chars() {
+        if !is_blank(c) {
+            n += 1 + usize::from(space);
+            seen = true;
+            space = false;
+        } else if seen && is_white_space(c) {
+            space = true;
         }
+        // (other blanks are invisible: neither content nor the end of a run of spaces)
     }
     n
 }
@@ -105,6 +106,38 @@ mod tests {
         ('\u{0001}', "control"),
         ('\u{007F}', "delete"),
     ];
+
+    /// The rule as written: trim blanks at both ends, count inner white space runs once.
+    fn reference_length(text: &str) -> usize {
+        let trimmed = text.trim_matches(|c: char| is_white_space(c) || is_default_ignorable(c) || c.is_control());
+        let (mut n, mut in_space) = (0, false);
+        for c in trimmed.chars() {
+            if is_white_space(c) {
+                n += usize::from(!in_space);
+                in_space = true;
+            } else if !(is_default_ignorable(c) || c.is_control()) {
+                n += 1;
+                in_space = false;
+            }
+        }
+        n
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn the_one_pass_count_is_the_rule(
+            picks in proptest::collection::vec(0usize..64, 0..60), ascii in proptest::collection::vec(0u8..128, 0..40),
+        ) {
+            let alphabet: Vec<char> = BLANKS.iter().map(|b| b.0).chain(['a', 'ש', 'ž', ' ', '\u{05B8}']).collect();
+            let mut text: String = picks.iter().map(|&i| alphabet[i % alphabet.len()]).collect();
+            text.extend(ascii.iter().map(|&b| char::from(b)));
+            proptest::prop_assert_eq!(content_length(&text), reference_length(&text), "{:?}", text);
+            for b in 0u8..128 {
+                let c = char::from(b);
+                proptest::prop_assert_eq!(is_blank(c), is_white_space(c) || is_default_ignorable(c) || c.is_control());
+            }
+        }
+    }
 
     #[test]
     fn every_blank_class_alone_is_no_content() {
