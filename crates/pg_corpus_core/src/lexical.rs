@@ -380,11 +380,17 @@ pub fn ranks_through_index(documents: u64, corpus_share: f64, window: usize) -> 
 }
 
 /// The first page of an index scan of the lexical branch: enough rows of the table's ranking
-/// for `window` of a corpus that is `corpus_share` of it (the scan continues with larger pages
-/// when the corpus predicate refused more than expected).
+/// that `window` of them are in a corpus that is `corpus_share` of the table unless the
+/// corpus is three standard deviations short of its share among them (the rows taken as
+/// independent draws), plus 8. A page that falls short makes the scan rank a four times
+/// larger one from the start, so the first is sized for the unlucky case, not the mean.
 pub fn index_page(window: usize, corpus_share: f64) -> i32 {
-    let share = if corpus_share > 0.0 { corpus_share.min(1.0) } else { 1.0 };
-    ((window.max(1) as f64 / share).ceil() as i64 + 8).clamp(1, 1 << 16) as i32
+    let s = if corpus_share > 0.0 { corpus_share.min(1.0) } else { 1.0 };
+    let w = window.max(1) as f64;
+    // the least n with n·s − 3·√(n·s·(1 − s)) ≥ w, solved for √n
+    let z = 3.0 * (s * (1.0 - s)).sqrt();
+    let root = (z + (z * z + 4.0 * s * w).sqrt()) / (2.0 * s);
+    ((root * root - 1e-9).ceil() as i64 + 8).clamp(1, 1 << 16) as i32
 }
 
 /// How a BM25 subplan of `plan` checks the corpus predicate. `corpus_share` is the corpus'
@@ -450,9 +456,19 @@ mod tests {
         assert!(!ranks_through_index(2_000, 0.01, 40));
         assert!(!ranks_through_index(200, 0.001, 40));
         assert!(ranks_through_index(10, 0.0, 40), "a table never analysed");
-        assert_eq!(index_page(40, 0.5), 88);
         assert_eq!(index_page(40, 0.0), 48);
+        assert_eq!(index_page(40, 1.0), 48);
         assert_eq!(index_page(10_000, 0.0001), 1 << 16);
+        // a 5% corpus: 808 rows hold 40 of it on average, and fewer for about half the queries
+        let page = index_page(40, 0.05);
+        assert!((1200..1400).contains(&page), "{page}");
+        // the page holds `window` corpus rows three standard deviations below the mean
+        for (w, s) in [(40usize, 0.5f64), (40, 0.05), (400, 0.2), (10, 0.01)] {
+            let n = f64::from(index_page(w, s) - 8);
+            assert!(n * s - 3.0 * (n * s * (1.0 - s)).sqrt() >= w as f64 - 1e-6, "{w} {s}");
+            let m = n - 2.0;
+            assert!(m * s - 3.0 * (m * s * (1.0 - s)).sqrt() < w as f64, "{w} {s}: not the least");
+        }
     }
 
     #[test]
