@@ -178,9 +178,11 @@ impl<K: Ord> TopK<K> {
         let e = Entry { score, tie, doc };
         if self.heap.len() < self.k {
             self.heap.push(e);
-        } else if self.heap.peek().is_some_and(|worst| e.worse(worst) == Ordering::Less) {
-            self.heap.pop();
-            self.heap.push(e);
+        } else if let Some(mut worst) = self.heap.peek_mut() {
+            // replaced in place: one sift down instead of a pop and a push
+            if e.worse(&worst) == Ordering::Less {
+                *worst = e;
+            }
         }
     }
 
