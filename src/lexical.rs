@@ -241,8 +241,12 @@ fn corpus_refresh_lexical_stats(
                     (c.sources[idx].name.clone(), q)
                 })
                 .collect();
-            let refresh =
-                pg_corpus_core::statistics::refresh(&name, plan::lexical_stats_sql(&c), state.changes_now, champions);
+            let counts = if spi::has_function("corpus._lexical_counts(text)") {
+                plan::lexical_counts_call(&c)
+            } else {
+                plan::lexical_stats_sql(&c)
+            };
+            let refresh = pg_corpus_core::statistics::refresh(&name, counts, state.changes_now, champions);
             let statements = crate::progress::Progress::start("statistics refresh", Some(&name));
             let (documents, terms) = spi::stats::refresh_lexical_stats(&refresh, &statements)?;
             drop(statements);
@@ -285,4 +289,18 @@ fn _champion_lists(
     })
     .or_raise();
     TableIterator::new(lists.into_iter().map(|l| (l.term, l.items, l.impacts)))
+}
+
+/// A corpus' lexical statistics counted in one pass over its searchable items
+/// (`plan::lexical_counts_call`, which the refresh writes to corpus.lexical_stats and
+/// corpus.lexical_totals): (term, df, NULL) per key, then (NULL, documents, total length).
+#[pg_extern(stable, strict, parallel_unsafe)]
+fn _lexical_counts(
+    corpus: &str,
+) -> TableIterator<'static, (name!(term, Option<String>), name!(df, i64), name!(total_len, Option<i64>))> {
+    let counts = spi::pinned_search_path(|| -> Result<pg_corpus_core::statistics::Counts, CoreError> {
+        spi::stats::lexical_counts(&*spi::catalog::load_corpus(corpus)?)
+    })
+    .or_raise();
+    TableIterator::new(counts.rows())
 }

@@ -208,7 +208,7 @@ pub fn champion_lists(
         };
         r.cmp(&0)
     };
-    let (sql, args) = pg_corpus_core::plan::lexical_champion_docs_sql(corpus, idx);
+    let (sql, args) = pg_corpus_core::plan::lexical_docs_sql(corpus, idx);
     Spi::connect(|client| {
         let name = DatumWithOid::from(corpus.name.as_str());
         let avgdl = client
@@ -232,33 +232,64 @@ pub fn champion_lists(
             }
         }
         let mut builder = Builder::new(common, n, avgdl, params);
-        let datums = datums(&args);
-        let mut cursor = client.open_cursor(sql.as_str(), &datums);
-        loop {
-            let mut table = cursor.fetch(5000)?;
-            if table.is_empty() {
-                break;
+        each_document(client, &sql, &args, |id, doc| {
+            if let (Some(id), Some(doc)) = (id, doc) {
+                builder.add(id, doc, &cmp);
             }
-            while table.next().is_some() {
-                let Some(id) = table.get::<String>(1)? else { continue };
-                let Some(datum) = table.get_datum_by_ordinal(2)? else { continue };
-                // SAFETY: the row's tsvector datum, detoasted (a copy only when it was toasted
-                // or compressed, freed below) and read in place.
-                unsafe {
-                    let raw = datum.cast_mut_ptr::<pg_sys::varlena>();
-                    let plain = pg_sys::pg_detoast_datum(raw);
-                    let len = pgrx::varlena::varsize_any(plain);
-                    let bytes = std::slice::from_raw_parts(plain as *const u8, len);
-                    if let Some(doc) = pg_corpus_core::tsvector::TsVector::parse(bytes) {
-                        builder.add(id, &doc, &cmp);
-                    }
-                    if plain != raw {
-                        pg_sys::pfree(plain.cast());
-                    }
-                }
-            }
-        }
+        })?;
         Ok(builder.finish(&cmp))
     })
     .map_err(spi_failure)
+}
+
+/// A corpus' lexical statistics counted in one pass over every source's searchable items
+/// (`statistics::Counts`): the rows of `plan::lexical_stats_sql`.
+pub fn lexical_counts(corpus: &pg_corpus_core::model::Corpus) -> Result<statistics::Counts, CoreError> {
+    let mut counts = statistics::Counts::default();
+    Spi::connect(|client| {
+        for idx in 0..corpus.sources.len() {
+            let (sql, args) = pg_corpus_core::plan::lexical_docs_sql(corpus, idx);
+            each_document(client, &sql, &args, |_, doc| counts.add(doc))?;
+        }
+        Ok(())
+    })
+    .map_err(spi_failure)?;
+    Ok(counts)
+}
+
+/// Every row of `sql` (id as text, BM25 column) through a cursor: the id and the parsed
+/// document (None for NULL or a malformed value), each detoasted value freed once `f` saw it.
+fn each_document(
+    client: &pgrx::spi::SpiClient<'_>,
+    sql: &str,
+    args: &[pg_corpus_core::sql::Param],
+    mut f: impl FnMut(Option<String>, Option<&pg_corpus_core::tsvector::TsVector>),
+) -> pgrx::spi::SpiResult<()> {
+    let datums = datums(args);
+    let mut cursor = client.open_cursor(sql, &datums);
+    loop {
+        let mut table = cursor.fetch(5000)?;
+        if table.is_empty() {
+            return Ok(());
+        }
+        while table.next().is_some() {
+            let id = table.get::<String>(1)?;
+            let Some(datum) = table.get_datum_by_ordinal(2)? else {
+                f(id, None);
+                continue;
+            };
+            // SAFETY: the row's tsvector datum, detoasted (a copy only when it was toasted or
+            // compressed, freed below) and read in place.
+            unsafe {
+                let raw = datum.cast_mut_ptr::<pg_sys::varlena>();
+                let plain = pg_sys::pg_detoast_datum(raw);
+                let len = pgrx::varlena::varsize_any(plain);
+                let bytes = std::slice::from_raw_parts(plain as *const u8, len);
+                f(id, pg_corpus_core::tsvector::TsVector::parse(bytes).as_ref());
+                if plain != raw {
+                    pg_sys::pfree(plain.cast());
+                }
+            }
+        }
+    }
 }

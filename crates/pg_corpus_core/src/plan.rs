@@ -490,17 +490,27 @@ LIMIT {lim}",
     }
 }
 
-/// The documents of one source the champion lists are built from, as the statement of
-/// [`lexical_champions_sql`] reads them: (id as text, BM25 column) of its searchable items.
-pub fn lexical_champion_docs_sql(corpus: &Corpus, idx: usize) -> (String, Vec<Param>) {
+/// The documents of one source the one-pass statistics and champion lists are built from, as
+/// [`lexical_stats_sql`] and [`lexical_champions_sql`] read them: (id as text, BM25 column) of
+/// its searchable items.
+pub fn lexical_docs_sql(corpus: &Corpus, idx: usize) -> (String, Vec<Param>) {
     let src = &corpus.sources[idx];
     let mut params = Params::default();
     let fw = from_where(src, &[], false, &[], &mut params);
     (format!("SELECT {}::text AS id, {} AS tsv {fw}", col(&src.id), col(&src.tsv)), params.values)
 }
 
+/// [`lexical_stats_sql`]'s rows counted by the library in one pass over every source's
+/// [`lexical_docs_sql`] rows (`corpus._lexical_counts`, `statistics::Counts`).
+pub fn lexical_counts_call(corpus: &Corpus) -> (String, Vec<Param>) {
+    (
+        "SELECT c.term, c.df, c.total_len FROM corpus._lexical_counts($1::text) AS c".to_string(),
+        vec![Param::Text(corpus.name.clone())],
+    )
+}
+
 /// [`lexical_champions_sql`]'s lists built by the library in one pass over
-/// [`lexical_champion_docs_sql`]'s rows (`corpus._champion_lists`): the same lists without a
+/// [`lexical_docs_sql`]'s rows (`corpus._champion_lists`): the same lists without a
 /// sort of every posting.
 pub fn lexical_champions_call(
     corpus: &Corpus,

@@ -1,13 +1,55 @@
 //! The SQL of the lexical statistics besides the corpus' own queries in [`crate::plan`]: the
-//! statements of a refresh (which wrap `plan::lexical_stats_sql` and `plan::lexical_champions_sql`),
-//! of forgetting a corpus' statistics, and the reads of a search and of the health check. The
-//! extension runs them in order; values are parameters.
+//! statements of a refresh (which wrap `plan::lexical_stats_sql` or its one-pass [`Counts`], and
+//! the champion lists' statements), of forgetting a corpus' statistics, and the reads of a search
+//! and of the health check. The extension runs them in order; values are parameters.
+
+use std::collections::HashMap;
 
 use crate::model::Corpus;
 use crate::sql::Param;
+use crate::tsvector::TsVector;
 
 /// One statement and its parameters.
 pub type Statement = (String, Vec<Param>);
+
+/// A corpus' lexical statistics counted in one pass over its documents: each key's document
+/// frequency, the number of documents and their total BM25 length; the rows of
+/// `plan::lexical_stats_sql` without the sort of every posting its GROUP BY needs.
+#[derive(Debug, Default)]
+pub struct Counts {
+    df: HashMap<Box<[u8]>, u64>,
+    documents: u64,
+    total_length: u64,
+}
+
+impl Counts {
+    /// One document of the corpus (a NULL BM25 value counts as a document without keys).
+    pub fn add(&mut self, doc: Option<&TsVector>) {
+        self.documents += 1;
+        let Some(doc) = doc else { return };
+        self.total_length += u64::from(doc.surface_length());
+        for i in 0..doc.len() {
+            let Some((lexeme, _)) = doc.entry_tf(i) else { continue };
+            match self.df.get_mut(lexeme) {
+                Some(n) => *n += 1,
+                None => {
+                    self.df.insert(lexeme.into(), 1);
+                }
+            }
+        }
+    }
+
+    /// `plan::lexical_stats_sql`'s rows: (term, df, NULL) per key, then (NULL, documents,
+    /// total length).
+    pub fn rows(self) -> impl Iterator<Item = (Option<String>, i64, Option<i64>)> {
+        let clamp = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+        let totals = (None, clamp(self.documents), Some(clamp(self.total_length)));
+        self.df
+            .into_iter()
+            .map(move |(k, n)| (Some(String::from_utf8_lossy(&k).into_owned()), clamp(n), None))
+            .chain(std::iter::once(totals))
+    }
+}
 
 /// The statements of a corpus' statistics refresh, in order, in one transaction: the old
 /// statistics go, the new ones and their totals are written from `stats` (returning
@@ -263,5 +305,56 @@ mod tests {
             assert_eq!(p, &vec![Param::Text("legal".into())]);
         }
         assert!(cleared[1..].iter().all(|(sql, p)| sql.starts_with("DELETE FROM corpus.lexical_") && p.len() == 1));
+    }
+
+    #[test]
+    fn counts_are_the_group_by_of_every_documents_keys() {
+        use crate::tsvector::tests::encode;
+        let mut rng = 11u64;
+        let mut next = || {
+            rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (rng >> 33) as usize
+        };
+        let keys = ["alef", "bet", "gimel", "dalet", "he", "vav", "zayin"];
+        let (mut docs, mut counts) = (Vec::new(), Counts::default());
+        for _ in 0..200 {
+            let mut words: Vec<(&str, Vec<(u16, u8)>)> = Vec::new();
+            for (j, k) in keys.iter().enumerate() {
+                if next() % (j + 2) == 0 {
+                    // labels D (0) and C (1): only D positions make the length
+                    words.push((k, (0..1 + next() % 4).map(|p| ((p + 1) as u16, (next() % 2) as u8)).collect()));
+                }
+            }
+            words.sort_by(|a, b| crate::tsvector::compare(a.0.as_bytes(), b.0.as_bytes()));
+            let refs: Vec<(&str, &[(u16, u8)])> = words.iter().map(|(w, p)| (*w, p.as_slice())).collect();
+            docs.push(if next() % 10 == 0 { None } else { Some(encode(&refs)) });
+        }
+        for d in &docs {
+            counts.add(d.as_deref().map(|b| TsVector::parse(b).expect("valid")).as_ref());
+        }
+        let mut want: HashMap<String, i64> = HashMap::new();
+        let mut length = 0i64;
+        for d in docs.iter().flatten() {
+            let v = TsVector::parse(d).expect("valid");
+            length += i64::from(v.surface_length());
+            for i in 0..v.len() {
+                let e = v.entry(i).expect("entry");
+                *want.entry(String::from_utf8(e.lexeme.to_vec()).expect("utf-8")).or_default() += 1;
+            }
+        }
+        let mut got: HashMap<String, i64> = HashMap::new();
+        let mut totals = Vec::new();
+        for (term, n, len) in counts.rows() {
+            match term {
+                Some(t) => {
+                    assert_eq!(len, None);
+                    assert!(got.insert(t, n).is_none(), "one row per key");
+                }
+                None => totals.push((n, len)),
+            }
+        }
+        assert_eq!(got, want);
+        assert_eq!(totals, vec![(200, Some(length))]);
+        assert!(length > 0 && want.len() == keys.len());
     }
 }
