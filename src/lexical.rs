@@ -269,7 +269,9 @@ fn _table_changes(tables: Option<Vec<Option<pg_sys::Oid>>>) -> i64 {
 /// The champion lists of one source of a corpus built in one pass over its searchable items
 /// (`plan::lexical_champions_call`; the statistics of the corpus written first): for every key
 /// in more than `min_df` documents, the `n` items of highest BM25 term weight, ties broken by
-/// item id in the database's collation, as `ORDER BY w DESC, id` would.
+/// item id in the database's collation, as `ORDER BY w DESC, id` would. None for a source
+/// that ranks through its `corpus_bm25` index at every window up to `pg_corpus.max_candidates`
+/// (`lexical::wants_champion_lists`).
 #[pg_extern(volatile, parallel_unsafe)]
 fn _champion_lists(
     corpus: &str,
@@ -285,7 +287,8 @@ fn _champion_lists(
             return Err(pg_corpus_core::registry::no_source(corpus, source, "See corpus.corpus_list()."));
         };
         let params = Bm25Params::new(k1, b)?;
-        spi::stats::champion_lists(&c, idx, u64::try_from(min_df).unwrap_or(0), n.max(1) as usize, params)
+        let max_window = gucs::MAX_CANDIDATES.get().max(1) as usize;
+        spi::stats::champion_lists(&c, idx, u64::try_from(min_df).unwrap_or(0), n.max(1) as usize, params, max_window)
     })
     .or_raise();
     TableIterator::new(lists.into_iter().map(|l| (l.term, l.items, l.impacts)))

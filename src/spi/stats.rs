@@ -191,13 +191,15 @@ pub fn table_changes(tables: &[i64]) -> Result<i64, CoreError> {
 
 /// Build source `idx`'s champion lists in one pass (`pg_corpus_core::champions`): the corpus'
 /// common keys and average length from its statistics, then its searchable items through a
-/// cursor, each detoasted BM25 value freed once weighed.
+/// cursor, each detoasted BM25 value freed once weighed. None when a search with windows up to
+/// `max_window` never reads them (`lexical::wants_champion_lists`).
 pub fn champion_lists(
     corpus: &pg_corpus_core::model::Corpus,
     idx: usize,
     min_df: u64,
     n: usize,
     params: pg_corpus_core::bm25::Bm25Params,
+    max_window: usize,
 ) -> Result<Vec<pg_corpus_core::champions::ChampionList>, CoreError> {
     use pg_corpus_core::champions::Builder;
     let collation = pg_sys::DEFAULT_COLLATION_OID;
@@ -209,18 +211,29 @@ pub fn champion_lists(
         r.cmp(&0)
     };
     let (sql, args) = pg_corpus_core::plan::lexical_docs_sql(corpus, idx);
+    let tables: Vec<i64> = corpus.sources.iter().map(|s| s.item.oid).collect();
+    let table_rows = super::search::reltuples(&tables)?;
     Spi::connect(|client| {
         let name = DatumWithOid::from(corpus.name.as_str());
-        let avgdl = client
+        let (documents, avgdl) = client
             .select(
-                "SELECT greatest(t.total_length::float8 / greatest(t.documents, 1), 1) FROM corpus.lexical_totals t \
-                 WHERE t.corpus = $1",
+                "SELECT t.documents, greatest(t.total_length::float8 / greatest(t.documents, 1), 1) \
+                 FROM corpus.lexical_totals t WHERE t.corpus = $1",
                 None,
                 &[name],
             )?
             .first()
-            .get_one::<f64>()?
-            .unwrap_or(1.0);
+            .get_two::<i64, f64>()?;
+        let documents = u64::try_from(documents.unwrap_or(0)).unwrap_or(0);
+        if !pg_corpus_core::lexical::wants_champion_lists(
+            corpus.sources[idx].tsv_index,
+            documents,
+            &table_rows,
+            max_window,
+        ) {
+            return Ok(Vec::new());
+        }
+        let avgdl = avgdl.unwrap_or(1.0);
         let mut common = Vec::new();
         for row in client.select(
             "SELECT s.term FROM corpus.lexical_stats s WHERE s.corpus = $1 AND s.df > $2",

@@ -122,6 +122,31 @@ def test_a_corpus_gets_k_rows_when_k_of_its_rows_match(db, data, reference):
     assert len(rows) == 10
 
 
+def test_a_refresh_builds_champion_lists_only_where_a_search_can_read_them(db, data, reference):
+    """A corpus that ranks through the index at every window a search may reach gets no champion
+    lists; with the index turned off, its common keys are found through GIN: the same answer."""
+    def refresh_all():
+        for corpus, _ in KINDS:
+            db.execute("SELECT * FROM corpus.corpus_refresh_lexical_stats(%s)", [corpus])
+        return dict(db.execute("SELECT corpus, count(*) FROM corpus.lexical_champions GROUP BY 1").fetchall())
+
+    # windows up to 10,000 (the default): a search of the half may score candidates
+    assert refresh_all().get("half", 0) > 0
+    db.execute("SET pg_corpus.max_candidates = 100")
+    try:
+        # up to 100: the half (6,000 rows) and the tenth (1,200) rank through the index
+        listed = refresh_all()
+        assert "half" not in listed and "tenth" not in listed, listed
+        db.execute("SET pg_corpus.bm25_index = off")
+        for (corpus, text, k), want in reference.items():
+            if corpus == "half" and k == 10:
+                assert lexical(db, corpus, text, k) == want, text
+    finally:
+        db.execute("RESET pg_corpus.bm25_index")
+        db.execute("RESET pg_corpus.max_candidates")
+    assert refresh_all().get("half", 0) > 0
+
+
 def explain(conn, corpus, text):
     sql, params = conn.execute("SELECT sql, params FROM corpus.corpus_explain(%s, NULL, %s, mode => 'lexical')",
                                [corpus, text]).fetchone()

@@ -379,6 +379,17 @@ pub fn ranks_through_index(documents: u64, corpus_share: f64, window: usize) -> 
     documents as f64 >= (window.max(1) as f64 * table).sqrt()
 }
 
+/// Whether a statistics refresh builds a source's champion lists: not for a source whose BM25
+/// column has a `corpus_bm25` index when its corpus ranks through the index at every window a
+/// search can reach (up to `max_window`: [`ranks_through_index`] holds for every smaller one),
+/// since such a search never reads them. A corpus whose tables were never analysed gets them
+/// (its share of the tables is unknown). A search with the index turned off finds the common
+/// keys of a source without lists through its GIN index: the same answer, more rows scored.
+pub fn wants_champion_lists(tsv_index: bool, documents: u64, table_rows: &[f64], max_window: usize) -> bool {
+    let share = corpus_share(documents, table_rows);
+    !(tsv_index && share > 0.0 && ranks_through_index(documents, share, max_window))
+}
+
 /// The first page of an index scan of the lexical branch: enough rows of the table's ranking
 /// that `window` of them are in a corpus that is `corpus_share` of the table unless the
 /// corpus is three standard deviations short of its share among them (the rows taken as
@@ -447,6 +458,21 @@ pub fn scope_check_costed(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn champion_lists_are_built_unless_every_window_ranks_through_the_index() {
+        // a whole table of 100,000 rows: every window up to 10,000 goes through its index
+        assert!(!wants_champion_lists(true, 100_000, &[100_000.0], 10_000));
+        assert!(wants_champion_lists(false, 100_000, &[100_000.0], 10_000), "no index");
+        // a 5% slice: its default window ranks through the index, a wider one scores candidates
+        assert!(ranks_through_index(5_000, 0.05, 40));
+        assert!(wants_champion_lists(true, 5_000, &[100_000.0], 10_000));
+        assert!(!wants_champion_lists(true, 5_000, &[100_000.0], 250));
+        // two sources' tables; a table never analysed
+        assert!(!wants_champion_lists(true, 90_000, &[50_000.0, 50_000.0], 10_000));
+        assert!(wants_champion_lists(true, 90_000, &[50_000.0, -1.0], 10_000));
+        assert!(wants_champion_lists(true, 0, &[0.0], 10_000));
+    }
 
     #[test]
     fn an_indexed_corpus_ranks_through_the_index_unless_its_slice_is_tiny() {
