@@ -94,6 +94,8 @@ struct TopK<K> {
     heap: BinaryHeap<Entry<K>>,
     /// Only documents ranked after this (score, key) are wanted (the next page of a ranking).
     after: Option<(f64, K)>,
+    /// A score k wanted documents are known to reach: none below it can enter.
+    floor: f64,
 }
 
 struct Entry<K> {
@@ -128,7 +130,7 @@ impl<K: Ord> Ord for Entry<K> {
 
 impl<K: Ord> TopK<K> {
     fn new(k: usize) -> TopK<K> {
-        TopK { k, heap: BinaryHeap::with_capacity(k.min(1024) + 1), after: None }
+        TopK { k, heap: BinaryHeap::with_capacity(k.min(1024) + 1), after: None, floor: f64::NEG_INFINITY }
     }
 
     /// Whether a document ranks after the page's start.
@@ -139,12 +141,13 @@ impl<K: Ord> TopK<K> {
         }
     }
 
-    /// The score a document must reach to be considered (−∞ until k documents are held).
+    /// The score a document must reach to be considered: the floor until k documents are held,
+    /// then the worst of them (or the floor when higher).
     fn threshold(&self) -> f64 {
         if self.heap.len() < self.k {
-            f64::NEG_INFINITY
+            self.floor
         } else {
-            self.heap.peek().map_or(f64::NEG_INFINITY, |e| e.score)
+            self.heap.peek().map_or(f64::NEG_INFINITY, |e| e.score).max(self.floor)
         }
     }
 
@@ -476,7 +479,7 @@ pub fn max_score<K: Ord>(
     accept: impl FnMut(u64) -> bool,
     tie: impl Fn(u64) -> K,
 ) -> (Vec<Hit>, Work) {
-    max_score_into(terms, scoring, TopK::new(k), accept, tie)
+    max_score_into(terms, scoring, TopK::new(k), false, accept, tie)
 }
 
 /// The next `k` documents of the ranking by score (descending) then document (ascending)
@@ -485,13 +488,16 @@ pub fn max_score<K: Ord>(
 pub fn next_page(terms: &[QueryTerm<'_>], scoring: &Scoring, k: usize, after: Option<Hit>) -> (Vec<Hit>, Work) {
     let mut top = TopK::new(k);
     top.after = after.map(|h| (h.score, h.doc));
-    max_score_into(terms, scoring, top, |_| true, |d| d)
+    max_score_into(terms, scoring, top, after.is_none(), |_| true, |d| d)
 }
 
+/// MaxScore into `top`. With `floored` (every document wanted and accepted), the top-k starts
+/// from a floor that k documents are known to reach ([`alone_floor`]).
 fn max_score_into<K: Ord>(
     terms: &[QueryTerm<'_>],
     scoring: &Scoring,
     mut top: TopK<K>,
+    floored: bool,
     mut accept: impl FnMut(u64) -> bool,
     tie: impl Fn(u64) -> K,
 ) -> (Vec<Hit>, Work) {
@@ -503,6 +509,9 @@ fn max_score_into<K: Ord>(
         return (Vec::new(), work);
     }
     cursors.sort_by(|a, b| a.max.total_cmp(&b.max));
+    if floored && cursors.len() > 1 {
+        top.floor = alone_floor(&cursors, &scorer, k, &mut work);
+    }
     // before[i]: the bounds of cursors 0..i together
     let mut before = vec![0.0; cursors.len() + 1];
     for i in 0..cursors.len() {
@@ -537,10 +546,16 @@ fn max_score_into<K: Ord>(
         }
         // block-max skipping: while the essential lists' blocks holding d, with every
         // non-essential list at its best, cannot reach the threshold, no document up to the
-        // first of those blocks' ends can; the lists move past it by their headers alone
+        // first of those blocks' ends can; the lists move past it by their headers alone. A
+        // list whose next posting lies beyond d adds nothing before that posting.
         while d != u64::MAX && threshold > f64::NEG_INFINITY {
             let (mut upper, mut end) = (before[essential], u64::MAX);
-            for cur in &cursors[essential..] {
+            for cur in &mut cursors[essential..] {
+                let next = cur.doc(&mut work);
+                if next > d {
+                    end = end.min(next - 1);
+                    continue;
+                }
                 let (bound, last) = cur.block_bound_at(d);
                 upper += bound;
                 end = end.min(last);
@@ -584,6 +599,67 @@ fn max_score_into<K: Ord>(
         }
     }
     (top.into_hits(), work)
+}
+
+/// A score k documents reach: the best over the lists of the k-th best score, by its term
+/// alone, of the documents in a few of a list's blocks (those of highest bound), since every
+/// other term adds a score ≥ 0 to theirs (rounded sums of scores ≥ 0 never decrease); −∞ when
+/// none gives k. A handful of blocks per list: the floor only starts the threshold, which the
+/// ranking raises as it goes.
+fn alone_floor(cursors: &[Cursor<'_>], scorer: &Scorer, k: usize, work: &mut Work) -> f64 {
+    let per_list = 8 * k.div_ceil(crate::postings::BLOCK_SIZE) + 8;
+    let mut floor = f64::NEG_INFINITY;
+    let mut best: BinaryHeap<std::cmp::Reverse<Score>> = BinaryHeap::with_capacity(k + 1);
+    let mut decoded = Vec::with_capacity(crate::postings::BLOCK_SIZE);
+    let mut order: Vec<usize> = Vec::new();
+    for cur in cursors.iter().rev() {
+        if k == 0 || inflate(cur.max) <= floor {
+            continue;
+        }
+        order.clear();
+        order.extend(0..cur.postings.blocks.len());
+        if order.len() > per_list {
+            order.select_nth_unstable_by(per_list - 1, |&a, &b| cur.bounds[b].total_cmp(&cur.bounds[a]));
+            order.truncate(per_list);
+        }
+        best.clear();
+        for &b in &order {
+            let meta = &cur.postings.blocks[b];
+            if inflate(cur.bounds[b]) <= floor || !decode_block_into(meta, &cur.postings.bytes[b], &mut decoded) {
+                continue;
+            }
+            work.blocks_decoded += 1;
+            for p in &decoded {
+                let v = scorer.term(cur.factor, p);
+                if best.len() < k {
+                    best.push(std::cmp::Reverse(Score(v)));
+                } else if let Some(mut worst) = best.peek_mut() {
+                    if v > worst.0 .0 {
+                        *worst = std::cmp::Reverse(Score(v));
+                    }
+                }
+            }
+        }
+        if best.len() == k {
+            floor = floor.max(best.peek().map_or(f64::NEG_INFINITY, |r| r.0 .0));
+        }
+    }
+    floor
+}
+
+/// A score ordered by `total_cmp`.
+#[derive(Clone, Copy, PartialEq)]
+struct Score(f64);
+impl Eq for Score {}
+impl PartialOrd for Score {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Score {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.0.total_cmp(&other.0)
+    }
 }
 
 /// A proposed document's scores from the non-essential lists (`others`, ordered by bound),
@@ -855,6 +931,39 @@ mod tests {
             let slice: Vec<u64> = ids.iter().copied().filter(|d| d.is_multiple_of(100)).collect();
             assert_eq!(over_docs(&terms, &s, 10, &slice, |d| d).0, hits);
         }
+    }
+
+    #[test]
+    fn a_rare_term_beside_a_common_one_leaves_the_common_list_partly_undecoded() {
+        // the first page of an index scan (48 rows) for a term in most documents and one in
+        // fewer documents than the page, then in more
+        let n = 50_000;
+        let docs = corpus(11, n, 5_000);
+        let (idx, _, avg) = index(&docs, 5_000, 1);
+        let s = Scoring { avg_doc_len: avg, params: Bm25Params::default() };
+        let df = |t: usize| idx[t].postings();
+        let common = idx[0].blocks.len();
+        assert!(df(0) > n / 4 && common > 100, "{} postings", df(0));
+        let rare = (100..5_000).find(|&t| (5..40).contains(&df(t))).expect("a term in 5 to 39 documents");
+        let less_rare = (100..5_000).find(|&t| (100..400).contains(&df(t))).expect("a term in 100 to 399 documents");
+        // between the rare term's documents the common list's blocks are passed by their
+        // headers where they cannot reach the threshold alone
+        let terms = query(&idx, n, &[(0, false, 1), (rare, false, 1)]);
+        let (hits, work) = next_page(&terms, &s, 48, None);
+        assert_eq!(hits, exhaustive(&terms, &s, 48, |_| true, |d| d));
+        assert!(
+            work.blocks_decoded * 3 < common * 2,
+            "{} blocks decoded, {common} in the common list",
+            work.blocks_decoded
+        );
+        // the floor from the lists' best blocks starts the threshold above the first 48
+        // documents' scores: fewer blocks decoded than without it
+        let terms = query(&idx, n, &[(0, false, 1), (less_rare, false, 1)]);
+        let (hits, work) = next_page(&terms, &s, 48, None);
+        let (unfloored, plain) = max_score(&terms, &s, 48, |_| true, |d| d);
+        assert_eq!(hits, exhaustive(&terms, &s, 48, |_| true, |d| d));
+        assert_eq!(unfloored, hits);
+        assert!(work.blocks_decoded < plain.blocks_decoded, "{} against {}", work.blocks_decoded, plain.blocks_decoded);
     }
 
     proptest! {
