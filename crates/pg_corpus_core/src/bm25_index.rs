@@ -482,20 +482,39 @@ pub struct DictEntry {
 }
 
 fn decode_entries(data: &[u8]) -> Result<Vec<DictEntry>, CoreError> {
-    let bad = || damaged("a dictionary entry does not decode");
     let mut at = 0;
     let mut out = Vec::new();
     while at < data.len() {
-        let len = varint(data, &mut at).ok_or_else(bad)? as usize;
-        let term = data.get(at..at + len).ok_or_else(bad)?.to_vec();
-        at += len;
-        let df = varint(data, &mut at).ok_or_else(bad)?;
-        let blocks = varint_u32(data, &mut at).ok_or_else(bad)?;
-        let blk = get_u32(data, &mut at).ok_or_else(bad)?;
-        let off = varint_u32(data, &mut at).ok_or_else(bad)?;
-        out.push(DictEntry { term, df, blocks, blk, off });
+        let (term, rest) = next_entry(data, &mut at)?;
+        out.push(DictEntry { term: term.to_vec(), ..rest });
     }
     Ok(out)
+}
+
+/// The entry of `term` on a dictionary page, read in place (no entry before it copied).
+fn find_entry(data: &[u8], term: &[u8]) -> Result<Option<DictEntry>, CoreError> {
+    let mut at = 0;
+    while at < data.len() {
+        let (t, rest) = next_entry(data, &mut at)?;
+        if t == term {
+            return Ok(Some(DictEntry { term: t.to_vec(), ..rest }));
+        }
+    }
+    Ok(None)
+}
+
+/// The dictionary entry at `at` (its term borrowed; the returned entry's own term empty), `at`
+/// moved past it.
+fn next_entry<'d>(data: &'d [u8], at: &mut usize) -> Result<(&'d [u8], DictEntry), CoreError> {
+    let bad = || damaged("a dictionary entry does not decode");
+    let len = varint(data, at).ok_or_else(bad)? as usize;
+    let term = data.get(*at..at.checked_add(len).ok_or_else(bad)?).ok_or_else(bad)?;
+    *at += len;
+    let df = varint(data, at).ok_or_else(bad)?;
+    let blocks = varint_u32(data, at).ok_or_else(bad)?;
+    let blk = get_u32(data, at).ok_or_else(bad)?;
+    let off = varint_u32(data, at).ok_or_else(bad)?;
+    Ok((term, DictEntry { term: Vec::new(), df, blocks, blk, off }))
 }
 
 /// An opened segment: its directory read.
@@ -510,8 +529,9 @@ impl Segment {
         let mut directory = Vec::with_capacity(re.dictionary_pages as usize);
         let mut r = StreamReader::open(src, Kind::Directory, re.directory, 0)?;
         let mut term = Vec::new();
+        let mut b = Vec::with_capacity(4);
         for _ in 0..re.dictionary_pages {
-            let mut b = Vec::with_capacity(4);
+            b.clear();
             r.read(4, &mut b)?;
             let blk = u32::from_le_bytes(b[..4].try_into().expect("four bytes"));
             let len = r.varint()? as usize;
@@ -532,8 +552,7 @@ impl Segment {
         if page.kind != Kind::Dictionary {
             return Err(damaged("the directory points to a page that is not a dictionary page"));
         }
-        let entries = decode_entries(&page.data)?;
-        Ok(entries.into_iter().find(|e| e.term == term))
+        find_entry(&page.data, term)
     }
 
     /// A term's postings (empty when the segment does not hold it).
