@@ -297,7 +297,7 @@ fn _champion_lists(
 /// A corpus' lexical statistics counted in one pass over its searchable items
 /// (`plan::lexical_counts_call`, which the refresh writes to corpus.lexical_stats and
 /// corpus.lexical_totals): (term, df, NULL) per key, then (NULL, documents, total length).
-#[pg_extern(stable, strict, parallel_unsafe)]
+#[pg_extern(volatile, strict, parallel_unsafe)]
 fn _lexical_counts(
     corpus: &str,
 ) -> TableIterator<'static, (name!(term, Option<String>), name!(df, i64), name!(total_len, Option<i64>))> {

@@ -507,7 +507,7 @@ STRICT VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', '_champion_list
 
 -- Lexical statistics counted by the library in one pass (the refresh's statement reads them).
 CREATE FUNCTION corpus._lexical_counts(corpus text) RETURNS TABLE (term text, df bigint, total_len bigint)
-STRICT STABLE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', '_lexical_counts_wrapper';
+STRICT VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', '_lexical_counts_wrapper';
 
 -- Blue/green embeddings: a new column built beside the searched one, then switched to (by the
 -- worker's call that finds its backlog empty, when the build asks for it).
