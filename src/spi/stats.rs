@@ -210,7 +210,7 @@ pub fn champion_lists(
         };
         r.cmp(&0)
     };
-    let (sql, args) = pg_corpus_core::plan::lexical_docs_sql(corpus, idx);
+    let (sql, args) = pg_corpus_core::plan::lexical_docs_sql(corpus, idx, true);
     let tables: Vec<i64> = corpus.sources.iter().map(|s| s.item.oid).collect();
     let table_rows = super::search::reltuples(&tables)?;
     Spi::connect(|client| {
@@ -261,7 +261,7 @@ pub fn lexical_counts(corpus: &pg_corpus_core::model::Corpus) -> Result<statisti
     let mut counts = statistics::Counts::default();
     Spi::connect(|client| {
         for idx in 0..corpus.sources.len() {
-            let (sql, args) = pg_corpus_core::plan::lexical_docs_sql(corpus, idx);
+            let (sql, args) = pg_corpus_core::plan::lexical_docs_sql(corpus, idx, false);
             each_document(client, &sql, &args, |_, doc| counts.add(doc))?;
         }
         Ok(())
@@ -279,8 +279,11 @@ fn each_document(
     mut f: impl FnMut(Option<String>, Option<&pg_corpus_core::tsvector::TsVector>),
 ) -> pgrx::spi::SpiResult<()> {
     let datums = datums(args);
-    let mut cursor = client.open_cursor(sql, &datums);
+    let mut cursor = client.try_open_cursor(sql, &datums)?;
     loop {
+        // (each batch is freed once read: SPI keeps fetched rows until the connection ends)
+        // SAFETY: the table of the previous fetch, no longer referenced (NULL before the first).
+        unsafe { pg_sys::SPI_freetuptable(pg_sys::SPI_tuptable) };
         let mut table = cursor.fetch(5000)?;
         if table.is_empty() {
             return Ok(());

@@ -491,13 +491,14 @@ LIMIT {lim}",
 }
 
 /// The documents of one source the one-pass statistics and champion lists are built from, as
-/// [`lexical_stats_sql`] and [`lexical_champions_sql`] read them: (id as text, BM25 column) of
-/// its searchable items.
-pub fn lexical_docs_sql(corpus: &Corpus, idx: usize) -> (String, Vec<Param>) {
+/// [`lexical_stats_sql`] and [`lexical_champions_sql`] read them: (id as text, or NULL without
+/// `ids`, BM25 column) of its searchable items.
+pub fn lexical_docs_sql(corpus: &Corpus, idx: usize, ids: bool) -> (String, Vec<Param>) {
     let src = &corpus.sources[idx];
     let mut params = Params::default();
     let fw = from_where(src, &[], false, &[], &mut params);
-    (format!("SELECT {}::text AS id, {} AS tsv {fw}", col(&src.id), col(&src.tsv)), params.values)
+    let id = if ids { format!("{}::text", col(&src.id)) } else { "NULL::text".to_string() };
+    (format!("SELECT {id} AS id, {} AS tsv {fw}", col(&src.tsv)), params.values)
 }
 
 /// [`lexical_stats_sql`]'s rows counted by the library in one pass over every source's
