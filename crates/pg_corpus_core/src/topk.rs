@@ -609,7 +609,7 @@ fn max_score_into<K: Ord>(
 fn alone_floor(cursors: &[Cursor<'_>], scorer: &Scorer, k: usize, work: &mut Work) -> f64 {
     let per_list = 8 * k.div_ceil(crate::postings::BLOCK_SIZE) + 8;
     let mut floor = f64::NEG_INFINITY;
-    let mut best: BinaryHeap<std::cmp::Reverse<Score>> = BinaryHeap::with_capacity(k + 1);
+    let mut best: BinaryHeap<std::cmp::Reverse<Score>> = BinaryHeap::with_capacity(k.min(1024) + 1);
     let mut decoded = Vec::with_capacity(crate::postings::BLOCK_SIZE);
     let mut order: Vec<usize> = Vec::new();
     for cur in cursors.iter().rev() {
@@ -647,9 +647,14 @@ fn alone_floor(cursors: &[Cursor<'_>], scorer: &Scorer, k: usize, work: &mut Wor
     floor
 }
 
-/// A score ordered by `total_cmp`.
-#[derive(Clone, Copy, PartialEq)]
+/// A score ordered (and equal) by `total_cmp`.
+#[derive(Clone, Copy)]
 struct Score(f64);
+impl PartialEq for Score {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
 impl Eq for Score {}
 impl PartialOrd for Score {
     fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
@@ -964,6 +969,22 @@ mod tests {
         assert_eq!(hits, exhaustive(&terms, &s, 48, |_| true, |d| d));
         assert_eq!(unfloored, hits);
         assert!(work.blocks_decoded < plain.blocks_decoded, "{} against {}", work.blocks_decoded, plain.blocks_decoded);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 40, ..ProptestConfig::default() })]
+        #[test]
+        fn a_first_page_over_lists_of_many_blocks_is_the_exhaustive_one(
+            seed in any::<u64>(), n_docs in 2000usize..6000, vocab in 2usize..200, page in 1usize..300,
+            picks in proptest::collection::vec((0usize..200, any::<bool>(), 1u32..3), 2..6),
+        ) {
+            // lists longer than the floor's few blocks each, pages below and above a block
+            let docs = corpus(seed, n_docs, vocab);
+            let (idx, _, avg) = index(&docs, vocab, 2);
+            let terms = query(&idx, n_docs, &picks);
+            let s = Scoring { avg_doc_len: avg, params: Bm25Params::default() };
+            prop_assert_eq!(next_page(&terms, &s, page, None).0, exhaustive(&terms, &s, page, |_| true, |d| d));
+        }
     }
 
     proptest! {
