@@ -609,7 +609,6 @@ fn max_score_into<K: Ord>(
 fn alone_floor(cursors: &[Cursor<'_>], scorer: &Scorer, k: usize, work: &mut Work) -> f64 {
     let per_list = 8 * k.div_ceil(crate::postings::BLOCK_SIZE) + 8;
     let mut floor = f64::NEG_INFINITY;
-    let mut best: BinaryHeap<std::cmp::Reverse<Score>> = BinaryHeap::with_capacity(k.min(1024) + 1);
     let mut decoded = Vec::with_capacity(crate::postings::BLOCK_SIZE);
     let mut order: Vec<usize> = Vec::new();
     for cur in cursors.iter().rev() {
@@ -622,7 +621,7 @@ fn alone_floor(cursors: &[Cursor<'_>], scorer: &Scorer, k: usize, work: &mut Wor
             order.select_nth_unstable_by(per_list - 1, |&a, &b| cur.bounds[b].total_cmp(&cur.bounds[a]));
             order.truncate(per_list);
         }
-        best.clear();
+        let mut best: TopK<u64> = TopK::new(k);
         for &b in &order {
             let meta = &cur.postings.blocks[b];
             if inflate(cur.bounds[b]) <= floor || !decode_block_into(meta, &cur.postings.bytes[b], &mut decoded) {
@@ -630,41 +629,12 @@ fn alone_floor(cursors: &[Cursor<'_>], scorer: &Scorer, k: usize, work: &mut Wor
             }
             work.blocks_decoded += 1;
             for p in &decoded {
-                let v = scorer.term(cur.factor, p);
-                if best.len() < k {
-                    best.push(std::cmp::Reverse(Score(v)));
-                } else if let Some(mut worst) = best.peek_mut() {
-                    if v > worst.0 .0 {
-                        *worst = std::cmp::Reverse(Score(v));
-                    }
-                }
+                best.offer(p.doc, scorer.term(cur.factor, p), p.doc);
             }
         }
-        if best.len() == k {
-            floor = floor.max(best.peek().map_or(f64::NEG_INFINITY, |r| r.0 .0));
-        }
+        floor = floor.max(best.threshold());
     }
     floor
-}
-
-/// A score ordered (and equal) by `total_cmp`.
-#[derive(Clone, Copy)]
-struct Score(f64);
-impl PartialEq for Score {
-    fn eq(&self, other: &Self) -> bool {
-        self.cmp(other) == Ordering::Equal
-    }
-}
-impl Eq for Score {}
-impl PartialOrd for Score {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for Score {
-    fn cmp(&self, other: &Self) -> Ordering {
-        self.0.total_cmp(&other.0)
-    }
 }
 
 /// A proposed document's scores from the non-essential lists (`others`, ordered by bound),
