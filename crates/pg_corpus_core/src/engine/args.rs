@@ -8,7 +8,7 @@ use serde_json::Value;
 use super::LexicalPlans;
 use crate::error::{CoreError, Result, SqlState};
 use crate::filters;
-use crate::model::{Condition, Corpus, Distance};
+use crate::model::{Condition, Corpus, Distance, Source};
 
 /// Characters of query_text the lexical branch uses (documented in the README): an OR of more
 /// words than that overflows PostgreSQL's tsquery (54000) or its stack (54001) and says
@@ -605,6 +605,19 @@ pub struct Validated {
     pub config: Config,
 }
 
+/// Whether a per-parent cap of `max_per_parent` can drop one of the first `rows` of a ranking
+/// of `corpus`: not without a cap, nor with one of at least `rows`, nor when every source's
+/// items are their own parents (each source a parent scope of its own).
+fn cap_can_bite(corpus: &Corpus, max_per_parent: Option<usize>, rows: usize) -> bool {
+    if max_per_parent.is_none_or(|c| c >= rows) {
+        return false;
+    }
+    let mut scopes: Vec<&str> = corpus.sources.iter().map(|s| s.parent_scope.as_str()).collect();
+    scopes.sort_unstable();
+    scopes.dedup();
+    scopes.len() < corpus.sources.len() || !corpus.sources.iter().all(Source::own_parent)
+}
+
 /// Check `args` against `corpus` (`checked` is [`Args::check`]'s answer): filters, vectors,
 /// texts, extra queries and the options that depend on them. Reads nothing.
 pub fn validate(corpus: Arc<Corpus>, args: Args, checked: Checked, config: Config) -> Result<Validated> {
@@ -676,9 +689,12 @@ pub fn validate(corpus: Arc<Corpus>, args: Args, checked: Checked, config: Confi
         + space_vectors.iter().filter(|v| v.is_some()).count()
         + usize::from(text.is_some())
         + extra.len();
+    let evidence = args.evidence.unwrap_or(corpus.evidence.enabled);
     let window = window.unwrap_or_else(|| {
         if lists > 1 || feedback {
             corpus.ranking.window(k, config.max_candidates)
+        } else if text.is_some() && !evidence && !cap_can_bite(&corpus, max_per_parent, k + offset) {
+            crate::model::exact_list_window(k, offset, config.max_candidates)
         } else {
             crate::model::single_list_window(k, config.max_candidates)
         }
@@ -733,7 +749,7 @@ pub fn validate(corpus: Arc<Corpus>, args: Args, checked: Checked, config: Confi
         ));
     }
     Ok(Validated {
-        evidence: args.evidence.unwrap_or(corpus.evidence.enabled),
+        evidence,
         corpus,
         conds,
         rejected_filters,

@@ -208,6 +208,43 @@ mod tests {
     }
 
     #[test]
+    fn one_lexical_list_nothing_drops_asks_for_its_page_only() {
+        let mut d = crate::testing::legal_def();
+        d["ranking"] = serde_json::json!({});
+        let legal = std::sync::Arc::new(crate::definition::resolve(&serde_json::from_value(d).unwrap()).unwrap());
+        let mut own = (*legal).clone();
+        for (i, s) in own.sources.iter_mut().enumerate() {
+            s.parent_fk = s.id.clone();
+            s.parent_scope = format!("own:{i}");
+        }
+        let own = std::sync::Arc::new(own);
+        let first_limits = |corpus: &std::sync::Arc<crate::model::Corpus>, a: Args| {
+            let mut f = default_fake();
+            run_in(corpus.clone(), &mut f, a, Config::default()).unwrap();
+            // (the first round's: a round that comes back short widens it)
+            f.branch_calls().first().map(|c| c.2)
+        };
+        let lexical = |cap: Option<i32>, offset: i32| Args { max_per_parent: cap, offset, ..args("lexical") };
+        assert_eq!(first_limits(&legal, lexical(None, 0)), Some(10), "no cap: the page");
+        assert_eq!(first_limits(&legal, lexical(Some(0), 0)), Some(10), "0 is no cap");
+        assert_eq!(first_limits(&legal, lexical(Some(10), 0)), Some(10), "a cap of k cannot bite");
+        assert_eq!(first_limits(&legal, lexical(None, 20)), Some(30), "the page and the rows before it");
+        assert_eq!(first_limits(&own, lexical(Some(3), 0)), Some(10), "each item its own parent");
+        assert_eq!(first_limits(&legal, lexical(Some(3), 0)), Some(40), "a cap that can bite: max(20, 4k)");
+        let mut shared = (*own).clone();
+        shared.sources[1].parent_scope = shared.sources[0].parent_scope.clone();
+        assert_eq!(
+            first_limits(&std::sync::Arc::new(shared), lexical(Some(3), 0)),
+            Some(40),
+            "two sources' items may share a parent key"
+        );
+        let semantic = Args { max_per_parent: None, ..args("semantic") };
+        assert_eq!(first_limits(&legal, semantic), Some(40), "an approximate list keeps its window");
+        let evidence = Args { max_per_parent: None, evidence: Some(true), ..args("lexical") };
+        assert_eq!(first_limits(&legal, evidence), Some(40), "the evidence filter may drop rows");
+    }
+
+    #[test]
     fn dropping_stale_embeddings_still_fills_k_rows() {
         // 45 items of one source, the 40 nearest stale: the first window's semantic list keeps none
         let mut f = Fake::new(vec![items(0, 45, 1), items(1, 0, 1)]);

@@ -182,6 +182,12 @@ impl Source {
         self.item.distribution.as_deref() == Some(self.parent_fk.column.as_str())
     }
 
+    /// Whether each item is its own parent (the parent key is the item's id column): a
+    /// per-parent cap then counts one item per parent of this source.
+    pub fn own_parent(&self) -> bool {
+        self.parent_fk.side == Side::Item && self.parent_fk.column == self.id.column
+    }
+
     /// Every column the definition uses.
     pub fn columns(&self) -> Vec<&ColRef> {
         let mut cols = vec![&self.id, &self.text, &self.tsv, &self.embedding, &self.parent_fk];

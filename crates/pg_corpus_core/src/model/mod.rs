@@ -19,8 +19,8 @@ pub use features::{
 };
 pub use language::{Language, LANGUAGES};
 pub use ranking::{
-    single_list_window, FeedbackParams, Ranking, DEFAULT_FEEDBACK_ALPHA, DEFAULT_FEEDBACK_BETA, DEFAULT_FEEDBACK_TERMS,
-    DEFAULT_RRF_K, DEFAULT_WINDOW, MAX_RRF_K, MAX_WINDOW, SINGLE_LIST_WINDOW, WINDOW_PER_K,
+    exact_list_window, single_list_window, FeedbackParams, Ranking, DEFAULT_FEEDBACK_ALPHA, DEFAULT_FEEDBACK_BETA,
+    DEFAULT_FEEDBACK_TERMS, DEFAULT_RRF_K, DEFAULT_WINDOW, MAX_RRF_K, MAX_WINDOW, SINGLE_LIST_WINDOW, WINDOW_PER_K,
 };
 pub use search::{Branch, Condition, Hit, Op, QueryTag, SearchRow, Strategy};
 

@@ -39,6 +39,15 @@ pub fn single_list_window(k: usize, max_candidates: i32) -> usize {
     (SINGLE_LIST_WINDOW as usize).max(WINDOW_PER_K * k).min(max_candidates.max(1) as usize)
 }
 
+/// The window of a search of one exact list (BM25) whose rows nothing after the ranking drops
+/// (no per-parent cap that can bite, no evidence filter): the `k` rows of the page and the
+/// `offset` before it, at most `max_candidates`. The ranking is the same with any window, and
+/// a round that comes back short widens it as for any search; every further candidate costs
+/// the index's top-k a lower threshold to reach.
+pub fn exact_list_window(k: usize, offset: usize, max_candidates: i32) -> usize {
+    k.saturating_add(offset).max(1).min(max_candidates.max(1) as usize)
+}
+
 /// The feedback round's parameters a search uses.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct FeedbackParams {
