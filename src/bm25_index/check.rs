@@ -76,7 +76,7 @@ fn check_structure(index: pg_sys::Relation) -> Result<Found, CoreError> {
             prev = Some(term.to_vec());
             terms += 1;
             let mut last: Option<u64> = None;
-            for (m, bytes) in p.blocks.iter().zip(&p.bytes) {
+            for (m, bytes) in p.iter_blocks() {
                 let ps = decode_block(m, bytes).ok_or_else(|| damaged("a block of postings does not decode"))?;
                 if Staircase::of(&ps) != m.staircase {
                     return Err(damaged("a block's bounds do not match its postings"));

@@ -390,7 +390,7 @@ impl SegmentWriter {
             ));
         }
         let (blk, off) = self.postings.position();
-        for (m, bytes) in postings.blocks.iter().zip(&postings.bytes) {
+        for (m, bytes) in postings.iter_blocks() {
             self.scratch.clear();
             block_header(&mut self.scratch, m, bytes.len());
             let header = std::mem::take(&mut self.scratch);
@@ -617,8 +617,7 @@ impl Segment {
 
 fn read_postings(src: &mut dyn PageSource, e: &DictEntry) -> Result<TermPostings, CoreError> {
     let mut r = StreamReader::open(src, Kind::Postings, e.blk, e.off)?;
-    let mut t =
-        TermPostings { blocks: Vec::with_capacity(e.blocks as usize), bytes: Vec::with_capacity(e.blocks as usize) };
+    let mut t = TermPostings::with_capacity(e.blocks as usize);
     for _ in 0..e.blocks {
         let first_doc = r.varint()?;
         let span = r.varint()?;
@@ -636,11 +635,9 @@ fn read_postings(src: &mut dyn PageSource, e: &DictEntry) -> Result<TermPostings
         let staircase = Staircase::from_steps(&steps[..nsteps as usize])
             .ok_or_else(|| damaged("a block's bound steps are out of order"))?;
         let n = r.varint()? as usize;
-        let mut bytes = Vec::with_capacity(n);
-        r.read(n, &mut bytes)?;
+        r.read(n, t.data_mut())?;
         let last_doc = first_doc.checked_add(span).ok_or_else(|| damaged("a block's last document overflows"))?;
-        t.blocks.push(BlockMeta { first_doc, last_doc, count, staircase });
-        t.bytes.push(bytes);
+        t.push_written(BlockMeta { first_doc, last_doc, count, staircase });
     }
     Ok(t)
 }

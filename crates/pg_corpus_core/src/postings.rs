@@ -233,19 +233,54 @@ pub fn decode_block_into(meta: &BlockMeta, bytes: &[u8], out: &mut Vec<Posting>)
 #[derive(Debug, Clone, Default)]
 pub struct TermPostings {
     pub blocks: Vec<BlockMeta>,
-    pub bytes: Vec<Vec<u8>>,
+    /// Every block's encoded postings, one after another.
+    data: Vec<u8>,
+    /// Where each block's bytes end in `data`.
+    ends: Vec<usize>,
 }
 
 impl TermPostings {
+    /// Room for `blocks` blocks.
+    pub fn with_capacity(blocks: usize) -> TermPostings {
+        TermPostings { blocks: Vec::with_capacity(blocks), data: Vec::new(), ends: Vec::with_capacity(blocks) }
+    }
+
     /// From postings sorted by document.
     pub fn build(postings: &[Posting]) -> TermPostings {
-        let mut t = TermPostings::default();
+        let mut t = TermPostings::with_capacity(postings.len().div_ceil(BLOCK_SIZE));
         for chunk in postings.chunks(BLOCK_SIZE) {
             let (meta, bytes) = encode_block(chunk);
-            t.blocks.push(meta);
-            t.bytes.push(bytes);
+            t.push(meta, &bytes);
         }
         t
+    }
+
+    /// Add a block after the others.
+    pub fn push(&mut self, meta: BlockMeta, bytes: &[u8]) {
+        self.data.extend_from_slice(bytes);
+        self.push_written(meta);
+    }
+
+    /// Add a block whose bytes the caller has appended to [`Self::data_mut`].
+    pub fn push_written(&mut self, meta: BlockMeta) {
+        self.blocks.push(meta);
+        self.ends.push(self.data.len());
+    }
+
+    /// The buffer a block's bytes are appended to before [`Self::push_written`].
+    pub fn data_mut(&mut self) -> &mut Vec<u8> {
+        &mut self.data
+    }
+
+    /// Block `i`'s encoded postings.
+    pub fn block_bytes(&self, i: usize) -> &[u8] {
+        let start = if i == 0 { 0 } else { self.ends[i - 1] };
+        &self.data[start..self.ends[i]]
+    }
+
+    /// Each block with its encoded postings, in order.
+    pub fn iter_blocks(&self) -> impl Iterator<Item = (&BlockMeta, &[u8])> {
+        self.blocks.iter().enumerate().map(|(i, m)| (m, self.block_bytes(i)))
     }
 
     /// The term's bound over all its postings (the largest block bound).
@@ -259,7 +294,7 @@ impl TermPostings {
 
     /// Every posting, in document order (a damaged block is left out).
     pub fn decode_all(&self) -> Vec<Posting> {
-        self.blocks.iter().zip(&self.bytes).flat_map(|(m, b)| decode_block(m, b).unwrap_or_default()).collect()
+        self.iter_blocks().flat_map(|(m, b)| decode_block(m, b).unwrap_or_default()).collect()
     }
 
     /// The postings without those of documents `dead` names (a vacuum's dead rows), blocks
@@ -369,7 +404,7 @@ mod tests {
             let ps = postings(&raw);
             let t = TermPostings::build(&ps);
             let mut back = Vec::new();
-            for (meta, bytes) in t.blocks.iter().zip(&t.bytes) {
+            for (meta, bytes) in t.iter_blocks() {
                 prop_assert!(meta.count as usize <= BLOCK_SIZE);
                 back.extend(decode_block(meta, bytes).unwrap());
             }
@@ -384,7 +419,7 @@ mod tests {
             let p = Bm25Params::new(k1, b).unwrap();
             let ps = postings(&raw);
             let t = TermPostings::build(&ps);
-            for (meta, bytes) in t.blocks.iter().zip(&t.bytes) {
+            for (meta, bytes) in t.iter_blocks() {
                 let bound = meta.bound(factor, avg, p);
                 for q in decode_block(meta, bytes).unwrap() {
                     let s = factor * tf_norm(f64::from(q.tf), f64::from(q.len), avg, p);

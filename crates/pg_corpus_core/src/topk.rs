@@ -252,7 +252,7 @@ impl<'a> Cursor<'a> {
             if !self.has_block {
                 let meta = &self.postings.blocks[self.block];
                 // (a block that does not decode is read as empty: its postings are skipped)
-                if !decode_block_into(meta, &self.postings.bytes[self.block], &mut self.decoded) {
+                if !decode_block_into(meta, self.postings.block_bytes(self.block), &mut self.decoded) {
                     self.decoded.clear();
                 }
                 self.has_block = true;
@@ -624,7 +624,7 @@ fn alone_floor(cursors: &[Cursor<'_>], scorer: &Scorer, k: usize, work: &mut Wor
         let mut best: TopK<u64> = TopK::new(k);
         for &b in &order {
             let meta = &cur.postings.blocks[b];
-            if inflate(cur.bounds[b]) <= floor || !decode_block_into(meta, &cur.postings.bytes[b], &mut decoded) {
+            if inflate(cur.bounds[b]) <= floor || !decode_block_into(meta, cur.postings.block_bytes(b), &mut decoded) {
                 continue;
             }
             work.blocks_decoded += 1;
@@ -987,8 +987,11 @@ mod tests {
     #[test]
     fn a_damaged_block_is_skipped_not_misread() {
         let ps: Vec<Posting> = (1..=300).map(|d| Posting { doc: d, tf: 1, len: 5 }).collect();
-        let mut t = TermPostings::build(&ps);
-        t.bytes[1].truncate(3);
+        let whole = TermPostings::build(&ps);
+        let mut t = TermPostings::default();
+        for (i, (meta, bytes)) in whole.iter_blocks().enumerate() {
+            t.push(*meta, if i == 1 { &bytes[..3] } else { bytes });
+        }
         let terms = [QueryTerm { factor: 1.0, postings: &t }];
         let s = Scoring { avg_doc_len: 5.0, params: Bm25Params::default() };
         let (hits, _) = block_max_wand(&terms, &s, 500, |_| true, |d| d);
