@@ -446,9 +446,8 @@ pub(crate) fn explain(
     const F: &str = "corpus_explain";
     let rows = spi::pinned_search_path(|| {
         let corpus = required(corpus, F, "corpus")?;
-        // (the searches' default per-parent cap: the window it implies is a default search's)
+        // (the default per-parent cap, Args' as the searches': the window is a default search's)
         let args = Args {
-            max_per_parent: Some(3),
             feedback: Some(false),
             evidence,
             ..common_args(
