@@ -798,7 +798,7 @@ mod tests {
         assert_eq!(sides, vec![Side::Parent, Side::Item]);
         assert_eq!(c.sources[1].isolation.len(), 1, "halachot has no copy");
         // the slice estimate counts one copy (the planner would multiply correlated selectivities)
-        let (sql, _) = crate::plan::slice_estimate(&c, 0, &[]);
+        let (sql, _) = crate::plan::slice_estimate(&c, 0, &[], true);
         assert!(sql.contains("i.\"source_kind\" = $") && !sql.contains("p.\"source_kind\" = $"), "{sql}");
     }
 

@@ -606,13 +606,14 @@ SELECT NULL, count(*)::int8, coalesce(sum(corpus._bm25_length(docs.tsv)), 0)::in
     (sql, params.values)
 }
 
-/// A query whose planner row estimate is the size of the corpus slice the semantic branch sees.
+/// A query whose planner row estimate is the size of the corpus slice the semantic branch sees
+/// (`embedded`: items with an embedding), or every branch of a search without a vector.
 ///
 /// Only the conditions the planner has statistics for enter the estimate: the isolation
-/// predicate, the caller's filters and the embedding's null fraction. The searchable contract's
+/// predicate, the caller's filters and (`embedded`) the embedding's null fraction. The searchable contract's
 /// expressions (`char_length(btrim(text)) >= n`, …) have none, and PostgreSQL's default
 /// selectivity for them (1/3) made the estimate a third of the real slice (docs/filtered-ann.md).
-pub fn slice_estimate(corpus: &Corpus, idx: usize, conds: &[Condition]) -> (String, Vec<Param>) {
+pub fn slice_estimate(corpus: &Corpus, idx: usize, conds: &[Condition], embedded: bool) -> (String, Vec<Param>) {
     let src = &corpus.sources[idx];
     let mut params = Params::default();
     // The isolation part of scope_parts, bound alone (the rule's values would be unused params),
@@ -625,8 +626,11 @@ pub fn slice_estimate(corpus: &Corpus, idx: usize, conds: &[Condition]) -> (Stri
     let mut preds: Vec<String> =
         src.isolation.iter().filter(|c| !item_copy(c)).map(|c| bound(c, &mut params)).collect();
     preds.extend(conds.iter().map(|c| filter_sql(src, c, &mut params)));
-    preds.push(format!("{} IS NOT NULL", col(&src.embedding)));
-    (format!("SELECT 1 {}\nWHERE {}", from_clause_sampled(src, None), preds.join("\n  AND ")), params.values)
+    if embedded {
+        preds.push(format!("{} IS NOT NULL", col(&src.embedding)));
+    }
+    let preds = if preds.is_empty() { "true".to_string() } else { preds.join("\n  AND ") };
+    (format!("SELECT 1 {}\nWHERE {preds}", from_clause_sampled(src, None)), params.values)
 }
 
 /// Whether a source has any searchable item in the corpus slice (with the caller's filters):
@@ -1003,7 +1007,8 @@ mod tests {
                     out.push((p.sql, p.params));
                 }
             }
-            out.push(slice_estimate(&c, idx, &conds));
+            out.push(slice_estimate(&c, idx, &conds, true));
+            out.push(slice_estimate(&c, idx, &conds, false));
             out.push(slice_probe(&c, idx, &conds));
             out.push(feedback_fetch(&c, idx, &conds, vec!["1".into()]));
             out.push(item_keys(&c, idx, &conds, vec!["1".into()], vec!["חוזה".into()]));

@@ -106,7 +106,8 @@ pub(super) fn semantic_plans_of(
                 }
             }
         }
-        let estimate = plan::slice_estimate(&req.corpus, idx, &req.conds);
+        // (a search without a vector searches items without an embedding too)
+        let estimate = plan::slice_estimate(&req.corpus, idx, &req.conds, req.any_vector());
         let slice = exec.estimate_rows(&SliceQuery::new(idx, SliceOf::Items, estimate))?;
         let selectivity = if total > 0.0 { (slice / total).clamp(1e-6, 1.0) } else { 1.0 };
         let empty = (slice <= EMPTY_PROBE_MAX_ESTIMATE || parents <= EMPTY_PROBE_MAX_ESTIMATE)
@@ -191,6 +192,28 @@ mod tests {
     }
 
     #[test]
+    fn a_search_without_a_vector_estimates_the_slice_with_items_lacking_an_embedding() {
+        let estimates = |mode: &str| {
+            let mut f = default_fake();
+            run(&mut f, args(mode), Config::default()).unwrap();
+            f.calls
+                .iter()
+                .filter_map(|c| match c {
+                    Call::Estimate(sql) if sql.contains("AS i") => Some(sql.clone()),
+                    _ => None,
+                })
+                .collect::<Vec<_>>()
+        };
+        let semantic = estimates("semantic");
+        assert!(
+            !semantic.is_empty() && semantic.iter().all(|s| s.contains("\"embedding\" IS NOT NULL")),
+            "{semantic:?}"
+        );
+        let lexical = estimates("lexical");
+        assert!(!lexical.is_empty() && lexical.iter().all(|s| !s.contains("\"embedding\"")), "{lexical:?}");
+    }
+
+    #[test]
     fn a_small_slice_covered_by_a_partial_hnsw_index_uses_it() {
         let mut f = default_fake();
         f.slice_rows = vec![3000.0, 3000.0];
@@ -252,10 +275,14 @@ mod tests {
         let mut g = Fake::new(vec![items(0, 0, 1), items(1, 0, 1)]);
         g.parent_rows = 1.0;
         let req = Request::prepare(validate(corpus(), a, checked, Config::default()).unwrap(), &mut g).unwrap();
-        let estimates = g.calls.iter().filter(|c| matches!(c, Call::Estimate)).count();
+        let estimates = g.calls.iter().filter(|c| matches!(c, Call::Estimate(_))).count();
         let sem = semantic_plans(&req, &mut g).unwrap();
         assert!(sem.iter().all(|s| s.empty == Some(SliceOf::Parents)), "{sem:?}");
-        assert_eq!(g.calls.iter().filter(|c| matches!(c, Call::Estimate)).count() - estimates, 2, "the parents' only");
+        assert_eq!(
+            g.calls.iter().filter(|c| matches!(c, Call::Estimate(_))).count() - estimates,
+            2,
+            "the parents' only"
+        );
         let rows = explain(&req, &mut g).unwrap();
         assert_eq!(rows.len(), 2);
         for r in &rows {
@@ -310,7 +337,7 @@ mod tests {
         assert!(!f
             .calls
             .iter()
-            .any(|c| matches!(c, Call::Estimate | Call::Probe(_) | Call::ParentProbe | Call::Partial(_))));
+            .any(|c| matches!(c, Call::Estimate(_) | Call::Probe(_) | Call::ParentProbe | Call::Partial(_))));
         let sems: Vec<(Strategy, String)> = f
             .calls
             .iter()

@@ -40,7 +40,8 @@ pub enum Call {
         vector0: f32,
         sql: String,
     },
-    Estimate,
+    /// The estimate statement's SQL.
+    Estimate(String),
     Count,
     TableRows,
     Partial(usize),
@@ -205,7 +206,7 @@ impl Executor for Fake {
     }
 
     fn estimate_rows(&mut self, q: &SliceQuery) -> Result<f64> {
-        self.record(Call::Estimate)?;
+        self.record(Call::Estimate(q.sql.clone()))?;
         Ok(match q.of {
             SliceOf::Parents => self.parent_rows,
             SliceOf::Items => self.slice_rows[q.source],
