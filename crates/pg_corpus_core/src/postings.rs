@@ -228,6 +228,65 @@ pub fn decode_block_into(meta: &BlockMeta, bytes: &[u8], out: &mut Vec<Posting>)
     at == bytes.len() && out.last().map(|p| p.doc) == Some(meta.last_doc)
 }
 
+/// Buffers of dropped [`TermPostings`] kept for the next ones this thread reads (a backend is
+/// one thread). A buffer of a common word's postings runs to megabytes; allocated afresh on
+/// every search, each 4 kB of it cost a page fault when first written, more than filling it.
+mod pool {
+    use std::cell::RefCell;
+    use std::thread::LocalKey;
+
+    /// Buffers smaller than this are left to the allocator (they come from its own free lists).
+    const MIN_BYTES: usize = 64 * 1024;
+    /// The most a thread keeps, per kind of buffer.
+    const MAX_BYTES: usize = 16 * 1024 * 1024;
+
+    pub struct Pool<T> {
+        pub(super) free: Vec<Vec<T>>,
+        pub(super) bytes: usize,
+    }
+
+    impl<T> Pool<T> {
+        pub const fn new() -> Pool<T> {
+            Pool { free: Vec::new(), bytes: 0 }
+        }
+    }
+
+    /// An empty buffer, with room from an earlier one when the pool has one.
+    pub fn take<T: 'static>(pool: &'static LocalKey<RefCell<Pool<T>>>) -> Vec<T> {
+        pool.try_with(|p| {
+            let mut p = p.borrow_mut();
+            let v = p.free.pop()?;
+            p.bytes -= v.capacity() * std::mem::size_of::<T>();
+            Some(v)
+        })
+        .ok()
+        .flatten()
+        .unwrap_or_default()
+    }
+
+    /// Keep a buffer's room for a later [`take`] (within the thread's limit).
+    pub fn give<T: 'static>(pool: &'static LocalKey<RefCell<Pool<T>>>, mut v: Vec<T>) {
+        let size = v.capacity() * std::mem::size_of::<T>();
+        if size < MIN_BYTES {
+            return;
+        }
+        v.clear();
+        let _ = pool.try_with(|p| {
+            let mut p = p.borrow_mut();
+            if p.bytes + size <= MAX_BYTES {
+                p.bytes += size;
+                p.free.push(v);
+            }
+        });
+    }
+
+    thread_local! {
+        pub static BYTES: RefCell<Pool<u8>> = const { RefCell::new(Pool::new()) };
+        pub static METAS: RefCell<Pool<super::BlockMeta>> = const { RefCell::new(Pool::new()) };
+        pub static ENDS: RefCell<Pool<usize>> = const { RefCell::new(Pool::new()) };
+    }
+}
+
 /// A term's postings as blocks, in memory: what a scan of an index reads, and the reference
 /// the index's tests compare with.
 #[derive(Debug, Clone, Default)]
@@ -239,10 +298,25 @@ pub struct TermPostings {
     ends: Vec<usize>,
 }
 
+impl Drop for TermPostings {
+    fn drop(&mut self) {
+        pool::give(&pool::BYTES, std::mem::take(&mut self.data));
+        pool::give(&pool::METAS, std::mem::take(&mut self.blocks));
+        pool::give(&pool::ENDS, std::mem::take(&mut self.ends));
+    }
+}
+
 impl TermPostings {
     /// Room for `blocks` blocks.
     pub fn with_capacity(blocks: usize) -> TermPostings {
-        TermPostings { blocks: Vec::with_capacity(blocks), data: Vec::new(), ends: Vec::with_capacity(blocks) }
+        let mut t = TermPostings {
+            blocks: pool::take(&pool::METAS),
+            data: pool::take(&pool::BYTES),
+            ends: pool::take(&pool::ENDS),
+        };
+        t.blocks.reserve(blocks);
+        t.ends.reserve(blocks);
+        t
     }
 
     /// From postings sorted by document.
@@ -385,6 +459,27 @@ impl Builder {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_dropped_terms_buffers_serve_the_next_read_within_the_threads_limit() {
+        let postings: Vec<Posting> =
+            (0..50_000u64).map(|d| Posting { doc: d * 3, tf: 1 + (d % 5) as u32, len: 40 }).collect();
+        let t = TermPostings::build(&postings);
+        let (cap, metas) = (t.data.capacity(), t.blocks.capacity());
+        assert!(cap >= 64 * 1024, "{cap}");
+        drop(t);
+        let again = TermPostings::with_capacity(1);
+        assert!(again.data.capacity() >= cap && again.blocks.capacity() >= metas.min(1));
+        assert!(again.data.is_empty() && again.blocks.is_empty() && again.ends.is_empty());
+        assert_eq!(TermPostings::build(&postings).decode_all(), postings, "a reused buffer holds only its own bytes");
+        drop(again);
+        for _ in 0..40 {
+            super::pool::give(&super::pool::BYTES, Vec::<u8>::with_capacity(1 << 20));
+        }
+        let kept = super::pool::BYTES.with(|p| p.borrow().bytes);
+        assert!(kept <= 16 << 20, "{kept}");
+        assert!(super::pool::BYTES.with(|p| p.borrow().free.iter().map(|v| v.capacity()).sum::<usize>()) == kept);
+    }
+
     use super::*;
     use proptest::prelude::*;
 
@@ -564,7 +659,7 @@ mod tests {
             let refs: Vec<&TermPostings> = split.iter().collect();
             let merged = TermPostings::merge(&refs);
             prop_assert_eq!(merged.decode_all(), ps);
-            prop_assert_eq!(merged.blocks, t.blocks);
+            prop_assert_eq!(&merged.blocks, &t.blocks);
         }
     }
 }
