@@ -44,16 +44,30 @@ unsafe fn page_header(page: pg_sys::Page) -> *mut pg_sys::PageHeaderData {
 /// # Safety
 /// `page` must point to a pinned, locked buffer's page.
 unsafe fn decode(page: pg_sys::Page) -> Option<Page> {
+    let mut out = Page { kind: Kind::Free, next: NO_PAGE, data: Vec::new() };
+    // SAFETY: as decode_into's.
+    unsafe { decode_into(page, &mut out) }.then_some(out)
+}
+
+/// [`decode`] into `out`, reusing its buffer; false (and `out` unspecified) when the page is
+/// not one of the index's.
+///
+/// # Safety
+/// As [`decode`]'s.
+unsafe fn decode_into(page: pg_sys::Page, out: &mut Page) -> bool {
     unsafe {
         let h = page_header(page);
         if (*h).pd_upper == 0 || (*h).pd_special as usize != pg_sys::BLCKSZ as usize - SPECIAL {
-            return None;
+            return false;
         }
         let sp = *((page as *const u8).add((*h).pd_special as usize) as *const Special);
-        let kind = Kind::from_u16(sp.kind)?;
-        let len = ((*h).pd_lower as usize).checked_sub(HEADER)?.min(CAPACITY);
-        let data = std::slice::from_raw_parts((page as *const u8).add(HEADER), len).to_vec();
-        Some(Page { kind, next: sp.next, data })
+        let Some(kind) = Kind::from_u16(sp.kind) else { return false };
+        let Some(len) = ((*h).pd_lower as usize).checked_sub(HEADER) else { return false };
+        out.kind = kind;
+        out.next = sp.next;
+        out.data.clear();
+        out.data.extend_from_slice(std::slice::from_raw_parts((page as *const u8).add(HEADER), len.min(CAPACITY)));
+        true
     }
 }
 
@@ -107,6 +121,12 @@ impl Locked {
     pub fn page(&self) -> Option<Page> {
         // SAFETY: the buffer is pinned and locked while self lives.
         unsafe { decode(pg_sys::BufferGetPage(self.buf)) }
+    }
+
+    /// [`Self::page`] into `out`'s buffer; false when it is not a page of the index.
+    pub fn page_into(&self, out: &mut Page) -> bool {
+        // SAFETY: the buffer is pinned and locked while self lives.
+        unsafe { decode_into(pg_sys::BufferGetPage(self.buf), out) }
     }
 
     pub fn meta(&self) -> Result<Meta, CoreError> {
@@ -181,6 +201,12 @@ impl IndexPages {
 
 impl PageSource for IndexPages {
     fn read(&mut self, blk: u32) -> Result<Page, CoreError> {
+        let mut page = Page { kind: Kind::Free, next: NO_PAGE, data: Vec::new() };
+        self.read_into(blk, &mut page)?;
+        Ok(page)
+    }
+
+    fn read_into(&mut self, blk: u32, page: &mut Page) -> Result<(), CoreError> {
         if blk >= self.known_blocks {
             self.known_blocks = self.blocks();
         }
@@ -189,7 +215,11 @@ impl PageSource for IndexPages {
         }
         // SAFETY: blk is within the relation.
         let b = unsafe { Locked::new(self.rel, blk, false) };
-        b.page().ok_or_else(|| damaged(format!("block {blk} is not a page of the index")))
+        if b.page_into(page) {
+            Ok(())
+        } else {
+            Err(damaged(format!("block {blk} is not a page of the index")))
+        }
     }
 }
 

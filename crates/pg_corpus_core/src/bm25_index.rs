@@ -71,6 +71,13 @@ pub struct Page {
 /// Where pages are read from.
 pub trait PageSource {
     fn read(&mut self, blk: u32) -> Result<Page, CoreError>;
+
+    /// [`Self::read`] into a page the caller reuses (a chain's reader: one buffer for all of
+    /// its pages).
+    fn read_into(&mut self, blk: u32, page: &mut Page) -> Result<(), CoreError> {
+        *page = self.read(blk)?;
+        Ok(())
+    }
 }
 
 /// Where new pages are written: `alloc` reserves a page (its number is needed by the page
@@ -298,11 +305,10 @@ impl<'s> StreamReader<'s> {
         if next == NO_PAGE {
             return Err(damaged(format!("a {:?} chain ends early", self.kind)));
         }
-        let page = self.src.read(next)?;
-        if page.kind != self.kind {
+        self.src.read_into(next, &mut self.page)?;
+        if self.page.kind != self.kind {
             return Err(damaged(format!("page {next} is not the {:?} page a chain points to", self.kind)));
         }
-        self.page = page;
         self.off = 0;
         Ok(())
     }
