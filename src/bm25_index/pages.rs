@@ -55,19 +55,34 @@ unsafe fn decode(page: pg_sys::Page) -> Option<Page> {
 /// # Safety
 /// As [`decode`]'s.
 unsafe fn decode_into(page: pg_sys::Page, out: &mut Page) -> bool {
+    out.data.clear();
+    // SAFETY: as view's.
+    match unsafe { view(page, &mut out.data) } {
+        Some((kind, next)) => {
+            out.kind = kind;
+            out.next = next;
+            true
+        }
+        None => false,
+    }
+}
+
+/// A page's kind and next page, its used bytes appended to `data`; None when it is not a page
+/// of the index.
+///
+/// # Safety
+/// As [`decode`]'s.
+unsafe fn view(page: pg_sys::Page, data: &mut Vec<u8>) -> Option<(Kind, u32)> {
     unsafe {
         let h = page_header(page);
         if (*h).pd_upper == 0 || (*h).pd_special as usize != pg_sys::BLCKSZ as usize - SPECIAL {
-            return false;
+            return None;
         }
         let sp = *((page as *const u8).add((*h).pd_special as usize) as *const Special);
-        let Some(kind) = Kind::from_u16(sp.kind) else { return false };
-        let Some(len) = ((*h).pd_lower as usize).checked_sub(HEADER) else { return false };
-        out.kind = kind;
-        out.next = sp.next;
-        out.data.clear();
-        out.data.extend_from_slice(std::slice::from_raw_parts((page as *const u8).add(HEADER), len.min(CAPACITY)));
-        true
+        let kind = Kind::from_u16(sp.kind)?;
+        let len = ((*h).pd_lower as usize).checked_sub(HEADER)?.min(CAPACITY);
+        data.extend_from_slice(std::slice::from_raw_parts((page as *const u8).add(HEADER), len));
+        Some((kind, sp.next))
     }
 }
 
@@ -121,6 +136,13 @@ impl Locked {
     pub fn page(&self) -> Option<Page> {
         // SAFETY: the buffer is pinned and locked while self lives.
         unsafe { decode(pg_sys::BufferGetPage(self.buf)) }
+    }
+
+    /// The page's kind and next page, its used bytes appended to `data`; None when it is not
+    /// a page of the index.
+    pub fn append_to(&self, data: &mut Vec<u8>) -> Option<(Kind, u32)> {
+        // SAFETY: the buffer is pinned and locked while self lives.
+        unsafe { view(pg_sys::BufferGetPage(self.buf), data) }
     }
 
     /// [`Self::page`] into `out`'s buffer; false when it is not a page of the index.
@@ -197,6 +219,22 @@ impl IndexPages {
         // SAFETY: rel is an open relation.
         unsafe { pg_sys::RelationGetNumberOfBlocksInFork(self.rel, pg_sys::ForkNumber::MAIN_FORKNUM) }
     }
+
+    /// Block `blk` share-locked, once it is known to lie within the index.
+    fn locked(&mut self, blk: u32) -> Result<Locked, CoreError> {
+        if blk >= self.known_blocks {
+            self.known_blocks = self.blocks();
+        }
+        if blk >= self.known_blocks {
+            return Err(damaged(format!("a chain points past the end of the index (block {blk})")));
+        }
+        // SAFETY: blk is within the relation.
+        Ok(unsafe { Locked::new(self.rel, blk, false) })
+    }
+}
+
+fn not_a_page(blk: u32) -> CoreError {
+    damaged(format!("block {blk} is not a page of the index"))
 }
 
 impl PageSource for IndexPages {
@@ -207,19 +245,15 @@ impl PageSource for IndexPages {
     }
 
     fn read_into(&mut self, blk: u32, page: &mut Page) -> Result<(), CoreError> {
-        if blk >= self.known_blocks {
-            self.known_blocks = self.blocks();
-        }
-        if blk >= self.known_blocks {
-            return Err(damaged(format!("a chain points past the end of the index (block {blk})")));
-        }
-        // SAFETY: blk is within the relation.
-        let b = unsafe { Locked::new(self.rel, blk, false) };
-        if b.page_into(page) {
+        if self.locked(blk)?.page_into(page) {
             Ok(())
         } else {
-            Err(damaged(format!("block {blk} is not a page of the index")))
+            Err(not_a_page(blk))
         }
+    }
+
+    fn append(&mut self, blk: u32, out: &mut Vec<u8>) -> Result<(Kind, u32), CoreError> {
+        self.locked(blk)?.append_to(out).ok_or_else(|| not_a_page(blk))
     }
 }
 

@@ -78,6 +78,13 @@ pub trait PageSource {
         *page = self.read(blk)?;
         Ok(())
     }
+
+    /// Append page `blk`'s used bytes to `out`: its kind and the next page of its chain.
+    fn append(&mut self, blk: u32, out: &mut Vec<u8>) -> Result<(Kind, u32), CoreError> {
+        let page = self.read(blk)?;
+        out.extend_from_slice(&page.data);
+        Ok((page.kind, page.next))
+    }
 }
 
 /// Where new pages are written: `alloc` reserves a page (its number is needed by the page
@@ -330,6 +337,15 @@ impl<'s> StreamReader<'s> {
     }
 
     pub fn varint(&mut self) -> Result<u64, CoreError> {
+        // a number wholly on the current page (all but the last few bytes of a page)
+        if let Some(v) = self.page.data.get(self.off..).and_then(|rest| {
+            let mut at = 0;
+            let v = crate::postings::get_varint(rest, &mut at)?;
+            self.off += at;
+            Some(v)
+        }) {
+            return Ok(v);
+        }
         let mut v = 0u64;
         for shift in (0..64).step_by(7) {
             if self.off >= self.page.data.len() {
@@ -621,31 +637,88 @@ impl Segment {
     }
 }
 
+/// The most bytes a block's postings take (each number of each posting a varint of at most 10
+/// bytes): a longer block is damage, not data to read on for.
+const MAX_BLOCK_BYTES: usize = crate::postings::BLOCK_SIZE * 3 * 10;
+
+/// The most bytes a block's header takes (as [`MAX_BLOCK_BYTES`]).
+const MAX_HEADER_BYTES: usize = (4 + 2 * STEPS + 1) * 10;
+
+/// A term's postings. The chain's pages are copied whole, one after another, from the entry's
+/// first page: a block's bytes are contiguous there wherever the page breaks fall, and its
+/// header is read in place.
 fn read_postings(src: &mut dyn PageSource, e: &DictEntry) -> Result<TermPostings, CoreError> {
-    let mut r = StreamReader::open(src, Kind::Postings, e.blk, e.off)?;
     let mut t = TermPostings::with_capacity(e.blocks as usize);
+    let (kind, mut next) = src.append(e.blk, t.data_mut())?;
+    if kind != Kind::Postings || e.off as usize > t.data().len() {
+        return Err(damaged(format!("page {} is not the Postings page a chain points to", e.blk)));
+    }
+    let mut more = |t: &mut TermPostings| -> Result<(), CoreError> {
+        if next == NO_PAGE {
+            return Err(damaged("a Postings chain ends early"));
+        }
+        let blk = next;
+        let (kind, after) = src.append(blk, t.data_mut())?;
+        if kind != Kind::Postings {
+            return Err(damaged(format!("page {blk} is not the Postings page a chain points to")));
+        }
+        next = after;
+        Ok(())
+    };
+    let mut at = e.off as usize;
     for _ in 0..e.blocks {
-        let first_doc = r.varint()?;
-        let span = r.varint()?;
-        let count = u32::try_from(r.varint()?).map_err(|_| damaged("a block count overflows"))?;
-        let nsteps = r.varint()?;
-        if nsteps == 0 || nsteps > STEPS as u64 {
-            return Err(damaged(format!("a block header holds {nsteps} bound steps")));
+        let (meta, n, header) = loop {
+            match block_header_at(&t.data()[at..])? {
+                Some(h) => break h,
+                None => more(&mut t)?,
+            }
+        };
+        let start = at + header;
+        let end = start + n;
+        while t.data().len() < end {
+            more(&mut t)?;
         }
-        let mut steps = [(0u32, 0u32); STEPS];
-        for step in steps.iter_mut().take(nsteps as usize) {
-            let tf = u32::try_from(r.varint()?).map_err(|_| damaged("a frequency overflows"))?;
-            let len = u32::try_from(r.varint()?).map_err(|_| damaged("a length overflows"))?;
-            *step = (tf, len);
-        }
-        let staircase = Staircase::from_steps(&steps[..nsteps as usize])
-            .ok_or_else(|| damaged("a block's bound steps are out of order"))?;
-        let n = r.varint()? as usize;
-        r.read(n, t.data_mut())?;
-        let last_doc = first_doc.checked_add(span).ok_or_else(|| damaged("a block's last document overflows"))?;
-        t.push_written(BlockMeta { first_doc, last_doc, count, staircase });
+        t.push_at(meta, start..end);
+        at = end;
     }
     Ok(t)
+}
+
+/// A block's header at the start of `bytes`: the block, its postings' byte count and the
+/// header's own; None when `bytes` ends within it (the rest is on the chain's next page).
+fn block_header_at(bytes: &[u8]) -> Result<Option<(BlockMeta, usize, usize)>, CoreError> {
+    let mut at = 0;
+    let mut next = || get_varint(bytes, &mut at);
+    let parsed = (|| {
+        let first_doc = next()?;
+        let span = next()?;
+        let count = next()?;
+        let nsteps = next()?;
+        let mut steps = [(0u64, 0u64); STEPS];
+        for step in steps.iter_mut().take((nsteps as usize).min(STEPS)) {
+            *step = (next()?, next()?);
+        }
+        Some((first_doc, span, count, nsteps, steps, next()?))
+    })();
+    let Some((first_doc, span, count, nsteps, steps, n)) = parsed else {
+        return if bytes.len() >= MAX_HEADER_BYTES { Err(damaged("a block header is malformed")) } else { Ok(None) };
+    };
+    let count = u32::try_from(count).map_err(|_| damaged("a block count overflows"))?;
+    if nsteps == 0 || nsteps > STEPS as u64 {
+        return Err(damaged(format!("a block header holds {nsteps} bound steps")));
+    }
+    let mut pairs = [(0u32, 0u32); STEPS];
+    for (pair, &(tf, len)) in pairs.iter_mut().zip(&steps).take(nsteps as usize) {
+        let tf = u32::try_from(tf).map_err(|_| damaged("a frequency overflows"))?;
+        let len = u32::try_from(len).map_err(|_| damaged("a length overflows"))?;
+        *pair = (tf, len);
+    }
+    let staircase = Staircase::from_steps(&pairs[..nsteps as usize])
+        .ok_or_else(|| damaged("a block's bound steps are out of order"))?;
+    let n = usize::try_from(n).ok().filter(|&n| n <= MAX_BLOCK_BYTES);
+    let n = n.ok_or_else(|| damaged("a block's postings are longer than a block holds"))?;
+    let last_doc = first_doc.checked_add(span).ok_or_else(|| damaged("a block's last document overflows"))?;
+    Ok(Some((BlockMeta { first_doc, last_doc, count, staircase }, n, at)))
 }
 
 /// A row of the pending list: its document, length and terms with their frequencies.
@@ -1013,6 +1086,35 @@ mod tests {
         pages.pages[entry.blk as usize].as_mut().unwrap().next = NO_PAGE;
         pages.pages[entry.blk as usize].as_mut().unwrap().data.truncate(2);
         assert_eq!(seg.postings(&mut pages, b"t1").unwrap_err().state, SqlState::IndexCorrupted);
+    }
+
+    #[test]
+    fn a_block_longer_than_a_block_holds_is_damage_not_a_read_around_a_looping_chain() {
+        let header = |n: usize| {
+            let mut h = Vec::new();
+            for v in [10, 0, 1, 1, 3, 40, n as u64] {
+                put_varint(&mut h, v);
+            }
+            h
+        };
+        let entry = DictEntry { term: b"t".to_vec(), df: 1, blocks: 1, blk: 0, off: 0 };
+        for (n, ok) in [(MAX_BLOCK_BYTES + 1, false), (3, true)] {
+            let mut pages = MemPages::new(64);
+            let mut data = header(n);
+            // the page's next is itself: only the length check ends a read of the first block
+            data.extend_from_slice(&[0, 3, 40]);
+            pages.pages.push(Some(Page { kind: Kind::Postings, next: 0, data }));
+            match read_postings(&mut pages, &entry) {
+                Ok(t) => {
+                    assert!(ok, "read a block of {n} bytes");
+                    assert_eq!(t.decode_all(), vec![Posting { doc: 10, tf: 3, len: 40 }]);
+                }
+                Err(e) => {
+                    assert!(!ok, "{e:?}");
+                    assert_eq!(e.state, SqlState::IndexCorrupted);
+                }
+            }
+        }
     }
 
     #[test]

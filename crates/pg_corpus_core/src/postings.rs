@@ -283,7 +283,7 @@ mod pool {
     thread_local! {
         pub static BYTES: RefCell<Pool<u8>> = const { RefCell::new(Pool::new()) };
         pub static METAS: RefCell<Pool<super::BlockMeta>> = const { RefCell::new(Pool::new()) };
-        pub static ENDS: RefCell<Pool<usize>> = const { RefCell::new(Pool::new()) };
+        pub static RANGES: RefCell<Pool<(usize, usize)>> = const { RefCell::new(Pool::new()) };
     }
 }
 
@@ -292,17 +292,18 @@ mod pool {
 #[derive(Debug, Clone, Default)]
 pub struct TermPostings {
     pub blocks: Vec<BlockMeta>,
-    /// Every block's encoded postings, one after another.
+    /// Every block's encoded postings, in order (with whatever bytes lie between them when read
+    /// from an index's pages).
     data: Vec<u8>,
-    /// Where each block's bytes end in `data`.
-    ends: Vec<usize>,
+    /// Where each block's bytes lie in `data`.
+    ranges: Vec<(usize, usize)>,
 }
 
 impl Drop for TermPostings {
     fn drop(&mut self) {
         pool::give(&pool::BYTES, std::mem::take(&mut self.data));
         pool::give(&pool::METAS, std::mem::take(&mut self.blocks));
-        pool::give(&pool::ENDS, std::mem::take(&mut self.ends));
+        pool::give(&pool::RANGES, std::mem::take(&mut self.ranges));
     }
 }
 
@@ -312,10 +313,10 @@ impl TermPostings {
         let mut t = TermPostings {
             blocks: pool::take(&pool::METAS),
             data: pool::take(&pool::BYTES),
-            ends: pool::take(&pool::ENDS),
+            ranges: pool::take(&pool::RANGES),
         };
         t.blocks.reserve(blocks);
-        t.ends.reserve(blocks);
+        t.ranges.reserve(blocks);
         t
     }
 
@@ -335,21 +336,36 @@ impl TermPostings {
         self.push_written(meta);
     }
 
-    /// Add a block whose bytes the caller has appended to [`Self::data_mut`].
+    /// Add a block whose bytes the caller has appended to [`Self::data_mut`] since the last
+    /// block's.
     pub fn push_written(&mut self, meta: BlockMeta) {
-        self.blocks.push(meta);
-        self.ends.push(self.data.len());
+        let start = self.ranges.last().map_or(0, |r| r.1);
+        self.push_at(meta, start..self.data.len());
     }
 
-    /// The buffer a block's bytes are appended to before [`Self::push_written`].
+    /// Add a block whose bytes lie at `range` of [`Self::data_mut`] (a reader that copies a
+    /// chain's pages whole leaves the blocks' headers between them).
+    pub fn push_at(&mut self, meta: BlockMeta, range: std::ops::Range<usize>) {
+        self.blocks.push(meta);
+        self.ranges.push((range.start, range.end));
+    }
+
+    /// The buffer blocks' bytes are written to before [`Self::push_written`] or
+    /// [`Self::push_at`].
     pub fn data_mut(&mut self) -> &mut Vec<u8> {
         &mut self.data
     }
 
-    /// Block `i`'s encoded postings.
+    /// What [`Self::data_mut`] holds.
+    pub fn data(&self) -> &[u8] {
+        &self.data
+    }
+
+    /// Block `i`'s encoded postings (none when its range lies outside the bytes written: a
+    /// block that then does not decode).
     pub fn block_bytes(&self, i: usize) -> &[u8] {
-        let start = if i == 0 { 0 } else { self.ends[i - 1] };
-        &self.data[start..self.ends[i]]
+        let (start, end) = self.ranges[i];
+        self.data.get(start..end).unwrap_or(&[])
     }
 
     /// Each block with its encoded postings, in order.
@@ -469,7 +485,7 @@ mod tests {
         drop(t);
         let again = TermPostings::with_capacity(1);
         assert!(again.data.capacity() >= cap && again.blocks.capacity() >= metas.min(1));
-        assert!(again.data.is_empty() && again.blocks.is_empty() && again.ends.is_empty());
+        assert!(again.data.is_empty() && again.blocks.is_empty() && again.ranges.is_empty());
         assert_eq!(TermPostings::build(&postings).decode_all(), postings, "a reused buffer holds only its own bytes");
         drop(again);
         for _ in 0..40 {
