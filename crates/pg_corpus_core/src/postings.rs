@@ -232,31 +232,33 @@ pub fn decode_block_into(meta: &BlockMeta, bytes: &[u8], out: &mut Vec<Posting>)
 /// one thread). A buffer of a common word's postings runs to megabytes; allocated afresh on
 /// every search, each 4 kB of it cost a page fault when first written, more than filling it.
 mod pool {
-    use std::cell::RefCell;
+    use std::cell::{Cell, RefCell};
     use std::thread::LocalKey;
 
     /// Buffers smaller than this are left to the allocator (they come from its own free lists).
     const MIN_BYTES: usize = 64 * 1024;
-    /// The most a thread keeps, per kind of buffer.
-    const MAX_BYTES: usize = 16 * 1024 * 1024;
+    /// The most a thread keeps, all kinds of buffer together.
+    pub(super) const MAX_BYTES: usize = 16 * 1024 * 1024;
 
     pub struct Pool<T> {
         pub(super) free: Vec<Vec<T>>,
-        pub(super) bytes: usize,
     }
 
     impl<T> Pool<T> {
         pub const fn new() -> Pool<T> {
-            Pool { free: Vec::new(), bytes: 0 }
+            Pool { free: Vec::new() }
         }
+    }
+
+    fn size<T>(v: &Vec<T>) -> usize {
+        v.capacity() * std::mem::size_of::<T>()
     }
 
     /// An empty buffer, with room from an earlier one when the pool has one.
     pub fn take<T: 'static>(pool: &'static LocalKey<RefCell<Pool<T>>>) -> Vec<T> {
         pool.try_with(|p| {
-            let mut p = p.borrow_mut();
-            let v = p.free.pop()?;
-            p.bytes -= v.capacity() * std::mem::size_of::<T>();
+            let v = p.borrow_mut().free.pop()?;
+            let _ = KEPT.try_with(|k| k.set(k.get().saturating_sub(size(&v))));
             Some(v)
         })
         .ok()
@@ -266,21 +268,26 @@ mod pool {
 
     /// Keep a buffer's room for a later [`take`] (within the thread's limit).
     pub fn give<T: 'static>(pool: &'static LocalKey<RefCell<Pool<T>>>, mut v: Vec<T>) {
-        let size = v.capacity() * std::mem::size_of::<T>();
+        let size = size(&v);
         if size < MIN_BYTES {
             return;
         }
         v.clear();
-        let _ = pool.try_with(|p| {
-            let mut p = p.borrow_mut();
-            if p.bytes + size <= MAX_BYTES {
-                p.bytes += size;
-                p.free.push(v);
+        let _ = KEPT.try_with(|k| {
+            if k.get() + size <= MAX_BYTES && pool.try_with(|p| p.borrow_mut().free.push(v)).is_ok() {
+                k.set(k.get() + size);
             }
         });
     }
 
+    /// The bytes the pools hold.
+    #[cfg(test)]
+    pub fn kept() -> usize {
+        KEPT.try_with(Cell::get).unwrap_or(0)
+    }
+
     thread_local! {
+        static KEPT: Cell<usize> = const { Cell::new(0) };
         pub static BYTES: RefCell<Pool<u8>> = const { RefCell::new(Pool::new()) };
         pub static METAS: RefCell<Pool<super::BlockMeta>> = const { RefCell::new(Pool::new()) };
         pub static RANGES: RefCell<Pool<(usize, usize)>> = const { RefCell::new(Pool::new()) };
@@ -488,12 +495,18 @@ mod tests {
         assert!(again.data.is_empty() && again.blocks.is_empty() && again.ranges.is_empty());
         assert_eq!(TermPostings::build(&postings).decode_all(), postings, "a reused buffer holds only its own bytes");
         drop(again);
-        for _ in 0..40 {
+        for _ in 0..30 {
             super::pool::give(&super::pool::BYTES, Vec::<u8>::with_capacity(1 << 20));
+            super::pool::give(&super::pool::RANGES, Vec::<(usize, usize)>::with_capacity(1 << 16));
         }
-        let kept = super::pool::BYTES.with(|p| p.borrow().bytes);
-        assert!(kept <= 16 << 20, "{kept}");
-        assert!(super::pool::BYTES.with(|p| p.borrow().free.iter().map(|v| v.capacity()).sum::<usize>()) == kept);
+        let kept = super::pool::kept();
+        assert!(kept <= super::pool::MAX_BYTES && kept > super::pool::MAX_BYTES - (1 << 20), "{kept}");
+        let held = super::pool::BYTES.with(|p| p.borrow().free.iter().map(|v| v.capacity()).sum::<usize>())
+            + super::pool::RANGES.with(|p| p.borrow().free.iter().map(|v| v.capacity() * 16).sum::<usize>())
+            + super::pool::METAS.with(|p| {
+                p.borrow().free.iter().map(|v| v.capacity() * std::mem::size_of::<BlockMeta>()).sum::<usize>()
+            });
+        assert_eq!(held, kept, "the limit counts every kind of buffer together");
     }
 
     use super::*;
