@@ -57,12 +57,20 @@ pub fn ann(window: usize, selectivity: f64, max_scan_tuples: i32) -> Vec<Setting
 /// parents by hashing every parent of the corpus (3 ms at 8,000 parents) instead of looking
 /// the candidates' parents up by key: 13.5 → 8.8 ms p50 (docs/lexical-speed.md). A session's
 /// lower setting is kept.
-pub fn lexical(random_page_cost: f64, index_first: bool) -> Vec<Setting> {
+pub fn lexical(random_page_cost: f64, index_first: bool, through_bm25_index: bool) -> Vec<Setting> {
     let rpc = if random_page_cost.is_finite() { random_page_cost.min(1.1) } else { 1.1 };
     let mut out = vec![set("random_page_cost", rpc)];
     if index_first {
         // lexical::ScopeCheck::JoinedAfterIndex: no parameterised path through the parents
         out.push(set("enable_nestloop", "off"));
+    }
+    if through_bm25_index {
+        // The ranking comes from the corpus_bm25 index's order. The planner's estimate of the
+        // slice multiplies the searchable contract's default selectivities (1/3 per
+        // expression), so for a slice it believes small it scored every row of the slice and
+        // sorted them instead: 32.6 ms against 8.5 ms for the index at 7,542 rows of
+        // halachot (bench/scale.py, 100k, hybrid mode).
+        out.push(set("enable_sort", "off"));
     }
     out
 }
@@ -72,7 +80,9 @@ pub fn lexical(random_page_cost: f64, index_first: bool) -> Vec<Setting> {
 pub fn for_subplan(p: &Subplan, window: usize, selectivity: f64, bm25: bool, config: &super::Config) -> Vec<Setting> {
     match (p.strategy, p.branch) {
         (Strategy::Approximate, _) => ann(window, selectivity, config.ann_max_scan_tuples),
-        (_, Branch::Lexical) if bm25 => lexical(config.random_page_cost, p.index_first),
+        (_, Branch::Lexical) if bm25 => {
+            lexical(config.random_page_cost, p.index_first, p.strategy == Strategy::Bm25Index)
+        }
         _ => Vec::new(),
     }
 }
@@ -128,6 +138,31 @@ mod tests {
 
     fn s(name: &'static str, v: &str) -> Setting {
         Setting { name, value: v.into() }
+    }
+
+    #[test]
+    fn a_ranking_through_the_bm25_index_keeps_the_index_order_and_other_bm25_plans_may_sort() {
+        let sub = |strategy, index_first| Subplan {
+            source: 0,
+            branch: Branch::Lexical,
+            strategy,
+            sql: String::new(),
+            params: Vec::new(),
+            limit: 40,
+            pruned: false,
+            index_first,
+        };
+        let config = super::super::Config::default();
+        let sorts = |p: &Subplan| {
+            let all = for_subplan(p, 40, 0.5, true, &config);
+            assert!(all.iter().any(|x| x.name == "random_page_cost" && x.value == "1.1"), "{all:?}");
+            all.iter().any(|x| x.name == "enable_sort" && x.value == "off")
+        };
+        assert!(sorts(&sub(crate::model::Strategy::Bm25Index, false)));
+        assert!(!sorts(&sub(crate::model::Strategy::TextMatch, false)));
+        assert!(!sorts(&sub(crate::model::Strategy::TextMatch, true)));
+        // (without BM25 scoring a lexical subplan gets no settings)
+        assert!(for_subplan(&sub(crate::model::Strategy::Bm25Index, false), 40, 0.5, false, &config).is_empty());
     }
 
     #[test]
