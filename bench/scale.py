@@ -615,15 +615,10 @@ def build(dsn, a, data, done, progress_dsn):
              gin("precedent_chunks_bm25_idx", "precedent_chunks", "content_bm25"))
         step("gin_halachot_bm25_idx", gin("halachot_bm25_idx", "halachot", "rule_bm25"))
 
-        def ranking(name, table, col):
-            def fn():
-                conn.execute("SET maintenance_work_mem = '1GB'")
-                conn.execute(f"CREATE INDEX IF NOT EXISTS {name} ON {table} USING corpus_bm25 ({col})")
-            return fn
         # the lexical branch ranks through these (docs/lexical-index.md)
-        step("corpus_bm25_precedent_chunks",
-             ranking("precedent_chunks_bm25_rank_idx", "precedent_chunks", "content_bm25"))
-        step("corpus_bm25_halachot", ranking("halachot_bm25_rank_idx", "halachot", "rule_bm25"))
+        for name, table, col in RANKING_INDEXES:
+            step(f"corpus_bm25_{table}",
+                 lambda name=name, table=table, col=col: ranking_index(conn, name, table, col))
         step("hnsw_precedent_chunks", hnsw("precedent_chunks", "HNSW precedent_chunks"))
         step("hnsw_halachot", hnsw("halachot", "HNSW halachot"))
 
@@ -680,6 +675,16 @@ def define_corpora(conn):
         took[name] = time.perf_counter() - t
         log(f"  corpus {name}: {took[name]:.1f} s")
     return took
+
+
+# (index, table, BM25 column): the corpus_bm25 indexes the build creates
+RANKING_INDEXES = (("precedent_chunks_bm25_rank_idx", "precedent_chunks", "content_bm25"),
+                   ("halachot_bm25_rank_idx", "halachot", "rule_bm25"))
+
+
+def ranking_index(conn, name, table, col):
+    conn.execute("SET maintenance_work_mem = '1GB'")
+    conn.execute(f"CREATE INDEX IF NOT EXISTS {name} ON {table} USING corpus_bm25 ({col})")
 
 
 def recreate_extension(conn):
@@ -837,6 +842,9 @@ class Size:
             return self.prepare(rebuild=False)
         with psycopg.connect(self.dsn, autocommit=True) as conn:
             ext = ensure_extension(conn, done)
+            # (an extension recreated by an earlier version of this script lost them)
+            for name, table, col in RANKING_INDEXES:
+                ranking_index(conn, name, table, col)
             if any(ext["stale_bm25_rows"].values()):
                 sys.exit(f"the installed analyser no longer produces the stored BM25 tsvectors "
                          f"({ext['stale_bm25_rows']} of 500 rows per table differ): "
