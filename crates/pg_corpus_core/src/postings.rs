@@ -482,35 +482,39 @@ impl Builder {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
     #[test]
     fn a_dropped_terms_buffers_serve_the_next_read_within_the_threads_limit() {
+        // long enough that each of its buffers (bytes, block headers, block ranges) is pooled
         let postings: Vec<Posting> =
-            (0..50_000u64).map(|d| Posting { doc: d * 3, tf: 1 + (d % 5) as u32, len: 40 }).collect();
+            (0..600_000u64).map(|d| Posting { doc: d * 3, tf: 1 + (d % 5) as u32, len: 40 }).collect();
         let t = TermPostings::build(&postings);
-        let (cap, metas) = (t.data.capacity(), t.blocks.capacity());
-        assert!(cap >= 64 * 1024, "{cap}");
+        let (bytes, metas, ranges) = (t.data.capacity(), t.blocks.capacity(), t.ranges.capacity());
+        assert!(bytes * size_of::<u8>() >= 64 * 1024, "{bytes}");
+        assert!(metas * size_of::<BlockMeta>() >= 64 * 1024, "{metas}");
+        assert!(ranges * size_of::<(usize, usize)>() >= 64 * 1024, "{ranges}");
         drop(t);
         let again = TermPostings::with_capacity(1);
-        assert!(again.data.capacity() >= cap && again.blocks.capacity() >= metas.min(1));
+        assert!(again.data.capacity() >= bytes, "bytes not reused");
+        assert!(again.blocks.capacity() >= metas, "block headers not reused");
+        assert!(again.ranges.capacity() >= ranges, "block ranges not reused");
         assert!(again.data.is_empty() && again.blocks.is_empty() && again.ranges.is_empty());
         assert_eq!(TermPostings::build(&postings).decode_all(), postings, "a reused buffer holds only its own bytes");
         drop(again);
         for _ in 0..30 {
-            super::pool::give(&super::pool::BYTES, Vec::<u8>::with_capacity(1 << 20));
-            super::pool::give(&super::pool::RANGES, Vec::<(usize, usize)>::with_capacity(1 << 16));
+            pool::give(&pool::BYTES, Vec::<u8>::with_capacity(1 << 20));
+            pool::give(&pool::RANGES, Vec::<(usize, usize)>::with_capacity(1 << 16));
         }
-        let kept = super::pool::kept();
-        assert!(kept <= super::pool::MAX_BYTES && kept > super::pool::MAX_BYTES - (1 << 20), "{kept}");
-        let held = super::pool::BYTES.with(|p| p.borrow().free.iter().map(|v| v.capacity()).sum::<usize>())
-            + super::pool::RANGES.with(|p| p.borrow().free.iter().map(|v| v.capacity() * 16).sum::<usize>())
-            + super::pool::METAS.with(|p| {
-                p.borrow().free.iter().map(|v| v.capacity() * std::mem::size_of::<BlockMeta>()).sum::<usize>()
-            });
+        let kept = pool::kept();
+        assert!(kept <= pool::MAX_BYTES && kept > pool::MAX_BYTES - (1 << 20), "{kept}");
+        let held = pool::BYTES.with(|p| p.borrow().free.iter().map(|v| v.capacity()).sum::<usize>())
+            + pool::RANGES.with(|p| p.borrow().free.iter().map(|v| v.capacity() * 16).sum::<usize>())
+            + pool::METAS
+                .with(|p| p.borrow().free.iter().map(|v| v.capacity() * size_of::<BlockMeta>()).sum::<usize>());
         assert_eq!(held, kept, "the limit counts every kind of buffer together");
     }
-
-    use super::*;
-    use proptest::prelude::*;
 
     fn postings(raw: &[(u64, u32, u32)]) -> Vec<Posting> {
         let mut doc = 0;
