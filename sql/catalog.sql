@@ -11,6 +11,21 @@
 -- uses too: a definition that would fail at search time fails when it is made.
 -- ==========================================================================================
 
+-- pg_corpus reads every text as UTF-8 (analysers, BM25 documents, the content rule): it is
+-- installed only in a UTF8 database, where PostgreSQL guarantees every text value is valid UTF-8.
+DO $$
+BEGIN
+    IF pg_catalog.getdatabaseencoding() OPERATOR(pg_catalog.<>) 'UTF8' THEN
+        RAISE EXCEPTION USING
+            ERRCODE = 'feature_not_supported',
+            MESSAGE = pg_catalog.format('pg_corpus requires a UTF8 database; database %I is encoded %s',
+                                        pg_catalog.current_database(), pg_catalog.getdatabaseencoding()),
+            DETAIL = 'pg_corpus reads text as UTF-8: its analysers, BM25 documents and content rule.',
+            HINT = 'Install pg_corpus in a database created with ENCODING ''UTF8'' (CREATE DATABASE ... ENCODING ''UTF8'' TEMPLATE template0).';
+    END IF;
+END
+$$;
+
 -- ------------------------------------------------------------------------------------------
 -- Citus. pg_corpus runs on a Citus coordinator and its workers, with the extension in every
 -- node's database (Citus creates it on the workers). These functions are the only ones that

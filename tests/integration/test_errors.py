@@ -518,3 +518,28 @@ def test_the_ts_rank_cd_scorer_bounds_a_long_query(db):
     finally:
         db.execute("RESET statement_timeout")
         db.execute("RESET pg_corpus.lexical_scorer")
+
+
+@pytest.mark.parametrize("encoding", ["LATIN1", "SQL_ASCII"])
+def test_a_database_not_encoded_in_utf8_is_refused_at_install(cluster, encoding):
+    """Every text pg_corpus reads (analysers, BM25 documents, the content rule) is read as UTF-8:
+    in a LATIN1 database a non-ASCII word failed deep in a search with an internal error (XX000),
+    and SQL_ASCII stores bytes PostgreSQL never checked. CREATE EXTENSION refuses such a database
+    with 0A000, a message naming it, a detail and a hint, and leaves nothing of pg_corpus."""
+    name = f"pgc_encoding_{encoding.lower()}"
+    with psycopg.connect(cluster.uri, autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.execute(f"CREATE DATABASE \"{name}\" ENCODING '{encoding}' LOCALE 'C' TEMPLATE template0")
+    cluster._dbs.append(name)
+    conn = cluster.connect(name)
+    conn.execute("CREATE EXTENSION vector")
+    with pytest.raises(psycopg.Error) as ei:
+        conn.execute("CREATE EXTENSION pg_corpus")
+    e = ei.value
+    assert e.sqlstate == "0A000", (e.sqlstate, str(e))
+    assert name in e.diag.message_primary and encoding in e.diag.message_primary, e.diag.message_primary
+    assert e.diag.message_detail and "UTF-8" in e.diag.message_detail
+    assert e.diag.message_hint and "ENCODING 'UTF8'" in e.diag.message_hint
+    assert conn.execute("SELECT count(*) FROM pg_extension WHERE extname = 'pg_corpus'").fetchone()[0] == 0
+    assert conn.execute("SELECT count(*) FROM pg_namespace WHERE nspname = 'corpus'").fetchone()[0] == 0
+    assert conn.execute("SELECT 1").fetchone() == (1,)
