@@ -54,6 +54,14 @@ SELECT id FROM bm25_docs
  ORDER BY tsv OPERATOR(corpus.<@>) ROW('{refund}', '{-1}', 6, 1.2, 0.75, 5)::corpus.bm25_scoring LIMIT 1;
 SELECT id FROM bm25_docs
  ORDER BY tsv OPERATOR(corpus.<@>) ROW('{refund}', '{1}', 6, 1.2, 7, 5)::corpus.bm25_scoring LIMIT 1;
+SELECT id FROM bm25_docs
+ ORDER BY tsv OPERATOR(corpus.<@>) ROW('{refund,lead}', '{1}', 6, 1.2, 0.75, 5)::corpus.bm25_scoring LIMIT 1;
+SELECT id FROM bm25_docs
+ ORDER BY tsv OPERATOR(corpus.<@>) ROW('{refund}', NULL, 6, 1.2, 0.75, 5)::corpus.bm25_scoring LIMIT 1;
+SELECT id FROM bm25_docs
+ ORDER BY tsv OPERATOR(corpus.<@>) ROW('{refund,lead}', '{1,NULL}', 6, 1.2, 0.75, 5)::corpus.bm25_scoring LIMIT 1;
+SELECT id FROM bm25_docs
+ ORDER BY tsv OPERATOR(corpus.<@>) ROW('{NULL,lead}', '{1,1}', 6, 1.2, 0.75, 5)::corpus.bm25_scoring LIMIT 1;
 CREATE INDEX ON bm25_docs USING corpus_bm25 (tsv) WITH (fillfactor = 50);
 CREATE INDEX ON bm25_docs USING corpus_bm25 (body);
 REINDEX INDEX bm25_docs_idx;

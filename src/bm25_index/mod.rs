@@ -753,7 +753,7 @@ impl ScoringArg {
                 CoreError::new(
                     SqlState::InvalidParameterValue,
                     format!("corpus.bm25_scoring: {what}"),
-                    "Build it as ROW(keys, weights, avg_doc_len, k1, b, page_size)::corpus.bm25_scoring with weights >= 0.",
+                    "Build it as ROW(keys, weights, avg_doc_len, k1, b, page_size)::corpus.bm25_scoring with one weight >= 0 per key.",
                 )
                 .with_detail(detail)
             };
@@ -775,11 +775,31 @@ impl ScoringArg {
             let (v, n) = field(6);
             let page = if n { 0 } else { i32::from_datum(v, false).unwrap_or(0) };
             let params = Bm25Params::new(k1, b).map_err(|e| e.with_detail(format!("k1 is {k1}, b is {b}.")))?;
+            if keys.len() != weights.len() {
+                return Err(bad(
+                    "keys and weights differ in length",
+                    format!(
+                        "{} key{} and {} weight{}.",
+                        keys.len(),
+                        if keys.len() == 1 { "" } else { "s" },
+                        weights.len(),
+                        if weights.len() == 1 { "" } else { "s" }
+                    ),
+                ));
+            }
             let mut out =
                 ScoringArg { keys: Vec::new(), weights: Vec::new(), avg_doc_len, params, page: page.max(1) as usize };
-            for (k, w) in keys.into_iter().zip(weights.into_iter().chain(std::iter::repeat(None))) {
-                let Some(k) = k else { continue };
-                let w = w.unwrap_or(0.0);
+            let n_keys = keys.len();
+            for (i, (k, w)) in keys.into_iter().zip(weights).enumerate() {
+                let Some(k) = k else {
+                    return Err(bad("keys must not be NULL", format!("Key {} of {n_keys} is NULL.", i + 1)));
+                };
+                let Some(w) = w else {
+                    return Err(bad(
+                        "weights must be finite and not negative",
+                        format!("Key \"{k}\" has a NULL weight."),
+                    ));
+                };
                 if !w.is_finite() || w < 0.0 {
                     return Err(bad("weights must be finite and not negative", format!("Key \"{k}\" has weight {w}.")));
                 }
