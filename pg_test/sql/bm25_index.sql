@@ -14,13 +14,18 @@ SELECT g, CASE WHEN g % 10 = 3 THEN 'rare' ELSE 'common' END,
 CREATE INDEX bm25_docs_idx ON bm25_docs USING corpus_bm25 (tsv);
 CREATE FUNCTION bm25_scoring(page int DEFAULT 5) RETURNS corpus.bm25_scoring LANGUAGE sql IMMUTABLE
 AS $$ SELECT ROW('{refund,disput,lead}'::text[], '{1.0,2.0,0.5}'::float8[], 6.0, 1.2, 0.75, page)::corpus.bm25_scoring $$;
--- the plan orders by the index
+-- the plan orders by the index, for the rows holding a key
+EXPLAIN (COSTS OFF)
+SELECT id FROM bm25_docs WHERE tsv OPERATOR(corpus.@@) bm25_scoring()
+ ORDER BY tsv OPERATOR(corpus.<@>) bm25_scoring() LIMIT 5;
+-- without that condition every row is wanted, which the index does not hold: no index scan
 EXPLAIN (COSTS OFF)
 SELECT id FROM bm25_docs ORDER BY tsv OPERATOR(corpus.<@>) bm25_scoring() LIMIT 5;
 -- the same ranking as scoring every row (ties broken by position, then compared by id)
 CREATE FUNCTION by_index(k int, only_kind text DEFAULT NULL) RETURNS TABLE (id int, d float8) LANGUAGE sql AS $$
   SELECT id, d FROM (SELECT id, tsv OPERATOR(corpus.<@>) bm25_scoring() AS d FROM bm25_docs
-                      WHERE only_kind IS NULL OR kind = only_kind
+                      WHERE (only_kind IS NULL OR kind = only_kind)
+                        AND tsv OPERATOR(corpus.@@) bm25_scoring()
                       ORDER BY d FETCH FIRST k ROWS WITH TIES) s
    WHERE d < 0 ORDER BY d, id LIMIT k $$;
 CREATE FUNCTION by_scan(k int, only_kind text DEFAULT NULL) RETURNS TABLE (id int, d float8) LANGUAGE sql AS $$
@@ -47,21 +52,51 @@ SELECT heap_rows IS NULL AS structure_only FROM corpus.bm25_index_check('bm25_do
 SELECT * FROM corpus.bm25_index_check('bm25_docs_pkey');
 -- a first page of one row: the scan goes on with larger pages through the whole ranking
 SELECT array_agg(id ORDER BY d, id) = (SELECT array_agg(id ORDER BY d, id) FROM by_scan(100000)) AS whole_ranking
-  FROM (SELECT id, tsv OPERATOR(corpus.<@>) bm25_scoring(1) AS d FROM bm25_docs ORDER BY d LIMIT 100000) s
+  FROM (SELECT id, tsv OPERATOR(corpus.<@>) bm25_scoring(1) AS d FROM bm25_docs
+         WHERE tsv OPERATOR(corpus.@@) bm25_scoring(1) ORDER BY d LIMIT 100000) s
  WHERE d < 0;
 -- bad scorings are refused
-SELECT id FROM bm25_docs
+SELECT id FROM bm25_docs WHERE tsv OPERATOR(corpus.@@) ROW('{refund}', '{-1}', 6, 1.2, 0.75, 5)::corpus.bm25_scoring
  ORDER BY tsv OPERATOR(corpus.<@>) ROW('{refund}', '{-1}', 6, 1.2, 0.75, 5)::corpus.bm25_scoring LIMIT 1;
-SELECT id FROM bm25_docs
+SELECT id FROM bm25_docs WHERE tsv OPERATOR(corpus.@@) ROW('{refund}', '{1}', 6, 1.2, 7, 5)::corpus.bm25_scoring
  ORDER BY tsv OPERATOR(corpus.<@>) ROW('{refund}', '{1}', 6, 1.2, 7, 5)::corpus.bm25_scoring LIMIT 1;
-SELECT id FROM bm25_docs
+SELECT id FROM bm25_docs WHERE tsv OPERATOR(corpus.@@) ROW('{refund,lead}', '{1}', 6, 1.2, 0.75, 5)::corpus.bm25_scoring
  ORDER BY tsv OPERATOR(corpus.<@>) ROW('{refund,lead}', '{1}', 6, 1.2, 0.75, 5)::corpus.bm25_scoring LIMIT 1;
-SELECT id FROM bm25_docs
+SELECT id FROM bm25_docs WHERE tsv OPERATOR(corpus.@@) ROW('{refund}', NULL, 6, 1.2, 0.75, 5)::corpus.bm25_scoring
  ORDER BY tsv OPERATOR(corpus.<@>) ROW('{refund}', NULL, 6, 1.2, 0.75, 5)::corpus.bm25_scoring LIMIT 1;
-SELECT id FROM bm25_docs
+SELECT id FROM bm25_docs WHERE tsv OPERATOR(corpus.@@) ROW('{refund,lead}', '{1,NULL}', 6, 1.2, 0.75, 5)::corpus.bm25_scoring
  ORDER BY tsv OPERATOR(corpus.<@>) ROW('{refund,lead}', '{1,NULL}', 6, 1.2, 0.75, 5)::corpus.bm25_scoring LIMIT 1;
-SELECT id FROM bm25_docs
+SELECT id FROM bm25_docs WHERE tsv OPERATOR(corpus.@@) ROW('{NULL,lead}', '{1,1}', 6, 1.2, 0.75, 5)::corpus.bm25_scoring
  ORDER BY tsv OPERATOR(corpus.<@>) ROW('{NULL,lead}', '{1,1}', 6, 1.2, 0.75, 5)::corpus.bm25_scoring LIMIT 1;
+-- an index scan returns exactly the rows its condition holds for, as a scan of the table
+-- does: whichever keys the condition and the ordering name, with a NULL scoring, and with two
+-- conditions
+CREATE FUNCTION both_ways(q text, OUT index_scan boolean, OUT via_index bigint, OUT via_table bigint,
+                          OUT same_rows boolean) LANGUAGE plpgsql AS $$
+DECLARE a text[]; b text[]; plan text;
+BEGIN
+  SET LOCAL enable_seqscan = off;
+  EXECUTE 'EXPLAIN (COSTS OFF) ' || q INTO plan;
+  index_scan := plan LIKE 'Index Scan using bm25_docs_idx%';
+  EXECUTE format('SELECT array_agg(id || '':'' || coalesce(d::text, ''NULL'') ORDER BY d, id) FROM (%s) s', q) INTO a;
+  SET LOCAL enable_seqscan = on;
+  SET LOCAL enable_indexscan = off;
+  EXECUTE format('SELECT array_agg(id || '':'' || coalesce(d::text, ''NULL'') ORDER BY d, id) FROM (%s) s', q) INTO b;
+  via_index := coalesce(cardinality(a), 0);
+  via_table := coalesce(cardinality(b), 0);
+  same_rows := a IS NOT DISTINCT FROM b;
+END $$;
+SELECT * FROM both_ways($$SELECT id, tsv OPERATOR(corpus.<@>) bm25_scoring() AS d FROM bm25_docs
+  WHERE tsv OPERATOR(corpus.@@) bm25_scoring() ORDER BY d$$);
+SELECT * FROM both_ways($$SELECT id, tsv OPERATOR(corpus.<@>) bm25_scoring() AS d FROM bm25_docs
+  WHERE tsv OPERATOR(corpus.@@) ROW('{plan,lead,nothing}', '{0,1,1}', 6, 1.2, 0.75, 5)::corpus.bm25_scoring
+  ORDER BY d$$);
+SELECT * FROM both_ways($$SELECT id, tsv OPERATOR(corpus.<@>) bm25_scoring() AS d FROM bm25_docs
+  WHERE tsv OPERATOR(corpus.@@) ROW('{annual}', '{1}', 6, 1.2, 0.75, 5)::corpus.bm25_scoring
+    AND tsv OPERATOR(corpus.@@) ROW('{month,team}', '{1,1}', 6, 1.2, 0.75, 5)::corpus.bm25_scoring
+  ORDER BY d$$);
+SELECT * FROM both_ways($$SELECT id, NULL::float8 AS d FROM bm25_docs
+  WHERE tsv OPERATOR(corpus.@@) NULL::corpus.bm25_scoring$$);
 CREATE INDEX ON bm25_docs USING corpus_bm25 (tsv) WITH (fillfactor = 50);
 CREATE INDEX ON bm25_docs USING corpus_bm25 (body);
 REINDEX INDEX bm25_docs_idx;
@@ -70,6 +105,6 @@ REINDEX INDEX CONCURRENTLY bm25_docs_idx;
 INSERT INTO bm25_docs SELECT g, 'rare', 'lead lead refund' FROM generate_series(7001, 7100) AS g;
 SELECT same(10) AS after_reindex_concurrently, same(10, 'rare') AS rare_after_reindex_concurrently;
 DROP TABLE bm25_docs;
-DROP FUNCTION by_index, by_scan, same, bm25_scoring;
+DROP FUNCTION by_index, by_scan, same, both_ways, bm25_scoring;
 DROP EXTENSION pg_corpus;
 DROP EXTENSION vector;

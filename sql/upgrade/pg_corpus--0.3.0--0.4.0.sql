@@ -188,6 +188,18 @@ CREATE OPERATOR corpus.<@> (
     FUNCTION = corpus._bm25_distance
 );
 
+CREATE FUNCTION corpus._bm25_match(pg_catalog.tsvector, corpus.bm25_scoring) RETURNS pg_catalog.bool
+LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE COST 10
+AS 'MODULE_PATHNAME', '_bm25_match';
+
+-- (no selectivity estimator: PostgreSQL's default, half the rows, keeps an ORDER BY ... LIMIT
+-- ranking through the index, whose first rows cost the same however many rows hold a key)
+CREATE OPERATOR corpus.@@ (
+    LEFTARG = pg_catalog.tsvector,
+    RIGHTARG = corpus.bm25_scoring,
+    FUNCTION = corpus._bm25_match
+);
+
 CREATE FUNCTION corpus._bm25_index_handler(internal) RETURNS index_am_handler
 LANGUAGE c AS 'MODULE_PATHNAME', '_bm25_index_handler';
 
@@ -195,7 +207,8 @@ CREATE ACCESS METHOD corpus_bm25 TYPE INDEX HANDLER corpus._bm25_index_handler;
 
 CREATE OPERATOR CLASS corpus.bm25_tsvector_ops
 DEFAULT FOR TYPE pg_catalog.tsvector USING corpus_bm25 AS
-    OPERATOR 1 corpus.<@> (pg_catalog.tsvector, corpus.bm25_scoring) FOR ORDER BY pg_catalog.float_ops;
+    OPERATOR 1 corpus.<@> (pg_catalog.tsvector, corpus.bm25_scoring) FOR ORDER BY pg_catalog.float_ops,
+    OPERATOR 2 corpus.@@ (pg_catalog.tsvector, corpus.bm25_scoring);
 CREATE FUNCTION corpus.bm25_index_check("index" regclass, heapallindexed boolean DEFAULT true)
 RETURNS TABLE (segments integer, documents bigint, terms bigint, postings bigint, pending_rows bigint, pages bigint,
                free_pages bigint, heap_rows bigint)

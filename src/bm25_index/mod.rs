@@ -1,6 +1,8 @@
 //! `corpus_bm25`: an index access method over a BM25 tsvector column (the documents pg_corpus'
 //! analysers produce) that returns rows by descending BM25 score for
-//! `ORDER BY tsv OPERATOR(corpus.<@>) scoring`, reading only what the top of the ranking needs.
+//! `WHERE tsv OPERATOR(corpus.@@) scoring ORDER BY tsv OPERATOR(corpus.<@>) scoring`, reading
+//! only what the top of the ranking needs. It holds no row without terms, so it serves no scan
+//! without an `@@` condition (`amoptionalkey` false): an ordering alone wants every row.
 //! The page format, merges and the top-k executor are in `pg_corpus_core::{bm25_index, topk}`;
 //! this module holds PostgreSQL's side: buffers and WAL (`pages`), the access method's
 //! callbacks and the scoring argument.
@@ -89,7 +91,7 @@ pub unsafe extern "C-unwind" fn _bm25_index_handler(_fcinfo: pg_sys::FunctionCal
     unsafe {
         let r = pg_sys::palloc0(std::mem::size_of::<pg_sys::IndexAmRoutine>()) as *mut pg_sys::IndexAmRoutine;
         (*r).type_ = pg_sys::NodeTag::T_IndexAmRoutine;
-        (*r).amstrategies = 1;
+        (*r).amstrategies = 2;
         (*r).amsupport = 0;
         (*r).amoptsprocnum = 0;
         (*r).amcanorder = false;
@@ -97,7 +99,7 @@ pub unsafe extern "C-unwind" fn _bm25_index_handler(_fcinfo: pg_sys::FunctionCal
         (*r).amcanbackward = false;
         (*r).amcanunique = false;
         (*r).amcanmulticol = false;
-        (*r).amoptionalkey = true;
+        (*r).amoptionalkey = false;
         (*r).amsearcharray = false;
         (*r).amsearchnulls = false;
         (*r).amstorage = false;
@@ -828,12 +830,13 @@ impl ScoringArg {
 /// A call site's scoring: the argument's bytes it was read from, its keys, mean length, k1 and b.
 type CachedScoring = (Vec<u8>, Vec<pg_corpus_core::lexical::ScoredKey>, f64, Bm25Params);
 
-/// The distance the index orders by: minus the BM25 score of a document under a scoring
-/// (`tsvector OPERATOR(corpus.<@>) corpus.bm25_scoring`); 0 for a document without any key.
-#[no_mangle]
-#[pg_guard]
-pub unsafe extern "C-unwind" fn _bm25_distance(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
-    // SAFETY: a strict function of (tsvector, corpus.bm25_scoring): neither argument is NULL.
+/// The scoring of a call site's second argument, parsed once per distinct argument and kept
+/// in the call site's `fn_extra`.
+///
+/// # Safety
+/// `fcinfo` must be a call of a strict function whose second argument is a
+/// `corpus.bm25_scoring`.
+unsafe fn call_scoring<'a>(fcinfo: pg_sys::FunctionCallInfo) -> &'a CachedScoring {
     unsafe {
         let args = (*fcinfo).args.as_slice(2);
         let raw = varlena(args[1].value);
@@ -850,13 +853,48 @@ pub unsafe extern "C-unwind" fn _bm25_distance(fcinfo: pg_sys::FunctionCallInfo)
                 *cached = entry;
             }
         }
-        let c = &*((*flinfo).fn_extra as *const CachedScoring);
+        &*((*flinfo).fn_extra as *const CachedScoring)
+    }
+}
+
+/// The distance the index orders by: minus the BM25 score of a document under a scoring
+/// (`tsvector OPERATOR(corpus.<@>) corpus.bm25_scoring`); 0 for a document without any key.
+#[no_mangle]
+#[pg_guard]
+pub unsafe extern "C-unwind" fn _bm25_distance(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+    // SAFETY: a strict function of (tsvector, corpus.bm25_scoring): neither argument is NULL.
+    unsafe {
+        let c = call_scoring(fcinfo);
+        let args = (*fcinfo).args.as_slice(2);
         let score = match TsVector::parse(tsvector_bytes(args[0].value)) {
             Some(doc) => pg_corpus_core::lexical::score_tsvector(&doc, &c.1, c.2, c.3),
             None => 0.0,
         };
         (-score).into_datum().expect("a float8 datum")
     }
+}
+
+/// Whether a document holds at least one of a scoring's keys, whatever its weight
+/// (`tsvector OPERATOR(corpus.@@) corpus.bm25_scoring`): the rows an index scan ranks.
+#[no_mangle]
+#[pg_guard]
+pub unsafe extern "C-unwind" fn _bm25_match(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+    // SAFETY: a strict function of (tsvector, corpus.bm25_scoring): neither argument is NULL.
+    unsafe {
+        let c = call_scoring(fcinfo);
+        let args = (*fcinfo).args.as_slice(2);
+        let found = match TsVector::parse(tsvector_bytes(args[0].value)) {
+            Some(doc) => c.1.iter().any(|k| doc.find(k.key.as_bytes()).is_some()),
+            None => false,
+        };
+        found.into_datum().expect("a bool datum")
+    }
+}
+
+#[no_mangle]
+pub extern "C" fn pg_finfo__bm25_match() -> &'static pg_sys::Pg_finfo_record {
+    const V1: pg_sys::Pg_finfo_record = pg_sys::Pg_finfo_record { api_version: 1 };
+    &V1
 }
 
 #[no_mangle]

@@ -3,12 +3,17 @@
 //! (`topk::next_page`), each page as exact as the first, for as long as the executor asks:
 //! rows the executor's conditions refuse (another corpus, a row the caller may not read, a
 //! dead row) never starve the scan.
+//!
+//! A scan returns exactly the rows its conditions `tsv OPERATOR(corpus.@@) scoring` hold for
+//! (the index serves no scan without one): when each condition's keys are the ordering's, the
+//! ranking's documents are those rows; otherwise the rows are found from the conditions' keys
+//! and each is scored under the ordering's.
 
 use std::collections::VecDeque;
 
 use pg_corpus_core::bm25_index::{decode_pending, pending_postings, read_pending, Segment};
 use pg_corpus_core::postings::TermPostings;
-use pg_corpus_core::topk::{next_page, Hit, QueryTerm, Scoring};
+use pg_corpus_core::topk::{documents_in_all, next_page, rank_all, Hit, QueryTerm, Scoring};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
@@ -21,8 +26,14 @@ const MAX_PAGE: usize = 1 << 16;
 
 #[derive(Default)]
 struct ScanState {
+    /// The ordering's scoring (None for an ordering by a NULL scoring: every value NULL).
     arg: Option<ScoringArg>,
-    /// Per query key (by its position), its parts' postings.
+    /// The conditions' scorings (`tsv OPERATOR(corpus.@@) scoring`, all of them to hold).
+    conds: Vec<ScoringArg>,
+    /// A condition with a NULL scoring holds for no row.
+    none: bool,
+    /// Per query key (by its position in the ordering, then in each condition), its parts'
+    /// postings.
     parts: Vec<(usize, TermPostings)>,
     loaded: bool,
     queue: VecDeque<Hit>,
@@ -31,17 +42,42 @@ struct ScanState {
     done: bool,
 }
 
+/// Whether two scorings name the same keys (a document holds one of either's or of neither's).
+fn same_keys(a: &ScoringArg, b: &ScoringArg) -> bool {
+    fn set(s: &ScoringArg) -> std::collections::BTreeSet<&str> {
+        s.keys.iter().map(String::as_str).collect()
+    }
+    set(a) == set(b)
+}
+
 impl ScanState {
+    /// Whether the ranking's own documents are the rows the conditions hold for.
+    fn ranked_alone(&self) -> bool {
+        match &self.arg {
+            Some(arg) => self.conds.iter().all(|c| same_keys(c, arg)),
+            None => false,
+        }
+    }
+
     fn load(&mut self, index: pg_sys::Relation) {
         self.loaded = true;
-        let Some(arg) = &self.arg else { return };
+        if self.none || (self.conds.is_empty() && self.arg.is_none()) {
+            self.done = true;
+            return;
+        }
+        let ranked_alone = self.ranked_alone();
+        // every key read: the ordering's (its positions first), then each condition's
+        let mut keys: Vec<&str> = self.arg.iter().flat_map(|a| a.keys.iter().map(String::as_str)).collect();
+        if !ranked_alone {
+            keys.extend(self.conds.iter().flat_map(|c| c.keys.iter().map(String::as_str)));
+        }
         // SAFETY: block 0 of this index, held shared while the pages it points to are read.
         let meta_buf = unsafe { Locked::new(index, META_BLOCK, false) };
         let meta = meta_buf.meta().or_raise();
         let mut src = IndexPages::new(index);
         for re in &meta.segments {
             let seg = Segment::open(&mut src, *re).or_raise();
-            for (i, key) in arg.keys.iter().enumerate() {
+            for (i, key) in keys.iter().enumerate() {
                 let p = seg.postings(&mut src, key.as_bytes()).or_raise();
                 if !p.blocks.is_empty() {
                     self.parts.push((i, p));
@@ -51,7 +87,7 @@ impl ScanState {
         if meta.pending_docs > 0 {
             let (bytes, _) = read_pending(&mut src, &meta).or_raise();
             let rows = decode_pending(&bytes).or_raise();
-            let keys: Vec<&[u8]> = arg.keys.iter().map(|k| k.as_bytes()).collect();
+            let keys: Vec<&[u8]> = keys.iter().map(|k| k.as_bytes()).collect();
             for (i, p) in pending_postings(&rows, &keys).into_iter().enumerate() {
                 if !p.blocks.is_empty() {
                     self.parts.push((i, p));
@@ -61,7 +97,39 @@ impl ScanState {
         drop(meta_buf);
         // every part of a key together, keys in query order (the order scores are summed in)
         self.parts.sort_by_key(|(i, _)| *i);
-        self.page = arg.page.clamp(1, MAX_PAGE);
+        self.page = self.arg.as_ref().map_or(1, |a| a.page).clamp(1, MAX_PAGE);
+        if !ranked_alone {
+            self.rank_conditions();
+        }
+    }
+
+    /// The rows every condition holds for, each scored under the ordering (0 when it holds
+    /// none of its keys, NULL for a NULL ordering), best first then by document: all of them
+    /// at once.
+    fn rank_conditions(&mut self) {
+        let n_order = self.arg.as_ref().map_or(0, |a| a.keys.len());
+        let mut lists = Vec::new();
+        let mut first = n_order;
+        for c in &self.conds {
+            let range = first..first + c.keys.len();
+            lists.push(self.parts.iter().filter(|(i, _)| range.contains(i)).map(|(_, p)| p).collect::<Vec<_>>());
+            first = range.end;
+        }
+        let docs = documents_in_all(&lists);
+        let hits = match &self.arg {
+            Some(arg) => {
+                let terms: Vec<QueryTerm<'_>> = self
+                    .parts
+                    .iter()
+                    .filter(|(i, _)| *i < n_order)
+                    .map(|(i, p)| QueryTerm { factor: arg.weights[*i], postings: p })
+                    .collect();
+                rank_all(&terms, &Scoring { avg_doc_len: arg.avg_doc_len, params: arg.params }, &docs)
+            }
+            None => docs.into_iter().map(|doc| Hit { doc, score: 0.0 }).collect(),
+        };
+        self.queue.extend(hits);
+        self.done = true;
     }
 
     fn next(&mut self) -> Option<Hit> {
@@ -103,26 +171,38 @@ pub unsafe extern "C-unwind" fn ambeginscan(
 #[pg_guard]
 pub unsafe extern "C-unwind" fn amrescan(
     scan: pg_sys::IndexScanDesc,
-    _keys: pg_sys::ScanKey,
-    _nkeys: std::ffi::c_int,
+    keys: pg_sys::ScanKey,
+    nkeys: std::ffi::c_int,
     orderbys: pg_sys::ScanKey,
     norderbys: std::ffi::c_int,
 ) {
-    // SAFETY: the scan ambeginscan made; the ordering keys PostgreSQL passes.
+    // SAFETY: the scan ambeginscan made; the condition and ordering keys PostgreSQL passes.
     unsafe {
         let st = &mut *((*scan).opaque as *mut ScanState);
         *st = ScanState::default();
+        if nkeys > 0 && !keys.is_null() && !(*scan).keyData.is_null() {
+            std::ptr::copy(keys, (*scan).keyData, (*scan).numberOfKeys as usize);
+        }
         if norderbys > 0 && !orderbys.is_null() && !(*scan).orderByData.is_null() {
             std::ptr::copy(orderbys, (*scan).orderByData, (*scan).numberOfOrderBys as usize);
         }
-        if (*scan).numberOfOrderBys < 1 {
-            return;
+        for i in 0..(*scan).numberOfKeys.max(0) as usize {
+            let key = &*(*scan).keyData.add(i);
+            if key.sk_flags & pg_sys::SK_ISNULL as i32 != 0 {
+                st.none = true;
+            } else {
+                st.conds.push(ScoringArg::from_datum(key.sk_argument).or_raise());
+            }
         }
-        let key = &*(*scan).orderByData;
-        if key.sk_flags & pg_sys::SK_ISNULL as i32 != 0 {
-            return;
+        if (*scan).numberOfOrderBys > 0 {
+            let key = &*(*scan).orderByData;
+            if key.sk_flags & pg_sys::SK_ISNULL as i32 == 0 {
+                st.arg = Some(ScoringArg::from_datum(key.sk_argument).or_raise());
+            }
+        } else {
+            // no ordering: the first condition's ranking serves
+            st.arg = st.conds.first().cloned();
         }
-        st.arg = Some(ScoringArg::from_datum(key.sk_argument).or_raise());
     }
 }
 
@@ -140,7 +220,7 @@ pub unsafe extern "C-unwind" fn amgettuple(scan: pg_sys::IndexScanDesc, _dir: pg
         (*scan).xs_recheckorderby = false;
         if (*scan).numberOfOrderBys > 0 {
             *(*scan).xs_orderbyvals = (-hit.score).into_datum().expect("a float8 datum");
-            *(*scan).xs_orderbynulls = false;
+            *(*scan).xs_orderbynulls = st.arg.is_none();
         }
         true
     }

@@ -434,9 +434,9 @@ LIMIT {lim}",
     p
 }
 
-/// The BM25 lexical subplan through the source's `corpus_bm25` index: the table's rows in
-/// ranking order (`ORDER BY tsv OPERATOR(corpus.<@>) scoring`, the distance being minus the
-/// score), the whole corpus predicate and the caller's filters checked on each row the index
+/// The BM25 lexical subplan through the source's `corpus_bm25` index: the table's rows holding
+/// a query key (`tsv OPERATOR(corpus.@@) scoring`) in ranking order (`ORDER BY tsv
+/// OPERATOR(corpus.<@>) scoring`, the distance being minus the score), the whole corpus predicate and the caller's filters checked on each row the index
 /// returns, until `limit` rows pass; the rows tied with the last one are fetched too
 /// (`WITH TIES`: an index ordered by an operator serves an ORDER BY of that operator alone),
 /// so that the item id breaks ties as in every other subplan. On Citus the statement goes to
@@ -461,13 +461,17 @@ pub fn lexical_bm25_index(
     let b = params.push(Param::Float(bm25.b));
     let page = params.push(Param::Int(i64::from(page)));
     let lim = params.push(Param::Int(limit));
-    let fw = from_where(src, conds, false, &[], &mut params);
-    // (a document without any query key has distance 0: only a plan that is not the index
-    // scan reaches it, after every matching one, and the outer condition drops it)
+    let scoring = format!(
+        "ROW({keys}::text[], {weights}::real[]::float8[], {avg}::float8, {k1}::float8, {b}::float8, {page}::int4)::corpus.bm25_scoring"
+    );
+    // (the index serves the ordering only with the condition that the row holds a key; a row
+    // holding only keys of weight 0 has distance 0, and the outer condition drops it)
+    let holds_a_key = format!("{} OPERATOR(corpus.@@) {scoring}", col(&src.tsv));
+    let fw = from_where(src, conds, false, &[holds_a_key], &mut params);
     let sql = format!(
         "SELECT ranked.item_id, ranked.parent_id, -ranked.dist AS score FROM (
 SELECT {id}::text AS item_id, {fk}::text AS parent_id, {id} AS sort_id,
-       {tsv} OPERATOR(corpus.<@>) ROW({keys}::text[], {weights}::real[]::float8[], {avg}::float8, {k1}::float8, {b}::float8, {page}::int4)::corpus.bm25_scoring AS dist
+       {tsv} OPERATOR(corpus.<@>) {scoring} AS dist
 {fw}
 ORDER BY dist
 FETCH FIRST {lim} ROWS WITH TIES) AS ranked

@@ -747,6 +747,49 @@ pub fn over_docs<K: Ord>(
     (top.into_hits(), work)
 }
 
+/// The documents holding a posting of at least one list of each group (the rows for which
+/// every condition "holds one of these keys" is true), in increasing order without repeats.
+pub fn documents_in_all(groups: &[Vec<&TermPostings>]) -> Vec<u64> {
+    let mut out: Option<Vec<u64>> = None;
+    for lists in groups {
+        let mut docs: Vec<u64> = lists.iter().flat_map(|l| l.decode_all()).map(|p| p.doc).collect();
+        docs.sort_unstable();
+        docs.dedup();
+        out = Some(match out {
+            None => docs,
+            Some(prev) => {
+                let mut kept = Vec::with_capacity(prev.len().min(docs.len()));
+                let (mut i, mut j) = (0, 0);
+                while i < prev.len() && j < docs.len() {
+                    match prev[i].cmp(&docs[j]) {
+                        std::cmp::Ordering::Less => i += 1,
+                        std::cmp::Ordering::Greater => j += 1,
+                        std::cmp::Ordering::Equal => {
+                            kept.push(prev[i]);
+                            i += 1;
+                            j += 1;
+                        }
+                    }
+                }
+                kept
+            }
+        });
+    }
+    out.unwrap_or_default()
+}
+
+/// Every one of `docs` (sorted, no repeats) with its score under `terms` (0 when it holds none
+/// of them), by score (descending) then document: a ranking of given rows, whichever terms they
+/// hold.
+pub fn rank_all(terms: &[QueryTerm<'_>], scoring: &Scoring, docs: &[u64]) -> Vec<Hit> {
+    let (scored, _) = over_docs(terms, scoring, docs.len(), docs, |d| d);
+    let held: std::collections::HashSet<u64> = scored.iter().map(|h| h.doc).collect();
+    let mut all = scored;
+    all.extend(docs.iter().filter(|d| !held.contains(d)).map(|&doc| Hit { doc, score: 0.0 }));
+    all.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.doc.cmp(&b.doc)));
+    all
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -862,6 +905,51 @@ mod tests {
             prop_assert_eq!(&block_max_wand(&parted, &s, k, |_| true, |d| d).0, &want);
             prop_assert_eq!(&max_score(&parted, &s, k, |_| true, |d| d).0, &want);
             prop_assert_eq!(&exhaustive(&parted, &s, k, |_| true, |d| d), &want);
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+        #[test]
+        fn rows_found_by_some_keys_are_ranked_under_others_as_scoring_each_would(
+            seed in any::<u64>(), n_docs in 1usize..400, vocab in 2usize..40, gap in 1u64..4,
+            ranking in proptest::collection::vec((0usize..40, any::<bool>(), 1u32..3), 0..5),
+            conditions in proptest::collection::vec(proptest::collection::vec(0usize..40, 1..4), 1..3),
+        ) {
+            let docs = corpus(seed, n_docs, vocab);
+            let (idx, ids, avg) = index(&docs, vocab, gap);
+            let terms = query(&idx, n_docs, &ranking);
+            let s = Scoring { avg_doc_len: avg, params: Bm25Params::default() };
+            // a document holds a condition when it holds one of its terms
+            let groups: Vec<Vec<&TermPostings>> =
+                conditions.iter().map(|c| c.iter().map(|t| &idx[t % vocab]).collect()).collect();
+            let want_docs: Vec<u64> = ids
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| conditions.iter().all(|c| c.iter().any(|t| docs[*i].1.contains_key(&(t % vocab)))))
+                .map(|(_, &d)| d)
+                .collect();
+            let got_docs = documents_in_all(&groups);
+            prop_assert_eq!(&got_docs, &want_docs);
+            // each scored from its own counts, in term order; a document without the terms scores 0
+            let mut want: Vec<Hit> = want_docs
+                .iter()
+                .map(|&d| {
+                    let i = ((d - 1) / gap) as usize;
+                    let c: Vec<f64> = ranking
+                        .iter()
+                        .zip(&terms)
+                        .map(|(&(t, _, _), q)| {
+                            docs[i].1.get(&(t % vocab)).map_or(0.0, |&tf| {
+                                s.term(q.factor, &Posting { doc: d, tf, len: docs[i].0 })
+                            })
+                        })
+                        .collect();
+                    Hit { doc: d, score: sum_in_term_order(&c) }
+                })
+                .collect();
+            want.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.doc.cmp(&b.doc)));
+            prop_assert_eq!(rank_all(&terms, &s, &got_docs), want);
         }
     }
 
