@@ -256,7 +256,11 @@ def prepare(uri, a, text: Text) -> tuple[str, dict | None]:
                 stored = conn.execute("SELECT params FROM bench_meta").fetchone()
                 build = conn.execute("SELECT build FROM bench_build").fetchone()
             if stored and stored[0] == json.loads(json.dumps(data_params(a))) and build:
-                h.log(f"reusing database {DBNAME}_{a.docs}")
+                h.log(f"reusing database {DBNAME}_{a.docs} (pg_corpus recreated and its corpora defined "
+                      "again: the installed build may be new)")
+                with psycopg.connect(dsn, autocommit=True) as conn:
+                    h.recreate_extension(conn)
+                    define_corpora(conn)
                 return dsn, build[0]
         except psycopg.Error:
             pass
