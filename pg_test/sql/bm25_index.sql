@@ -86,6 +86,9 @@ BEGIN
   via_table := coalesce(cardinality(b), 0);
   same_rows := a IS NOT DISTINCT FROM b;
 END $$;
+-- (rows in the pending list as well as in segments)
+INSERT INTO bm25_docs SELECT g, 'common', 'plan lead annual ' || repeat('month ', g % 3) FROM generate_series(8001, 8020) AS g;
+SELECT pending_rows > 0 AS pending FROM corpus.bm25_index_check('bm25_docs_idx', heapallindexed => false);
 SELECT * FROM both_ways($$SELECT id, tsv OPERATOR(corpus.<@>) bm25_scoring() AS d FROM bm25_docs
   WHERE tsv OPERATOR(corpus.@@) bm25_scoring() ORDER BY d$$);
 SELECT * FROM both_ways($$SELECT id, tsv OPERATOR(corpus.<@>) bm25_scoring() AS d FROM bm25_docs
