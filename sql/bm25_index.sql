@@ -1,9 +1,9 @@
 -- ==========================================================================================
 -- corpus_bm25: an index over a BM25 tsvector column that returns rows best first,
 --   CREATE INDEX ON t USING corpus_bm25 (body_bm25);
--- for WHERE body_bm25 OPERATOR(corpus.@@) s ORDER BY body_bm25 OPERATOR(corpus.<@>) s, where s
--- is ROW(keys, weights, avg_doc_len, k1, b, page)::corpus.bm25_scoring (@@: the row holds one
--- of the keys; <@>: minus the BM25 score). The index serves no scan without the @@ condition,
+-- for WHERE body_bm25 OPERATOR(corpus.|||) s ORDER BY body_bm25 OPERATOR(corpus.<@>) s, where s
+-- is ROW(keys, weights, avg_doc_len, k1, b, page)::corpus.bm25_scoring (|||: the row holds one
+-- of the keys; <@>: minus the BM25 score). The index serves no scan without the ||| condition,
 -- since it holds no row without a key. The search builds the scoring from the corpus'
 -- statistics and uses the index where the source's column has one.
 -- ==========================================================================================
@@ -26,13 +26,15 @@ CREATE OPERATOR corpus.<@> (
     FUNCTION = corpus._bm25_distance
 );
 
+-- (LEAKPROOF: it raises only for a bad scoring, never for a row's value, so that under
+-- row-level security the condition can still be the index's)
 CREATE FUNCTION corpus._bm25_match(pg_catalog.tsvector, corpus.bm25_scoring) RETURNS pg_catalog.bool
-LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE COST 10
+LANGUAGE c IMMUTABLE STRICT LEAKPROOF PARALLEL SAFE COST 10
 AS 'MODULE_PATHNAME', '_bm25_match';
 
 -- (no selectivity estimator: PostgreSQL's default, half the rows, keeps an ORDER BY ... LIMIT
 -- ranking through the index, whose first rows cost the same however many rows hold a key)
-CREATE OPERATOR corpus.@@ (
+CREATE OPERATOR corpus.||| (
     LEFTARG = pg_catalog.tsvector,
     RIGHTARG = corpus.bm25_scoring,
     FUNCTION = corpus._bm25_match
@@ -46,4 +48,4 @@ CREATE ACCESS METHOD corpus_bm25 TYPE INDEX HANDLER corpus._bm25_index_handler;
 CREATE OPERATOR CLASS corpus.bm25_tsvector_ops
 DEFAULT FOR TYPE pg_catalog.tsvector USING corpus_bm25 AS
     OPERATOR 1 corpus.<@> (pg_catalog.tsvector, corpus.bm25_scoring) FOR ORDER BY pg_catalog.float_ops,
-    OPERATOR 2 corpus.@@ (pg_catalog.tsvector, corpus.bm25_scoring);
+    OPERATOR 2 corpus.||| (pg_catalog.tsvector, corpus.bm25_scoring);

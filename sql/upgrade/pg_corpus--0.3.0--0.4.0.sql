@@ -188,13 +188,15 @@ CREATE OPERATOR corpus.<@> (
     FUNCTION = corpus._bm25_distance
 );
 
+-- (LEAKPROOF: it raises only for a bad scoring, never for a row's value, so that under
+-- row-level security the condition can still be the index's)
 CREATE FUNCTION corpus._bm25_match(pg_catalog.tsvector, corpus.bm25_scoring) RETURNS pg_catalog.bool
-LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE COST 10
+LANGUAGE c IMMUTABLE STRICT LEAKPROOF PARALLEL SAFE COST 10
 AS 'MODULE_PATHNAME', '_bm25_match';
 
 -- (no selectivity estimator: PostgreSQL's default, half the rows, keeps an ORDER BY ... LIMIT
 -- ranking through the index, whose first rows cost the same however many rows hold a key)
-CREATE OPERATOR corpus.@@ (
+CREATE OPERATOR corpus.||| (
     LEFTARG = pg_catalog.tsvector,
     RIGHTARG = corpus.bm25_scoring,
     FUNCTION = corpus._bm25_match
@@ -208,7 +210,7 @@ CREATE ACCESS METHOD corpus_bm25 TYPE INDEX HANDLER corpus._bm25_index_handler;
 CREATE OPERATOR CLASS corpus.bm25_tsvector_ops
 DEFAULT FOR TYPE pg_catalog.tsvector USING corpus_bm25 AS
     OPERATOR 1 corpus.<@> (pg_catalog.tsvector, corpus.bm25_scoring) FOR ORDER BY pg_catalog.float_ops,
-    OPERATOR 2 corpus.@@ (pg_catalog.tsvector, corpus.bm25_scoring);
+    OPERATOR 2 corpus.||| (pg_catalog.tsvector, corpus.bm25_scoring);
 CREATE FUNCTION corpus.bm25_index_check("index" regclass, heapallindexed boolean DEFAULT true)
 RETURNS TABLE (segments integer, documents bigint, terms bigint, postings bigint, pending_rows bigint, pages bigint,
                free_pages bigint, heap_rows bigint)

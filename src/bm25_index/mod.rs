@@ -1,8 +1,8 @@
 //! `corpus_bm25`: an index access method over a BM25 tsvector column (the documents pg_corpus'
 //! analysers produce) that returns rows by descending BM25 score for
-//! `WHERE tsv OPERATOR(corpus.@@) scoring ORDER BY tsv OPERATOR(corpus.<@>) scoring`, reading
+//! `WHERE tsv OPERATOR(corpus.|||) scoring ORDER BY tsv OPERATOR(corpus.<@>) scoring`, reading
 //! only what the top of the ranking needs. It holds no row without terms, so it serves no scan
-//! without an `@@` condition (`amoptionalkey` false): an ordering alone wants every row.
+//! without a `|||` condition (`amoptionalkey` false): an ordering alone wants every row.
 //! The page format, merges and the top-k executor are in `pg_corpus_core::{bm25_index, topk}`;
 //! this module holds PostgreSQL's side: buffers and WAL (`pages`), the access method's
 //! callbacks and the scoring argument.
@@ -171,14 +171,9 @@ unsafe extern "C-unwind" fn amcostestimate(
         *selectivity = 1.0;
         *correlation = 0.0;
         *pages = (*info).pages as f64;
-        if (*path).indexorderbys.is_null() {
-            // only an ordering by BM25 score is served
-            *startup = 1.0e10;
-            *total = 1.0e10;
-            return;
-        }
         // The ranking's first rows cost a few pages of the terms' postings; every further row
-        // a heap fetch. A sort of the whole table scored row by row is never cheaper.
+        // a heap fetch. A sort of the whole table scored row by row is never cheaper. (A scan
+        // for the condition alone reads the same postings and returns the same rows.)
         *startup = pg_sys::random_page_cost * 4.0;
         *total = *startup + tuples * pg_sys::cpu_index_tuple_cost;
     }
@@ -875,7 +870,7 @@ pub unsafe extern "C-unwind" fn _bm25_distance(fcinfo: pg_sys::FunctionCallInfo)
 }
 
 /// Whether a document holds at least one of a scoring's keys, whatever its weight
-/// (`tsvector OPERATOR(corpus.@@) corpus.bm25_scoring`): the rows an index scan ranks.
+/// (`tsvector OPERATOR(corpus.|||) corpus.bm25_scoring`): the rows an index scan ranks.
 #[no_mangle]
 #[pg_guard]
 pub unsafe extern "C-unwind" fn _bm25_match(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {

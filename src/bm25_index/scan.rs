@@ -4,7 +4,7 @@
 //! rows the executor's conditions refuse (another corpus, a row the caller may not read, a
 //! dead row) never starve the scan.
 //!
-//! A scan returns exactly the rows its conditions `tsv OPERATOR(corpus.@@) scoring` hold for
+//! A scan returns exactly the rows its conditions `tsv OPERATOR(corpus.|||) scoring` hold for
 //! (the index serves no scan without one): when each condition's keys are the ordering's, the
 //! ranking's documents are those rows; otherwise the rows are found from the conditions' keys
 //! and each is scored under the ordering's.
@@ -28,7 +28,7 @@ const MAX_PAGE: usize = 1 << 16;
 struct ScanState {
     /// The ordering's scoring (None for an ordering by a NULL scoring: every value NULL).
     arg: Option<ScoringArg>,
-    /// The conditions' scorings (`tsv OPERATOR(corpus.@@) scoring`, all of them to hold).
+    /// The conditions' scorings (`tsv OPERATOR(corpus.|||) scoring`, all of them to hold).
     conds: Vec<ScoringArg>,
     /// A condition with a NULL scoring holds for no row.
     none: bool,
@@ -217,10 +217,18 @@ pub unsafe extern "C-unwind" fn amgettuple(scan: pg_sys::IndexScanDesc, _dir: pg
         let Some(hit) = st.next() else { return false };
         (*scan).xs_heaptid = tid_of(hit.doc);
         (*scan).xs_recheck = false;
-        (*scan).xs_recheckorderby = false;
-        if (*scan).numberOfOrderBys > 0 {
+        // The ranking is by the first ordering alone. Further orderings (ORDER BY tsv <@> s1,
+        // tsv <@> s2) get their lower bound, −∞, and the executor computes them and reorders
+        // the rows the first one ties.
+        let orderings = (*scan).numberOfOrderBys.max(0) as usize;
+        (*scan).xs_recheckorderby = orderings > 1;
+        if orderings > 0 {
             *(*scan).xs_orderbyvals = (-hit.score).into_datum().expect("a float8 datum");
             *(*scan).xs_orderbynulls = st.arg.is_none();
+            for i in 1..orderings {
+                *(*scan).xs_orderbyvals.add(i) = f64::NEG_INFINITY.into_datum().expect("a float8 datum");
+                *(*scan).xs_orderbynulls.add(i) = false;
+            }
         }
         true
     }

@@ -119,7 +119,7 @@ def test_a_corpus_gets_k_rows_when_k_of_its_rows_match(db, data, reference):
     # straight through the index: a hundredth of the table still fills its page
     query = """
         SELECT id FROM docs WHERE kind = 'hundredth'
-           AND body_bm25 OPERATOR(corpus.@@) ROW('{w3,w7}', '{1,1}', 30, 1.2, 0.75, 10)::corpus.bm25_scoring
+           AND body_bm25 OPERATOR(corpus.|||) ROW('{w3,w7}', '{1,1}', 30, 1.2, 0.75, 10)::corpus.bm25_scoring
          ORDER BY body_bm25 OPERATOR(corpus.<@>) ROW('{w3,w7}', '{1,1}', 30, 1.2, 0.75, 10)::corpus.bm25_scoring
          LIMIT 10"""
     with db.transaction():
@@ -244,7 +244,7 @@ def test_many_writes_then_vacuum_keep_the_index_equal_to_the_table(db, data, ref
         got = db.execute("""
             SELECT id FROM (
               SELECT id, body_bm25 OPERATOR(corpus.<@>) %(s)s::corpus.bm25_scoring AS d
-                FROM docs WHERE kind = 'half' AND body_bm25 OPERATOR(corpus.@@) %(s)s::corpus.bm25_scoring
+                FROM docs WHERE kind = 'half' AND body_bm25 OPERATOR(corpus.|||) %(s)s::corpus.bm25_scoring
                ORDER BY d FETCH FIRST 15 ROWS WITH TIES) s
              WHERE d < 0 ORDER BY d, id LIMIT 15""", {"s": scoring}).fetchall()
         assert got == want, text

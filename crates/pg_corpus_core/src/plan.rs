@@ -435,7 +435,7 @@ LIMIT {lim}",
 }
 
 /// The BM25 lexical subplan through the source's `corpus_bm25` index: the table's rows holding
-/// a query key (`tsv OPERATOR(corpus.@@) scoring`) in ranking order (`ORDER BY tsv
+/// a query key (`tsv OPERATOR(corpus.|||) scoring`) in ranking order (`ORDER BY tsv
 /// OPERATOR(corpus.<@>) scoring`, the distance being minus the score), the whole corpus predicate and the caller's filters checked on each row the index
 /// returns, until `limit` rows pass; the rows tied with the last one are fetched too
 /// (`WITH TIES`: an index ordered by an operator serves an ORDER BY of that operator alone),
@@ -466,7 +466,7 @@ pub fn lexical_bm25_index(
     );
     // (the index serves the ordering only with the condition that the row holds a key; a row
     // holding only keys of weight 0 has distance 0, and the outer condition drops it)
-    let holds_a_key = format!("{} OPERATOR(corpus.@@) {scoring}", col(&src.tsv));
+    let holds_a_key = format!("{} OPERATOR(corpus.|||) {scoring}", col(&src.tsv));
     let fw = from_where(src, conds, false, &[holds_a_key], &mut params);
     let sql = format!(
         "SELECT ranked.item_id, ranked.parent_id, -ranked.dist AS score FROM (
