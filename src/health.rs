@@ -188,8 +188,21 @@ fn bm25_damage(corpus: &Corpus) -> Result<BTreeMap<i64, (String, String)>, CoreE
             if !seen.insert(x.oid) {
                 continue;
             }
-            if let Err(e) = crate::bm25_index::verify_pages(x.oid) {
-                out.insert(x.oid, (x.name.clone(), e.message));
+            // a partitioned index's pages are its leaf partitions' indexes
+            let parts: Vec<(i64, Option<String>)> = spi::health::rows(&health::index_partitions_sql(x.oid))?
+                .iter()
+                .filter_map(|p| Some((p.get("oid")?.as_i64()?, Some(p.get("name")?.as_str()?.to_string()))))
+                .collect();
+            let targets = if parts.is_empty() { vec![(x.oid, None)] } else { parts };
+            for (oid, part) in targets {
+                if let Err(e) = crate::bm25_index::verify_pages(oid) {
+                    let damage = match part {
+                        Some(name) => format!("its partition's index {name}: {}", e.message),
+                        None => e.message,
+                    };
+                    out.insert(x.oid, (x.name.clone(), damage));
+                    break;
+                }
             }
         }
     }

@@ -209,6 +209,25 @@ fn bm25_index_check(
                 "Pass an index created USING corpus_bm25.",
             ));
         }
+        if (*(*rel).rd_rel).relkind as u8 == pg_sys::RELKIND_PARTITIONED_INDEX {
+            let name = std::ffi::CStr::from_ptr(pg_sys::get_rel_name(oid)).to_string_lossy().into_owned();
+            let schema = std::ffi::CStr::from_ptr(pg_sys::get_namespace_name(pg_sys::get_rel_namespace(oid)))
+                .to_string_lossy()
+                .into_owned();
+            let qualified = pg_corpus_core::sql::qualified(&schema, &name);
+            crate::error::raise(
+                CoreError::new(
+                    SqlState::WrongObjectType,
+                    format!("index {qualified} is partitioned: its partitions' indexes hold the postings"),
+                    format!(
+                        "Check each partition's index: SELECT t.relid, c.* FROM pg_catalog.pg_partition_tree({}) AS t, \
+                         corpus.bm25_index_check(t.relid) AS c WHERE t.isleaf;",
+                        pg_corpus_core::sql::literal(&qualified)
+                    ),
+                )
+                .with_detail("A partitioned index has no pages of its own."),
+            );
+        }
         if heapallindexed
             && (!pg_sys::RelationGetIndexExpressions(rel).is_null()
                 || !pg_sys::RelationGetIndexPredicate(rel).is_null())

@@ -286,6 +286,38 @@ def test_the_check_refuses_other_indexes_and_roles_that_cannot_read_the_table(db
         db.execute("DROP ROLE bm25_outsider")
 
 
+def test_a_partitioned_source_ranks_through_its_partitions_indexes_and_is_checked_there(cluster):
+    """A partitioned index has no pages: searches rank through its partitions' indexes, the
+    health check reads those back (it failed with 58P01 opening the parent), and
+    bm25_index_check refuses the parent with a hint whose SQL checks each partition."""
+    conn = cluster.create_db("pg_corpus_bm25_partitioned")
+    conn.execute("""
+        CREATE TABLE pdocs (id int, kind text NOT NULL, body text NOT NULL, emb vector(2),
+            body_bm25 tsvector GENERATED ALWAYS AS (corpus.bm25_document(body, 'simple')) STORED)
+            PARTITION BY LIST (kind);
+        CREATE TABLE pdocs_a PARTITION OF pdocs FOR VALUES IN ('a');
+        CREATE TABLE pdocs_b PARTITION OF pdocs FOR VALUES IN ('b');
+        INSERT INTO pdocs (id, kind, body)
+        SELECT g, CASE WHEN g % 2 = 0 THEN 'a' ELSE 'b' END, 'alpha beta w' || (g % 17) FROM generate_series(1, 600) g;
+        CREATE INDEX pdocs_bm25 ON pdocs USING corpus_bm25 (body_bm25);
+        ANALYZE pdocs;
+        SELECT corpus.corpus_create('parted', isolation => '{"kind": "a"}');
+        SELECT corpus.corpus_add_source('parted', 'pdocs', 'pdocs', text_column => 'body', tsv_column => 'body_bm25',
+            embedding_column => 'emb', parent_fk => 'id', language => 'simple', min_length => 1);""")
+    assert strategy(conn, "parted", "w3 alpha") == "bm25_index"
+    rows = lexical(conn, "parted", "w3 alpha", 10)
+    assert len(rows) == 10
+    assert all(int(r[0]) % 2 == 0 for r in rows), rows
+    checks = conn.execute("SELECT \"check\", status, detail FROM corpus.corpus_health_check('parted')").fetchall()
+    assert checks and not [c for c in checks if c[2] and "bm25_index_damage" in c[2]], checks
+    with pytest.raises(psycopg.errors.WrongObjectType) as refused:
+        conn.execute("SELECT * FROM corpus.bm25_index_check('pdocs_bm25')")
+    hint = refused.value.diag.message_hint
+    per_partition = conn.execute(hint.removeprefix("Check each partition's index: ")).fetchall()
+    assert sorted(r[0] for r in per_partition) == ["pdocs_a_body_bm25_idx", "pdocs_b_body_bm25_idx"], per_partition
+    assert sum(r[2] for r in per_partition) == 600, per_partition
+
+
 def test_the_index_survives_kill_9_of_the_server(data, pgc):
     directory = tempfile.mkdtemp(prefix="pg_corpus_bm25_crash_")
     start = ["bash", str(PGCLUSTER), "start", directory]

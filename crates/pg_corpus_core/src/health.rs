@@ -546,6 +546,20 @@ pub fn indexes_sql(oid: i64) -> Query {
     )
 }
 
+/// The leaf partitions' indexes of a partitioned index (`oid`, `name`), which hold its pages;
+/// no rows for an index that is not partitioned.
+pub fn index_partitions_sql(oid: i64) -> Query {
+    Query::new(
+        "SELECT t.relid::oid::int8 AS oid, c.relname::text AS name
+  FROM pg_catalog.pg_partition_tree($1::int8::oid::regclass) AS t
+  JOIN pg_catalog.pg_class c ON c.oid = t.relid
+ WHERE t.isleaf
+ ORDER BY 2"
+            .to_string(),
+        vec![Param::Int(oid)],
+    )
+}
+
 #[derive(Debug, Clone, serde::Deserialize)]
 pub struct IndexInfo {
     pub name: String,
