@@ -125,11 +125,13 @@ SELECT n, ROW(ARRAY[w], '{1}', 6, 1.2, 0.75, 5)::corpus.bm25_scoring AS s
 CREATE TEMP TABLE via_index AS
 SELECT n, (SELECT sum(d) FROM (SELECT tsv OPERATOR(corpus.<@>) q.s AS d FROM bm25_docs
                                 WHERE tsv OPERATOR(corpus.|||) q.s ORDER BY d LIMIT 7) x) AS top7
-  FROM scorings q;
+  FROM (SELECT n, ROW(ARRAY[w], '{1}', 6, 1.2, 0.75, 5)::corpus.bm25_scoring AS s
+          FROM unnest('{plan,lead,annual,reply}'::text[]) WITH ORDINALITY AS u(w, n)) q;
 EXPLAIN (COSTS OFF)
 SELECT n, (SELECT sum(d) FROM (SELECT tsv OPERATOR(corpus.<@>) q.s AS d FROM bm25_docs
                                 WHERE tsv OPERATOR(corpus.|||) q.s ORDER BY d LIMIT 7) x) AS top7
-  FROM scorings q;
+  FROM (SELECT n, ROW(ARRAY[w], '{1}', 6, 1.2, 0.75, 5)::corpus.bm25_scoring AS s
+          FROM unnest('{plan,lead,annual,reply}'::text[]) WITH ORDINALITY AS u(w, n)) q;
 RESET enable_seqscan;
 SET enable_indexscan = off;
 SELECT bool_and(i.top7 = (SELECT sum(d) FROM (SELECT tsv OPERATOR(corpus.<@>) q.s AS d FROM bm25_docs
