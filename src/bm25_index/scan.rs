@@ -148,6 +148,31 @@ impl ScanState {
     }
 }
 
+/// One more scan of the index in its statistics (`pg_stat_user_indexes.idx_scan`), as
+/// PostgreSQL's `pgstat_count_index_scan` counts it: an access method counts its own scans.
+///
+/// # Safety
+/// `rel` must be an open relation.
+unsafe fn count_index_scan(rel: pg_sys::Relation) {
+    unsafe {
+        if (*rel).pgstat_info.is_null() && (*rel).pgstat_enabled {
+            pg_sys::pgstat_assoc_relation(rel);
+        }
+        let info = (*rel).pgstat_info;
+        if info.is_null() {
+            return;
+        }
+        #[cfg(feature = "pg15")]
+        {
+            (*info).t_counts.t_numscans += 1;
+        }
+        #[cfg(not(feature = "pg15"))]
+        {
+            (*info).counts.numscans += 1;
+        }
+    }
+}
+
 #[pg_guard]
 pub unsafe extern "C-unwind" fn ambeginscan(
     index: pg_sys::Relation,
@@ -212,6 +237,7 @@ pub unsafe extern "C-unwind" fn amgettuple(scan: pg_sys::IndexScanDesc, _dir: pg
     unsafe {
         let st = &mut *((*scan).opaque as *mut ScanState);
         if !st.loaded {
+            count_index_scan((*scan).indexRelation);
             st.load((*scan).indexRelation);
         }
         let Some(hit) = st.next() else { return false };

@@ -318,6 +318,46 @@ def test_a_partitioned_source_ranks_through_its_partitions_indexes_and_is_checke
     assert sum(r[2] for r in per_partition) == 600, per_partition
 
 
+def test_a_searcher_under_row_level_security_still_ranks_through_the_index(cluster):
+    """Under a policy the index's condition must be leakproof to be the index's; without it the
+    lexical branch sorted every row the policy let through. Counted by the index's idx_scan."""
+    conn = cluster.create_db("pg_corpus_bm25_rls")
+    conn.execute("""
+        CREATE TABLE rdocs (id int PRIMARY KEY, kind text NOT NULL, team int NOT NULL, body text NOT NULL,
+            emb vector(2), body_bm25 tsvector GENERATED ALWAYS AS (corpus.bm25_document(body, 'simple')) STORED);
+        INSERT INTO rdocs (id, kind, team, body)
+        SELECT g, 'a', g % 3, 'alpha beta w' || (g % 23) || ' w' || (g % 7) FROM generate_series(1, 3000) g;
+        CREATE INDEX rdocs_bm25 ON rdocs USING corpus_bm25 (body_bm25);
+        ANALYZE rdocs;
+        SELECT corpus.corpus_create('guarded', isolation => '{"kind": "a"}');
+        SELECT corpus.corpus_add_source('guarded', 'rdocs', 'rdocs', text_column => 'body', tsv_column => 'body_bm25',
+            embedding_column => 'emb', parent_fk => 'id', language => 'simple', min_length => 1);
+        DROP ROLE IF EXISTS bm25_team0;
+        CREATE ROLE bm25_team0;
+        GRANT SELECT ON rdocs TO bm25_team0;
+        ALTER TABLE rdocs ENABLE ROW LEVEL SECURITY;
+        CREATE POLICY team0 ON rdocs FOR SELECT TO bm25_team0 USING (team = 0);""")
+    assert strategy(conn, "guarded", "w3 w5") == "bm25_index"
+
+    def index_scans():
+        conn.execute("SELECT pg_stat_force_next_flush()")
+        conn.execute("SELECT pg_stat_clear_snapshot()")
+        return conn.execute(
+            "SELECT idx_scan FROM pg_stat_user_indexes WHERE indexrelname = 'rdocs_bm25'").fetchone()[0]
+
+    try:
+        before = index_scans()
+        with conn.transaction():
+            conn.execute("SET LOCAL ROLE bm25_team0")
+            rows = lexical(conn, "guarded", "w3 w5", 10)
+        assert len(rows) == 10 and all(int(r[0]) % 3 == 0 for r in rows), rows
+        assert index_scans() > before
+    finally:
+        conn.execute("DROP POLICY team0 ON rdocs")
+        conn.execute("REVOKE ALL ON rdocs FROM bm25_team0")
+        conn.execute("DROP ROLE bm25_team0")
+
+
 def test_the_index_survives_kill_9_of_the_server(data, pgc):
     directory = tempfile.mkdtemp(prefix="pg_corpus_bm25_crash_")
     start = ["bash", str(PGCLUSTER), "start", directory]
