@@ -69,8 +69,16 @@ impl SpiExecutor {
     /// to a generic plan) read every item of a large table for an empty corpus: 1.7 → 40 ms
     /// in a session that had searched another corpus first (bench/scale.py).
     fn settle_custom(&mut self, wanted: &[Setting]) {
+        self.settle_for(wanted, false);
+    }
+
+    /// [`Self::settle`] for a statement whose one plan serves every value of its parameters
+    /// (`generic`, kept and not planned again: its saved plan is the generic one), else for one
+    /// whose plan must follow its values ([`Self::settle_custom`]).
+    fn settle_for(&mut self, wanted: &[Setting], generic: bool) {
+        let mode = if generic { "force_generic_plan" } else { "force_custom_plan" };
         let mut all = wanted.to_vec();
-        all.push(Setting { name: "plan_cache_mode", value: "force_custom_plan".to_string() });
+        all.push(Setting { name: "plan_cache_mode", value: mode.to_string() });
         self.settle(&all);
     }
 
@@ -85,7 +93,7 @@ impl SpiExecutor {
 
 impl Executor for SpiExecutor {
     fn branch_hits(&mut self, plan: &Subplan, settings: &[Setting]) -> Result<Vec<Hit>, CoreError> {
-        self.settle_custom(settings);
+        self.settle_for(settings, plan.generic);
         let source = plan.source;
         select_saved(&plan.sql, &datums(&plan.params), |table| {
             let mut hits = Vec::with_capacity(table.len());
@@ -281,7 +289,7 @@ impl Executor for SpiExecutor {
     }
 
     fn feedback_docs(&mut self, q: &ItemsQuery) -> Result<HashMap<String, FeedbackDoc>, CoreError> {
-        self.settle_custom(&[]);
+        self.settle_for(&[], q.generic);
         let raw = select_saved(&q.sql, &datums(&q.params), |table| {
             let mut out = Vec::new();
             for row in table {
@@ -306,7 +314,7 @@ impl Executor for SpiExecutor {
     }
 
     fn fetch_rows(&mut self, q: &ItemsQuery) -> Result<Vec<FetchedRow>, CoreError> {
-        self.settle_custom(&[]);
+        self.settle_for(&[], q.generic);
         let raw = select_saved(&q.sql, &datums(&q.params), |table| {
             let mut rows = Vec::with_capacity(table.len());
             for row in table {

@@ -24,6 +24,17 @@ pub struct Subplan {
     /// A lexical subplan to be planned without nested loops, so that its index scan comes
     /// first ([`ScopeCheck::JoinedAfterIndex`]).
     pub index_first: bool,
+    /// One plan serves every value of its parameters ([`one_plan_serves`]): planned once and
+    /// kept, not planned again for each search.
+    pub generic: bool,
+}
+
+/// Whether one plan serves every value of a statement over this source: it reads the item
+/// table alone (no parent to join, not distributed), so the plan has no join to choose and no
+/// shards to route to. A ranking through the corpus_bm25 index (sorting off: the index's order
+/// is the statement's only plan) and a lookup by ids are then planned once.
+pub fn one_plan_serves(src: &Source) -> bool {
+    src.parent.is_none() && !src.distributed()
 }
 
 /// `alias."column"`.
@@ -288,6 +299,7 @@ pub fn semantic(
         limit,
         pruned: false,
         index_first: false,
+        generic: false,
     }
 }
 
@@ -330,6 +342,7 @@ fn text_match(idx: usize, sql: String, limit: i64, params: Params) -> Subplan {
         limit,
         pruned: false,
         index_first: false,
+        generic: false,
     }
 }
 
@@ -491,6 +504,7 @@ LIMIT {lim}",
         limit,
         pruned: false,
         index_first: false,
+        generic: one_plan_serves(src),
     }
 }
 
@@ -1019,6 +1033,44 @@ mod tests {
             out.push(fetch(&c, idx, &conds, vec!["1".into()], vec!["3".into()]));
         }
         out
+    }
+
+    #[test]
+    fn only_a_ranking_or_lookup_of_the_item_table_alone_is_planned_once() {
+        let scored: Vec<crate::lexical::ScoredKey> = ["חוזה", "שכירות"]
+            .iter()
+            .map(|k| crate::lexical::ScoredKey { key: k.to_string(), weight_idf: 1.5 })
+            .collect();
+        let ranking =
+            |c: &Corpus| lexical_bm25_index(c, 0, &[], &scored, 50.0, crate::bm25::Bm25Params::default(), 40, 16);
+        // a source isolated through its parent: the join is the planner's to choose per slice
+        let joined = legal();
+        assert!(!one_plan_serves(&joined.sources[0]));
+        let p = ranking(&joined);
+        assert!(p.sql.contains(" JOIN ") && !p.generic, "{}", p.sql);
+        // the same source with the isolation column on the item table itself
+        let mut def = crate::testing::legal_def();
+        let chunks = &mut def["sources"][0];
+        for c in ["source_kind", "court"] {
+            chunks["item"]["columns"][c] = crate::testing::col("text", "text", "S", -1);
+        }
+        let o = chunks.as_object_mut().unwrap();
+        for k in ["parent", "parent_oid"] {
+            o.remove(k);
+        }
+        o.insert("parent_fk".into(), json!("id"));
+        o.insert("parent_key".into(), json!("id"));
+        o.insert("parent_required".into(), json!([]));
+        o.insert("metadata".into(), json!({"page": "page_number"}));
+        o.insert("locator".into(), json!({"page": "page_number"}));
+        let alone = crate::definition::resolve(&serde_json::from_value(def).unwrap()).unwrap();
+        assert!(one_plan_serves(&alone.sources[0]));
+        let p = ranking(&alone);
+        assert!(!p.sql.contains(" JOIN ") && p.generic, "{}", p.sql);
+        // distributed: the plan routes to shards by its values
+        let mut distributed = alone.clone();
+        distributed.sources[0].item.distribution = Some("id".to_string());
+        assert!(!one_plan_serves(&distributed.sources[0]) && !ranking(&distributed).generic);
     }
 
     /// A mixed plan (rare keys through the index), an all-common one with champion lists only,

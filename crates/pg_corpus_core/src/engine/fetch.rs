@@ -32,7 +32,8 @@ pub fn search(req: &Request, exec: &mut dyn Executor) -> Result<Vec<SearchRow>> 
             Vec::new()
         };
         let (sql, params) = plan::fetch(&req.corpus, idx, &req.conds, ids.clone(), parents);
-        for row in exec.fetch_rows(&ItemsQuery { source: idx, ids, sql, params })? {
+        let generic = plan::one_plan_serves(&req.corpus.sources[idx]);
+        for row in exec.fetch_rows(&ItemsQuery { source: idx, ids, sql, params, generic })? {
             fetched.insert((idx, row.item_id.clone()), row);
         }
     }

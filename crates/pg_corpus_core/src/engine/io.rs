@@ -101,6 +101,8 @@ pub struct ItemsQuery {
     pub ids: Vec<String>,
     pub sql: String,
     pub params: Vec<Param>,
+    /// One plan serves every set of ids ([`crate::plan::one_plan_serves`]).
+    pub generic: bool,
 }
 
 /// Which of `keys` the index terms of some items of one source hold ([`crate::plan::item_keys`]).

@@ -40,7 +40,13 @@ pub fn fetch_item(corpus: Arc<Corpus>, a: FetchArgs, exec: &mut dyn Executor) ->
     let parents = if src.routed_by_parent() { vec![parent_id.clone()] } else { Vec::new() };
     let (sql, params) = plan::fetch(&corpus, idx, &conds, vec![item_id.clone()], parents);
     let Some(row) = exec
-        .fetch_rows(&ItemsQuery { source: idx, ids: vec![item_id.clone()], sql, params })?
+        .fetch_rows(&ItemsQuery {
+            source: idx,
+            ids: vec![item_id.clone()],
+            sql,
+            params,
+            generic: plan::one_plan_serves(src),
+        })?
         .into_iter()
         .find(|r| r.item_id == item_id)
     else {

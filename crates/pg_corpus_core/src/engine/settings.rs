@@ -151,6 +151,7 @@ mod tests {
             limit: 40,
             pruned: false,
             index_first,
+            generic: false,
         };
         let config = super::super::Config::default();
         let sorts = |p: &Subplan| {
