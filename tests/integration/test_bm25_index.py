@@ -358,6 +358,92 @@ def test_a_searcher_under_row_level_security_still_ranks_through_the_index(clust
         conn.execute("DROP ROLE bm25_team0")
 
 
+def test_a_kept_plan_of_the_ranking_and_fetch_serves_every_role_and_corpus(cluster):
+    """A source that reads its table alone keeps one (generic) plan of its index ranking and of
+    its final fetch for the backend's life. That plan must serve two corpora of the same table
+    (a large and a small slice) and roles that row-level security shows different rows, in any
+    order in one session, exactly as a fresh session plans each search."""
+    conn = cluster.create_db("pg_corpus_bm25_kept")
+    conn.execute("""
+        CREATE TABLE kdocs (id int PRIMARY KEY, kind text NOT NULL, team int NOT NULL, body text NOT NULL,
+            emb vector(2), body_bm25 tsvector GENERATED ALWAYS AS (corpus.bm25_document(body, 'simple')) STORED);
+        INSERT INTO kdocs (id, kind, team, body)
+        SELECT g, CASE WHEN g % 20 = 0 THEN 'small' ELSE 'large' END, g % 3,
+               'alpha w' || (g % 23) || ' w' || (g % 7) || ' w' || (g % 11) FROM generate_series(1, 4000) g;
+        CREATE INDEX kdocs_bm25 ON kdocs USING corpus_bm25 (body_bm25);
+        CREATE INDEX ON kdocs (kind);
+        ANALYZE kdocs;
+        DROP ROLE IF EXISTS kept_team0;
+        DROP ROLE IF EXISTS kept_team1;
+        CREATE ROLE kept_team0;
+        CREATE ROLE kept_team1;
+        GRANT SELECT ON kdocs TO kept_team0, kept_team1;
+        ALTER TABLE kdocs ENABLE ROW LEVEL SECURITY;
+        CREATE POLICY team0 ON kdocs FOR SELECT TO kept_team0 USING (team = 0);
+        CREATE POLICY team1 ON kdocs FOR SELECT TO kept_team1 USING (team = 1);""")
+    for corpus in ("large", "small"):
+        conn.execute("SELECT corpus.corpus_create(%s, isolation => jsonb_build_object('kind', %s::text))",
+                     [corpus, corpus])
+        conn.execute("""SELECT corpus.corpus_add_source(%s, 'kdocs', 'kdocs', text_column => 'body',
+                          tsv_column => 'body_bm25', embedding_column => 'emb', parent_fk => 'id',
+                          language => 'simple', min_length => 1)""", [corpus])
+    conn.execute("GRANT USAGE ON SCHEMA corpus TO kept_team0, kept_team1")
+    team = {"kept_team0": 0, "kept_team1": 1, None: None}
+
+    def search(c, role, corpus, text):
+        with c.transaction():
+            if role:
+                c.execute(f"SET LOCAL ROLE {role}")
+            return c.execute(
+                "SELECT item_id, lexical_score, content FROM corpus.corpus_hybrid_search(%s, NULL, %s, "
+                "k => 10, mode => 'lexical', max_per_parent => 0)", [corpus, text]).fetchall()
+
+    try:
+        assert strategy(conn, "large", "w3 w5") == "bm25_index"
+        assert strategy(conn, "small", "w3 w5") == "bm25_index"
+        kept = cluster.connect("pg_corpus_bm25_kept")
+        rng = np.random.default_rng(5)
+        for i in range(40):
+            role = [None, "kept_team0", "kept_team1"][i % 3]
+            corpus = ["large", "small"][(i // 3) % 2]
+            text = f"w{rng.integers(23)} w{rng.integers(7)} w{rng.integers(11)}"
+            got = search(kept, role, corpus, text)
+            fresh = cluster.connect("pg_corpus_bm25_kept")
+            try:
+                want = search(fresh, role, corpus, text)
+            finally:
+                fresh.close()
+            assert got == want, (i, role, corpus, text)
+            assert len(got) == 10, (role, corpus, text, got)
+            rows = {r[0]: r for r in conn.execute(
+                "SELECT id::text, kind, team FROM kdocs WHERE id = ANY(%s)", [[int(g[0]) for g in got]]).fetchall()}
+            assert all(rows[g[0]][1] == corpus for g in got), (corpus, got)
+            if team[role] is not None:
+                assert all(rows[g[0]][2] == team[role] for g in got), (role, got)
+        # the kept session's ranking and fetch are generic plans: auto_explain prints their
+        # parameters as $n where a custom plan prints the values
+        seen = []
+        kept.add_notice_handler(lambda d: seen.append(d.message_primary or ""))
+        kept.execute("LOAD 'auto_explain'")
+        kept.execute("SET auto_explain.log_min_duration = 0")
+        kept.execute("SET auto_explain.log_nested_statements = on")
+        kept.execute("SET client_min_messages = log")
+        search(kept, None, "small", "w3 w5")
+        kept.execute("RESET client_min_messages")
+        ranking = [m for m in seen if "OPERATOR(corpus.<@>)" in m and "Query Text:" in m]
+        assert ranking and all(re.search(r"\(kind = \$\d+\)", m) for m in ranking), ranking
+        fetch = [m for m in seen if "AS content" in m and "Query Text:" in m]
+        assert fetch and all(re.search(r"id = ANY \(\(\$\d+", m) for m in fetch), fetch
+        kept.close()
+    finally:
+        conn.execute("DROP POLICY team0 ON kdocs")
+        conn.execute("DROP POLICY team1 ON kdocs")
+        conn.execute("REVOKE ALL ON kdocs FROM kept_team0, kept_team1")
+        conn.execute("REVOKE ALL ON SCHEMA corpus FROM kept_team0, kept_team1")
+        conn.execute("DROP ROLE kept_team0")
+        conn.execute("DROP ROLE kept_team1")
+
+
 def test_the_index_survives_kill_9_of_the_server(data, pgc):
     directory = tempfile.mkdtemp(prefix="pg_corpus_bm25_crash_")
     start = ["bash", str(PGCLUSTER), "start", directory]
