@@ -29,9 +29,8 @@ pub(super) fn feedback_round(
     let top: Vec<&Fused> = first.iter().take(feedback::RM3_DOCS.max(feedback::VECTOR_DOCS)).collect();
     let mut learned: HashMap<(usize, String), FeedbackDoc> = HashMap::new();
     for (idx, ids) in ids_per_source(top.iter().copied(), req.corpus.sources.len()) {
-        let (sql, params) = plan::feedback_fetch(&req.corpus, idx, &req.conds, ids.clone());
-        let generic = plan::one_plan_serves(&req.corpus.sources[idx]);
-        for (id, doc) in exec.feedback_docs(&ItemsQuery { source: idx, ids, sql, params, generic })? {
+        let lookup = plan::feedback_fetch(&req.corpus, idx, &req.conds, ids.clone());
+        for (id, doc) in exec.feedback_docs(&ItemsQuery::new(&req.corpus, idx, ids, lookup))? {
             learned.insert((idx, id), doc);
         }
     }

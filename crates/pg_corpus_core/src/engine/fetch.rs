@@ -31,9 +31,8 @@ pub fn search(req: &Request, exec: &mut dyn Executor) -> Result<Vec<SearchRow>> 
         } else {
             Vec::new()
         };
-        let (sql, params) = plan::fetch(&req.corpus, idx, &req.conds, ids.clone(), parents);
-        let generic = plan::one_plan_serves(&req.corpus.sources[idx]);
-        for row in exec.fetch_rows(&ItemsQuery { source: idx, ids, sql, params, generic })? {
+        let lookup = plan::fetch(&req.corpus, idx, &req.conds, ids.clone(), parents);
+        for row in exec.fetch_rows(&ItemsQuery::new(&req.corpus, idx, ids, lookup))? {
             fetched.insert((idx, row.item_id.clone()), row);
         }
     }

@@ -105,6 +105,19 @@ pub struct ItemsQuery {
     pub generic: bool,
 }
 
+impl ItemsQuery {
+    /// The lookup `(sql, params)` of `ids` of source `source` of `corpus`.
+    pub fn new(
+        corpus: &crate::model::Corpus,
+        source: usize,
+        ids: Vec<String>,
+        (sql, params): (String, Vec<Param>),
+    ) -> Self {
+        let generic = crate::plan::one_plan_serves(&corpus.sources[source]);
+        ItemsQuery { source, ids, sql, params, generic }
+    }
+}
+
 /// Which of `keys` the index terms of some items of one source hold ([`crate::plan::item_keys`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ItemKeysQuery {

@@ -38,15 +38,9 @@ pub fn fetch_item(corpus: Arc<Corpus>, a: FetchArgs, exec: &mut dyn Executor) ->
     let item_id = seed.item_id;
     let parent_id = seed.parent_id.unwrap_or_default();
     let parents = if src.routed_by_parent() { vec![parent_id.clone()] } else { Vec::new() };
-    let (sql, params) = plan::fetch(&corpus, idx, &conds, vec![item_id.clone()], parents);
+    let lookup = plan::fetch(&corpus, idx, &conds, vec![item_id.clone()], parents);
     let Some(row) = exec
-        .fetch_rows(&ItemsQuery {
-            source: idx,
-            ids: vec![item_id.clone()],
-            sql,
-            params,
-            generic: plan::one_plan_serves(src),
-        })?
+        .fetch_rows(&ItemsQuery::new(&corpus, idx, vec![item_id.clone()], lookup))?
         .into_iter()
         .find(|r| r.item_id == item_id)
     else {
