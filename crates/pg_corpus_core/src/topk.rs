@@ -233,6 +233,22 @@ impl<'a> Cursor<'a> {
         }
     }
 
+    /// A cursor that only finds documents (a filter's list: no score, no bounds).
+    fn plain(postings: &'a TermPostings) -> Cursor<'a> {
+        Cursor {
+            term: 0,
+            factor: 0.0,
+            postings,
+            bounds: Vec::new(),
+            max: 0.0,
+            block: 0,
+            decoded: Vec::with_capacity(crate::postings::BLOCK_SIZE),
+            has_block: false,
+            pos: 0,
+            target: 0,
+        }
+    }
+
     fn exhausted(&self) -> bool {
         self.block >= self.postings.blocks.len()
     }
@@ -324,6 +340,49 @@ fn cursors<'a>(terms: &[QueryTerm<'a>], scoring: &Scoring) -> Vec<Cursor<'a>> {
         .filter(|(_, t)| !t.postings.blocks.is_empty())
         .map(|(i, t)| Cursor::new(i, t, scoring))
         .collect()
+}
+
+/// The documents a ranking is restricted to: those holding a posting of at least one list of
+/// each group (for each condition "holds one of these keys", one of its keys), found by moving
+/// through the lists in document order, block headers first: a ranking asks it of increasing
+/// documents only, and it decodes a block only where a candidate lies.
+pub struct Filter<'a> {
+    groups: Vec<Vec<Cursor<'a>>>,
+}
+
+impl<'a> Filter<'a> {
+    /// None without groups (no restriction).
+    pub fn new(groups: &[Vec<&'a TermPostings>]) -> Option<Filter<'a>> {
+        (!groups.is_empty())
+            .then(|| Filter { groups: groups.iter().map(|g| g.iter().map(|p| Cursor::plain(p)).collect()).collect() })
+    }
+
+    /// The first document at or after `d` that every group holds (u64::MAX when none). Asked of
+    /// increasing documents only.
+    fn next(&mut self, mut d: u64, work: &mut Work) -> u64 {
+        loop {
+            let mut agreed = true;
+            for g in &mut self.groups {
+                let mut first = u64::MAX;
+                for cur in g.iter_mut() {
+                    cur.seek(d);
+                    if let Some(p) = cur.current(work) {
+                        first = first.min(p.doc);
+                    }
+                }
+                if first == u64::MAX {
+                    return u64::MAX;
+                }
+                if first != d {
+                    agreed = false;
+                    d = d.max(first);
+                }
+            }
+            if agreed {
+                return d;
+            }
+        }
+    }
 }
 
 /// Scores summed in the query's term order (absent terms add 0.0, as in the exhaustive sum).
@@ -479,22 +538,32 @@ pub fn max_score<K: Ord>(
     accept: impl FnMut(u64) -> bool,
     tie: impl Fn(u64) -> K,
 ) -> (Vec<Hit>, Work) {
-    max_score_into(terms, scoring, TopK::new(k), false, accept, tie)
+    max_score_into(terms, &[], scoring, TopK::new(k), false, accept, tie)
 }
 
 /// The next `k` documents of the ranking by score (descending) then document (ascending)
-/// after `after` (from the start when None), by [`max_score`]: an index scan returns its
+/// after `after` (from the start when None), by [`max_score`], among the documents `filter`'s
+/// groups all hold (every document without groups, [`Filter`]): an index scan returns its
 /// ranking page by page, each page as exact as the first.
-pub fn next_page(terms: &[QueryTerm<'_>], scoring: &Scoring, k: usize, after: Option<Hit>) -> (Vec<Hit>, Work) {
+pub fn next_page(
+    terms: &[QueryTerm<'_>],
+    filter: &[Vec<&TermPostings>],
+    scoring: &Scoring,
+    k: usize,
+    after: Option<Hit>,
+) -> (Vec<Hit>, Work) {
     let mut top = TopK::new(k);
     top.after = after.map(|h| (h.score, h.doc));
-    max_score_into(terms, scoring, top, after.is_none(), |_| true, |d| d)
+    max_score_into(terms, filter, scoring, top, after.is_none(), |_| true, |d| d)
 }
 
-/// MaxScore into `top`. With `floored` (every document wanted and accepted), the top-k starts
-/// from a floor that k documents are known to reach ([`alone_floor`]).
+/// MaxScore into `top`, among the documents `filter` holds. With `floored` (every document
+/// wanted and accepted), the top-k starts from a floor that k documents of the filter are
+/// known to reach ([`alone_floor`]).
+#[allow(clippy::too_many_arguments)]
 fn max_score_into<K: Ord>(
     terms: &[QueryTerm<'_>],
+    filter: &[Vec<&TermPostings>],
     scoring: &Scoring,
     mut top: TopK<K>,
     floored: bool,
@@ -510,8 +579,9 @@ fn max_score_into<K: Ord>(
     }
     cursors.sort_by(|a, b| a.max.total_cmp(&b.max));
     if floored && cursors.len() > 1 {
-        top.floor = alone_floor(&cursors, &scorer, k, &mut work);
+        top.floor = alone_floor(&cursors, filter, &scorer, k, &mut work);
     }
+    let mut filter = Filter::new(filter);
     // before[i]: the bounds of cursors 0..i together
     let mut before = vec![0.0; cursors.len() + 1];
     for i in 0..cursors.len() {
@@ -533,6 +603,7 @@ fn max_score_into<K: Ord>(
                 &mut top,
                 &mut c,
                 &mut work,
+                filter.as_mut(),
                 &mut accept,
                 &tie,
             ) {
@@ -572,6 +643,19 @@ fn max_score_into<K: Ord>(
         if d == u64::MAX {
             break;
         }
+        // a document the filter does not hold is passed: the lists move to the next it holds
+        if let Some(f) = filter.as_mut() {
+            let held = f.next(d, &mut work);
+            if held == u64::MAX {
+                break;
+            }
+            if held != d {
+                for cur in &mut cursors[essential..] {
+                    cur.seek(held);
+                }
+                continue;
+            }
+        }
         c.fill(0.0);
         let (mut found, mut matched) = (0.0, false);
         for cur in &mut cursors[essential..] {
@@ -601,12 +685,18 @@ fn max_score_into<K: Ord>(
     (top.into_hits(), work)
 }
 
-/// A score k documents reach: the best over the lists of the k-th best score, by its term
-/// alone, of the documents in a few of a list's blocks (those of highest bound), since every
-/// other term adds a score ≥ 0 to theirs (rounded sums of scores ≥ 0 never decrease); −∞ when
-/// none gives k. A handful of blocks per list: the floor only starts the threshold, which the
-/// ranking raises as it goes.
-fn alone_floor(cursors: &[Cursor<'_>], scorer: &Scorer, k: usize, work: &mut Work) -> f64 {
+/// A score k documents of the filter reach: the best over the lists of the k-th best score, by
+/// its term alone, of the filter's documents in a few of a list's blocks (those of highest
+/// bound), since every other term adds a score ≥ 0 to theirs (rounded sums of scores ≥ 0 never
+/// decrease); −∞ when none gives k. A handful of blocks per list: the floor only starts the
+/// threshold, which the ranking raises as it goes.
+fn alone_floor(
+    cursors: &[Cursor<'_>],
+    filter: &[Vec<&TermPostings>],
+    scorer: &Scorer,
+    k: usize,
+    work: &mut Work,
+) -> f64 {
     let per_list = 8 * k.div_ceil(crate::postings::BLOCK_SIZE) + 8;
     let mut floor = f64::NEG_INFINITY;
     let mut decoded = Vec::with_capacity(crate::postings::BLOCK_SIZE);
@@ -621,6 +711,9 @@ fn alone_floor(cursors: &[Cursor<'_>], scorer: &Scorer, k: usize, work: &mut Wor
             order.select_nth_unstable_by(per_list - 1, |&a, &b| cur.bounds[b].total_cmp(&cur.bounds[a]));
             order.truncate(per_list);
         }
+        // in document order, as a filter is asked
+        order.sort_unstable();
+        let mut held = Filter::new(filter);
         let mut best: TopK<u64> = TopK::new(k);
         for &b in &order {
             let meta = &cur.postings.blocks[b];
@@ -629,7 +722,9 @@ fn alone_floor(cursors: &[Cursor<'_>], scorer: &Scorer, k: usize, work: &mut Wor
             }
             work.blocks_decoded += 1;
             for p in &decoded {
-                best.offer(p.doc, scorer.term(cur.factor, p), p.doc);
+                if held.as_mut().is_none_or(|f| f.next(p.doc, work) == p.doc) {
+                    best.offer(p.doc, scorer.term(cur.factor, p), p.doc);
+                }
             }
         }
         floor = floor.max(best.threshold());
@@ -682,6 +777,7 @@ fn one_list_block<K: Ord>(
     top: &mut TopK<K>,
     c: &mut [f64],
     work: &mut Work,
+    mut filter: Option<&mut Filter<'_>>,
     accept: &mut impl FnMut(u64) -> bool,
     tie: &impl Fn(u64) -> K,
 ) -> bool {
@@ -696,6 +792,19 @@ fn one_list_block<K: Ord>(
         cur.next_block();
         return true;
     }
+    // so is a block in which the filter holds no document
+    if let Some(f) = filter.as_mut() {
+        let meta = &cur.postings.blocks[cur.block];
+        let held = f.next(cur.target.max(meta.first_doc), work);
+        if held == u64::MAX {
+            cur.block = cur.postings.blocks.len();
+            return false;
+        }
+        if held > meta.last_doc {
+            cur.seek(held);
+            return true;
+        }
+    }
     if cur.current(work).is_none() {
         return false;
     }
@@ -705,6 +814,11 @@ fn one_list_block<K: Ord>(
         let v = scorer.term(cur.factor, &p);
         if inflate(v + rest_max) < threshold {
             continue;
+        }
+        if let Some(f) = filter.as_mut() {
+            if f.next(p.doc, work) != p.doc {
+                continue;
+            }
         }
         c.fill(0.0);
         c[cur.term] = v;
@@ -1012,7 +1126,7 @@ mod tests {
         // between the rare term's documents the common list's blocks are passed by their
         // headers where they cannot reach the threshold alone
         let terms = query(&idx, n, &[(0, false, 1), (rare, false, 1)]);
-        let (hits, work) = next_page(&terms, &s, 48, None);
+        let (hits, work) = next_page(&terms, &[], &s, 48, None);
         assert_eq!(hits, exhaustive(&terms, &s, 48, |_| true, |d| d));
         assert!(
             work.blocks_decoded * 3 < common * 2,
@@ -1022,7 +1136,7 @@ mod tests {
         // the floor from the lists' best blocks starts the threshold above the first 48
         // documents' scores: fewer blocks decoded than without it
         let terms = query(&idx, n, &[(0, false, 1), (less_rare, false, 1)]);
-        let (hits, work) = next_page(&terms, &s, 48, None);
+        let (hits, work) = next_page(&terms, &[], &s, 48, None);
         let (unfloored, plain) = max_score(&terms, &s, 48, |_| true, |d| d);
         assert_eq!(hits, exhaustive(&terms, &s, 48, |_| true, |d| d));
         assert_eq!(unfloored, hits);
@@ -1041,7 +1155,7 @@ mod tests {
             let (idx, _, avg) = index(&docs, vocab, 2);
             let terms = query(&idx, n_docs, &picks);
             let s = Scoring { avg_doc_len: avg, params: Bm25Params::default() };
-            prop_assert_eq!(next_page(&terms, &s, page, None).0, exhaustive(&terms, &s, page, |_| true, |d| d));
+            prop_assert_eq!(next_page(&terms, &[], &s, page, None).0, exhaustive(&terms, &s, page, |_| true, |d| d));
         }
     }
 
@@ -1061,7 +1175,7 @@ mod tests {
             let mut got = Vec::new();
             let mut after = None;
             loop {
-                let (hits, _) = next_page(&terms, &s, page, after);
+                let (hits, _) = next_page(&terms, &[], &s, page, after);
                 got.extend(hits.iter().copied());
                 if hits.len() < page {
                     break;
@@ -1070,6 +1184,79 @@ mod tests {
             }
             prop_assert_eq!(got, want);
         }
+    }
+
+    /// Filter lists of a random key column: `values` distinct values, each document holding
+    /// one (or none, when the value drawn is `values`), as an index holds a further column.
+    fn key_column(ids: &[u64], seed: u64, values: usize) -> Vec<TermPostings> {
+        let mut per: Vec<Vec<Posting>> = vec![Vec::new(); values];
+        let mut x = seed | 1;
+        for &doc in ids {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            // skewed: value 0 is rare, the last ones common
+            let v = ((x % 1000) as f64 / 1000.0).sqrt() * (values + 1) as f64;
+            if let Some(list) = per.get_mut(v as usize) {
+                list.push(Posting { doc, tf: 1, len: 1 });
+            }
+        }
+        per.iter().map(|p| TermPostings::build(p)).collect()
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+        #[test]
+        fn a_filtered_ranking_is_the_exhaustive_ranking_of_the_documents_it_holds(
+            seed in any::<u64>(), n_docs in 1usize..3000, vocab in 2usize..80, page in 1usize..60,
+            picks in proptest::collection::vec((0usize..80, any::<bool>(), 1u32..3), 1..7),
+            columns in proptest::collection::vec((any::<u64>(), 1usize..6, proptest::collection::vec(0usize..6, 1..4)), 1..3),
+        ) {
+            let docs = corpus(seed, n_docs, vocab);
+            let (idx, ids, avg) = index(&docs, vocab, 2);
+            let terms = query(&idx, n_docs, &picks);
+            let s = Scoring { avg_doc_len: avg, params: Bm25Params::default() };
+            // per column, the lists of the values wanted (a value without documents: no list)
+            let lists: Vec<Vec<TermPostings>> = columns.iter().map(|(cs, n, _)| key_column(&ids, *cs, *n)).collect();
+            let groups: Vec<Vec<&TermPostings>> = columns
+                .iter()
+                .zip(&lists)
+                .map(|((_, n, wanted), l)| wanted.iter().filter(|&&v| v < *n).map(|&v| &l[v]).filter(|p| !p.blocks.is_empty()).collect())
+                .collect();
+            let held: std::collections::HashSet<u64> = documents_in_all(&groups).into_iter().collect();
+            let want = exhaustive(&terms, &s, usize::MAX, |d| held.contains(&d), |d| d);
+            let mut got = Vec::new();
+            let mut after = None;
+            loop {
+                let (hits, _) = next_page(&terms, &groups, &s, page, after);
+                got.extend(hits.iter().copied());
+                if hits.len() < page {
+                    break;
+                }
+                after = hits.last().copied();
+            }
+            prop_assert_eq!(got, want);
+        }
+    }
+
+    #[test]
+    fn a_filter_of_few_documents_leaves_most_blocks_of_common_terms_undecoded() {
+        let docs = corpus(11, 20_000, 50);
+        let (idx, ids, avg) = index(&docs, 50, 1);
+        let terms = query(&idx, 20_000, &[(0, false, 1), (1, false, 1), (2, false, 1)]);
+        let s = Scoring { avg_doc_len: avg, params: Bm25Params::default() };
+        // one document in 100 (a 1% slice), spread over the table
+        let slice: Vec<Posting> = ids.iter().step_by(100).map(|&doc| Posting { doc, tf: 1, len: 1 }).collect();
+        let slice = TermPostings::build(&slice);
+        let groups = vec![vec![&slice]];
+        let held: std::collections::HashSet<u64> = slice.decode_all().iter().map(|p| p.doc).collect();
+        let (hits, work) = next_page(&terms, &groups, &s, 10, None);
+        assert_eq!(hits, exhaustive(&terms, &s, 10, |d| held.contains(&d), |d| d));
+        let (_, whole) = next_page(&terms, &[], &s, 1000, None);
+        let blocks: usize = terms.iter().map(|t| t.postings.blocks.len()).sum();
+        assert!(work.docs_scored <= held.len(), "{} scored of {} held", work.docs_scored, held.len());
+        assert!(work.blocks_decoded < whole.blocks_decoded, "{} against {}", work.blocks_decoded, whole.blocks_decoded);
+        assert!(work.blocks_decoded < blocks + slice.blocks.len(), "{} of {}", work.blocks_decoded, blocks);
     }
 
     #[test]
