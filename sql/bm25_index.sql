@@ -49,3 +49,10 @@ CREATE OPERATOR CLASS corpus.bm25_tsvector_ops
 DEFAULT FOR TYPE pg_catalog.tsvector USING corpus_bm25 AS
     OPERATOR 1 corpus.<@> (pg_catalog.tsvector, corpus.bm25_scoring) FOR ORDER BY pg_catalog.float_ops,
     OPERATOR 2 corpus.||| (pg_catalog.tsvector, corpus.bm25_scoring);
+
+-- Further key columns (USING corpus_bm25 (body_bm25, kind)): each row's value is held as a key
+-- of its own, so that a condition col = v or col = ANY(array) restricts the ranking to the rows
+-- holding one of the values instead of leaving them to be filtered after it.
+CREATE OPERATOR CLASS corpus.bm25_text_ops
+DEFAULT FOR TYPE pg_catalog.text USING corpus_bm25 AS
+    OPERATOR 3 pg_catalog.= (pg_catalog.text, pg_catalog.text);

@@ -9,13 +9,12 @@ use std::hash::{Hash, Hasher};
 
 use pg_corpus_core::bm25_index::{damaged, decode_pending, read_pending, Kind, PendingDoc, Segment};
 use pg_corpus_core::postings::{decode_block, Staircase};
-use pg_corpus_core::tsvector::TsVector;
 use pg_corpus_core::{CoreError, SqlState};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
 use super::pages::{IndexPages, Locked, META_BLOCK};
-use super::{doc_of, pending_doc, tsvector_bytes};
+use super::{doc_of, row_doc};
 use crate::error::OrRaise;
 use crate::regtypes::RegClass;
 
@@ -135,22 +134,21 @@ struct HeapCheck<'a> {
 
 #[pg_guard]
 unsafe extern "C-unwind" fn heap_callback(
-    _index: pg_sys::Relation,
+    index: pg_sys::Relation,
     tid: pg_sys::ItemPointer,
     values: *mut pg_sys::Datum,
     isnull: *mut bool,
     alive: bool,
     state: *mut std::ffi::c_void,
 ) {
-    // SAFETY: the state bm25_index_check passed; one indexed column.
+    // SAFETY: the state bm25_index_check passed; the row's indexed values.
     unsafe {
         let st = &mut *(state as *mut HeapCheck<'_>);
         if !alive || *isnull {
             return;
         }
         let doc = doc_of(&*tid);
-        let Some(value) = TsVector::parse(tsvector_bytes(*values)) else { return };
-        let Some(row) = pending_doc(doc, &value) else { return };
+        let Some(row) = row_doc(index, doc, values, isnull) else { return };
         st.rows += 1;
         if st.found.get(&doc) != Some(&row_fingerprint(&row)) {
             st.missing += 1;

@@ -15,8 +15,8 @@ use std::collections::HashSet;
 
 use pg_corpus_core::bm25::Bm25Params;
 use pg_corpus_core::bm25_index::{
-    merge_plan, merge_segments, pending_segment, read_pending, write_segment, Kind, Meta, Page, PendingDoc, Segment,
-    SegmentRef, NO_PAGE,
+    column_key, merge_plan, merge_segments, pending_segment, read_pending, write_segment, Kind, Meta, Page, PendingDoc,
+    Segment, SegmentRef, NO_PAGE,
 };
 use pg_corpus_core::postings::Builder;
 use pg_corpus_core::tsvector::TsVector;
@@ -70,11 +70,74 @@ unsafe fn tsvector_bytes<'a>(d: pg_sys::Datum) -> &'a [u8] {
     }
 }
 
-/// A row's pending record: its terms with their frequencies and its length (None without terms).
-fn pending_doc(doc: u64, value: &TsVector<'_>) -> Option<PendingDoc> {
-    let terms: Vec<(Vec<u8>, u32)> =
-        (0..value.len()).filter_map(|i| value.entry(i)).map(|e| (e.lexeme.to_vec(), e.npos)).collect();
-    (!terms.is_empty()).then(|| PendingDoc { doc, len: value.surface_length(), terms })
+/// A row's document from its indexed values (`values`, `isnull`: one per index column): the
+/// BM25 column's terms with their frequencies and its length, and each further key column's
+/// value, when not NULL, as a key of its own ([`column_key`]). None when the BM25 column is
+/// NULL or holds no term.
+///
+/// # Safety
+/// `values` and `isnull` hold one entry per column of `index`: a tsvector, then texts.
+unsafe fn row_doc(
+    index: pg_sys::Relation,
+    doc: u64,
+    values: *const pg_sys::Datum,
+    isnull: *const bool,
+) -> Option<PendingDoc> {
+    unsafe {
+        if *isnull {
+            return None;
+        }
+        let value = TsVector::parse(tsvector_bytes(*values))?;
+        let mut terms: Vec<(Vec<u8>, u32)> =
+            (0..value.len()).filter_map(|i| value.entry(i)).map(|e| (e.lexeme.to_vec(), e.npos)).collect();
+        if terms.is_empty() {
+            return None;
+        }
+        let columns = usize::try_from((*(*index).rd_att).natts).unwrap_or(1);
+        for c in 1..columns {
+            if !*isnull.add(c) {
+                terms.push((column_key(c as u8 + 1, varlena(*values.add(c))), 1));
+            }
+        }
+        Some(PendingDoc { doc, len: value.surface_length(), terms })
+    }
+}
+
+/// Refuse an index whose columns this access method cannot hold: the first must be a BM25
+/// tsvector, each further one a text compared byte by byte (a deterministic collation).
+///
+/// # Safety
+/// `index` must be an open corpus_bm25 index.
+unsafe fn check_columns(index: pg_sys::Relation) {
+    unsafe {
+        let columns = usize::try_from((*(*index).rd_att).natts).unwrap_or(0);
+        let name = pgrx::name_data_to_str(&(*(*index).rd_rel).relname).to_string();
+        for c in 0..columns {
+            let ty = *(*index).rd_opcintype.add(c);
+            let wanted = if c == 0 { pg_sys::TSVECTOROID } else { pg_sys::TEXTOID };
+            if ty != wanted {
+                raise(
+                    CoreError::new(
+                        SqlState::FeatureNotSupported,
+                        format!("corpus_bm25 index \"{name}\": column {} must be a {}", c + 1, if c == 0 { "tsvector" } else { "text" }),
+                        "Index the BM25 column first (corpus.bm25_document's tsvector), then text columns whose values searches filter on, e.g. USING corpus_bm25 (body_bm25, kind).",
+                    )
+                    .with_detail("The first column is ranked; each further column's values restrict the ranking to rows holding them."),
+                );
+            }
+            let coll = *(*index).rd_indcollation.add(c);
+            if c > 0 && coll != pg_sys::InvalidOid && !pg_sys::get_collation_isdeterministic(coll) {
+                raise(
+                    CoreError::new(
+                        SqlState::FeatureNotSupported,
+                        format!("corpus_bm25 index \"{name}\": column {} has a nondeterministic collation", c + 1),
+                        "Index the column with a deterministic collation, e.g. COLLATE \"C\".",
+                    )
+                    .with_detail("The index holds each value's bytes: it finds only values equal byte by byte."),
+                );
+            }
+        }
+    }
 }
 
 fn raise(e: CoreError) -> ! {
@@ -91,16 +154,16 @@ pub unsafe extern "C-unwind" fn _bm25_index_handler(_fcinfo: pg_sys::FunctionCal
     unsafe {
         let r = pg_sys::palloc0(std::mem::size_of::<pg_sys::IndexAmRoutine>()) as *mut pg_sys::IndexAmRoutine;
         (*r).type_ = pg_sys::NodeTag::T_IndexAmRoutine;
-        (*r).amstrategies = 2;
+        (*r).amstrategies = 3;
         (*r).amsupport = 0;
         (*r).amoptsprocnum = 0;
         (*r).amcanorder = false;
         (*r).amcanorderbyop = true;
         (*r).amcanbackward = false;
         (*r).amcanunique = false;
-        (*r).amcanmulticol = false;
+        (*r).amcanmulticol = true;
         (*r).amoptionalkey = false;
-        (*r).amsearcharray = false;
+        (*r).amsearcharray = true;
         (*r).amsearchnulls = false;
         (*r).amstorage = false;
         (*r).amclusterable = false;
@@ -155,7 +218,7 @@ unsafe extern "C-unwind" fn amvalidate(_opclassoid: pg_sys::Oid) -> bool {
 #[allow(clippy::too_many_arguments)]
 #[pg_guard]
 unsafe extern "C-unwind" fn amcostestimate(
-    _root: *mut pg_sys::PlannerInfo,
+    root: *mut pg_sys::PlannerInfo,
     path: *mut pg_sys::IndexPath,
     _loop_count: f64,
     startup: *mut pg_sys::Cost,
@@ -168,14 +231,27 @@ unsafe extern "C-unwind" fn amcostestimate(
     unsafe {
         let info = (*path).indexinfo;
         let tuples = (*info).tuples.max(1.0);
-        *selectivity = 1.0;
+        // conditions on further key columns leave out the rows without their values
+        let mut kept = 1.0;
+        for clause in pgrx::PgList::<pg_sys::IndexClause>::from_pg((*path).indexclauses).iter_ptr() {
+            if (*clause).indexcol > 0 {
+                kept *= pg_sys::clauselist_selectivity(
+                    root,
+                    (*clause).indexquals,
+                    (*(*info).rel).relid as std::ffi::c_int,
+                    pg_sys::JoinType::JOIN_INNER,
+                    std::ptr::null_mut(),
+                );
+            }
+        }
+        *selectivity = kept;
         *correlation = 0.0;
         *pages = (*info).pages as f64;
         // The ranking's first rows cost a few pages of the terms' postings; every further row
         // a heap fetch. A sort of the whole table scored row by row is never cheaper. (A scan
         // for the condition alone reads the same postings and returns the same rows.)
         *startup = pg_sys::random_page_cost * 4.0;
-        *total = *startup + tuples * pg_sys::cpu_index_tuple_cost;
+        *total = *startup + tuples * kept * pg_sys::cpu_index_tuple_cost;
     }
 }
 
@@ -245,14 +321,14 @@ impl BuildState {
 
 #[pg_guard]
 unsafe extern "C-unwind" fn build_callback(
-    _index: pg_sys::Relation,
+    index: pg_sys::Relation,
     tid: pg_sys::ItemPointer,
     values: *mut pg_sys::Datum,
     isnull: *mut bool,
     _alive: bool,
     state: *mut std::ffi::c_void,
 ) {
-    // SAFETY: the state ambuild passed; one indexed column.
+    // SAFETY: the state ambuild passed; the row's indexed values.
     unsafe {
         let st = &mut *(state as *mut BuildState);
         st.rows += 1.0;
@@ -264,9 +340,7 @@ unsafe extern "C-unwind" fn build_callback(
             st.flush_block();
             st.block_no = doc >> 16;
         }
-        let bytes = tsvector_bytes(*values);
-        let Some(value) = TsVector::parse(bytes) else { return };
-        if let Some(row) = pending_doc(doc, &value) {
+        if let Some(row) = row_doc(index, doc, values, isnull) {
             st.block.push((doc, row));
         }
     }
@@ -309,6 +383,7 @@ unsafe extern "C-unwind" fn ambuild(
                 "Drop and create the index again.",
             ));
         }
+        check_columns(index);
         init_meta(index);
         let budget = (pg_sys::maintenance_work_mem.max(1024) as usize) * 1024;
         let mut st = BuildState {
@@ -347,6 +422,7 @@ unsafe extern "C-unwind" fn ambuild(
 unsafe extern "C-unwind" fn ambuildempty(index: pg_sys::Relation) {
     // SAFETY: the index's init fork, empty; written and WAL-logged whole.
     unsafe {
+        check_columns(index);
         pg_sys::LockRelationForExtension(index, pg_sys::ExclusiveLock as i32);
         let buf = pg_sys::ReadBufferExtended(
             index,
@@ -379,13 +455,9 @@ unsafe extern "C-unwind" fn aminsert(
     _unchanged: bool,
     _info: *mut pg_sys::IndexInfo,
 ) -> bool {
-    // SAFETY: one indexed column; the row's position.
+    // SAFETY: the row's indexed values and position.
     unsafe {
-        if *isnull {
-            return false;
-        }
-        let Some(value) = TsVector::parse(tsvector_bytes(*values)) else { return false };
-        let Some(row) = pending_doc(doc_of(&*tid), &value) else { return false };
+        let Some(row) = row_doc(index, doc_of(&*tid), values, isnull) else { return false };
         let flushed = append_pending(index, &row.encode());
         if flushed {
             merge_if_due(index, false);

@@ -11,7 +11,7 @@
 
 use std::collections::VecDeque;
 
-use pg_corpus_core::bm25_index::{decode_pending, pending_postings, read_pending, Segment};
+use pg_corpus_core::bm25_index::{column_key, decode_pending, pending_postings, read_pending, Segment};
 use pg_corpus_core::postings::TermPostings;
 use pg_corpus_core::topk::{documents_in_all, next_page, rank_all, Hit, QueryTerm, Scoring};
 use pgrx::pg_sys;
@@ -30,7 +30,11 @@ struct ScanState {
     arg: Option<ScoringArg>,
     /// The conditions' scorings (`tsv OPERATOR(corpus.|||) scoring`, all of them to hold).
     conds: Vec<ScoringArg>,
-    /// A condition with a NULL scoring holds for no row.
+    /// Per condition on a further key column (`col = v`, `col = ANY(array)`), the keys its
+    /// values are held under ([`column_key`]): the ranking is restricted to rows holding one of
+    /// each condition's.
+    filters: Vec<Vec<Vec<u8>>>,
+    /// A condition with a NULL scoring or value holds for no row.
     none: bool,
     /// Per query key (by its position in the ordering, then in each condition), its parts'
     /// postings.
@@ -66,11 +70,13 @@ impl ScanState {
             return;
         }
         let ranked_alone = self.ranked_alone();
-        // every key read: the ordering's (its positions first), then each condition's
-        let mut keys: Vec<&str> = self.arg.iter().flat_map(|a| a.keys.iter().map(String::as_str)).collect();
+        // every key read: the ordering's (its positions first), then each condition's, then
+        // each further column's condition's
+        let mut keys: Vec<&[u8]> = self.arg.iter().flat_map(|a| a.keys.iter().map(String::as_bytes)).collect();
         if !ranked_alone {
-            keys.extend(self.conds.iter().flat_map(|c| c.keys.iter().map(String::as_str)));
+            keys.extend(self.conds.iter().flat_map(|c| c.keys.iter().map(String::as_bytes)));
         }
+        keys.extend(self.filters.iter().flatten().map(Vec::as_slice));
         // SAFETY: block 0 of this index, held shared while the pages it points to are read.
         let meta_buf = unsafe { Locked::new(index, META_BLOCK, false) };
         let meta = meta_buf.meta().or_raise();
@@ -78,7 +84,7 @@ impl ScanState {
         for re in &meta.segments {
             let seg = Segment::open(&mut src, *re).or_raise();
             for (i, key) in keys.iter().enumerate() {
-                let p = seg.postings(&mut src, key.as_bytes()).or_raise();
+                let p = seg.postings(&mut src, key).or_raise();
                 if !p.blocks.is_empty() {
                     self.parts.push((i, p));
                 }
@@ -87,7 +93,6 @@ impl ScanState {
         if meta.pending_docs > 0 {
             let (bytes, _) = read_pending(&mut src, &meta).or_raise();
             let rows = decode_pending(&bytes).or_raise();
-            let keys: Vec<&[u8]> = keys.iter().map(|k| k.as_bytes()).collect();
             for (i, p) in pending_postings(&rows, &keys).into_iter().enumerate() {
                 if !p.blocks.is_empty() {
                     self.parts.push((i, p));
@@ -103,6 +108,32 @@ impl ScanState {
         }
     }
 
+    /// The ordering's keys' parts with their factors, in query order.
+    fn terms(&self, arg: &ScoringArg) -> Vec<QueryTerm<'_>> {
+        let n_order = arg.keys.len();
+        self.parts
+            .iter()
+            .filter(|(i, _)| *i < n_order)
+            .map(|(i, p)| QueryTerm { factor: arg.weights[*i], postings: p })
+            .collect()
+    }
+
+    /// The parts of the keys at positions `range`.
+    fn lists(&self, range: std::ops::Range<usize>) -> Vec<&TermPostings> {
+        self.parts.iter().filter(|(i, _)| range.contains(i)).map(|(_, p)| p).collect()
+    }
+
+    /// Per further column's condition, the parts of its keys (read after the ordering's keys
+    /// and, from `first`, the conditions' read).
+    fn filter_lists(&self, mut first: usize) -> Vec<Vec<&TermPostings>> {
+        let mut groups = Vec::with_capacity(self.filters.len());
+        for f in &self.filters {
+            groups.push(self.lists(first..first + f.len()));
+            first += f.len();
+        }
+        groups
+    }
+
     /// The rows every condition holds for, each scored under the ordering (0 when it holds
     /// none of its keys, NULL for a NULL ordering), best first then by document: all of them
     /// at once.
@@ -111,20 +142,14 @@ impl ScanState {
         let mut lists = Vec::new();
         let mut first = n_order;
         for c in &self.conds {
-            let range = first..first + c.keys.len();
-            lists.push(self.parts.iter().filter(|(i, _)| range.contains(i)).map(|(_, p)| p).collect::<Vec<_>>());
-            first = range.end;
+            lists.push(self.lists(first..first + c.keys.len()));
+            first += c.keys.len();
         }
+        lists.extend(self.filter_lists(first));
         let docs = documents_in_all(&lists);
         let hits = match &self.arg {
             Some(arg) => {
-                let terms: Vec<QueryTerm<'_>> = self
-                    .parts
-                    .iter()
-                    .filter(|(i, _)| *i < n_order)
-                    .map(|(i, p)| QueryTerm { factor: arg.weights[*i], postings: p })
-                    .collect();
-                rank_all(&terms, &Scoring { avg_doc_len: arg.avg_doc_len, params: arg.params }, &docs)
+                rank_all(&self.terms(arg), &Scoring { avg_doc_len: arg.avg_doc_len, params: arg.params }, &docs)
             }
             None => docs.into_iter().map(|doc| Hit { doc, score: 0.0 }).collect(),
         };
@@ -135,10 +160,9 @@ impl ScanState {
     fn next(&mut self) -> Option<Hit> {
         if self.queue.is_empty() && !self.done {
             let arg = self.arg.as_ref()?;
-            let terms: Vec<QueryTerm<'_>> =
-                self.parts.iter().map(|(i, p)| QueryTerm { factor: arg.weights[*i], postings: p }).collect();
+            let filter = self.filter_lists(arg.keys.len());
             let scoring = Scoring { avg_doc_len: arg.avg_doc_len, params: arg.params };
-            let (hits, _) = next_page(&terms, &scoring, self.page, self.last);
+            let (hits, _) = next_page(&self.terms(arg), &filter, &scoring, self.page, self.last);
             self.done = hits.len() < self.page;
             self.last = hits.last().copied().or(self.last);
             self.queue.extend(hits);
@@ -170,6 +194,35 @@ unsafe fn count_index_scan(rel: pg_sys::Relation) {
         {
             (*info).counts.numscans += 1;
         }
+    }
+}
+
+/// The keys a condition on a further key column names: its value, or each non-NULL element
+/// of its array (`col = ANY(array)`).
+///
+/// # Safety
+/// `key` must be a non-NULL scan key on a text column of a corpus_bm25 index.
+unsafe fn column_keys(key: &pg_sys::ScanKeyData) -> Vec<Vec<u8>> {
+    unsafe {
+        let column = u8::try_from(key.sk_attno).unwrap_or(u8::MAX);
+        let text = |d: pg_sys::Datum| column_key(column, super::varlena(d));
+        if key.sk_flags & pg_sys::SK_SEARCHARRAY as i32 == 0 {
+            return vec![text(key.sk_argument)];
+        }
+        let array = pg_sys::pg_detoast_datum(key.sk_argument.cast_mut_ptr()) as *mut pg_sys::ArrayType;
+        let (mut elems, mut nulls, mut n) = (std::ptr::null_mut(), std::ptr::null_mut(), 0);
+        // text: a varlena, passed by reference, int-aligned
+        pg_sys::deconstruct_array(
+            array,
+            pg_sys::TEXTOID,
+            -1,
+            false,
+            b'i' as std::ffi::c_char,
+            &mut elems,
+            &mut nulls,
+            &mut n,
+        );
+        (0..usize::try_from(n).unwrap_or(0)).filter(|&i| !*nulls.add(i)).map(|i| text(*elems.add(i))).collect()
     }
 }
 
@@ -215,6 +268,8 @@ pub unsafe extern "C-unwind" fn amrescan(
             let key = &*(*scan).keyData.add(i);
             if key.sk_flags & pg_sys::SK_ISNULL as i32 != 0 {
                 st.none = true;
+            } else if key.sk_attno > 1 {
+                st.filters.push(column_keys(key));
             } else {
                 st.conds.push(ScoringArg::from_datum(key.sk_argument).or_raise());
             }

@@ -225,7 +225,20 @@ SELECT jsonb_build_object(
               JOIN pg_class ic ON ic.oid = x.indexrelid
               JOIN pg_am am ON am.oid = ic.relam
               JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = x.indkey[0]
-             WHERE x.indrelid = c.oid AND am.amname = 'corpus_bm25' AND x.indnatts = 1
+             WHERE x.indrelid = c.oid AND am.amname = 'corpus_bm25'
+               AND x.indpred IS NULL AND x.indexprs IS NULL
+               AND x.indisvalid AND x.indisready AND x.indislive), '[]'::jsonb),
+        'bm25_index_keys', COALESCE((
+            SELECT jsonb_agg(jsonb_build_object('column', a.attname::text, 'keys', COALESCE((
+                       SELECT jsonb_agg(ka.attname::text ORDER BY k.n)
+                         FROM unnest(x.indkey::int2[]) WITH ORDINALITY AS k(attnum, n)
+                         JOIN pg_attribute ka ON ka.attrelid = c.oid AND ka.attnum = k.attnum
+                        WHERE k.n > 1), '[]'::jsonb)) ORDER BY ic.relname)
+              FROM pg_index x
+              JOIN pg_class ic ON ic.oid = x.indexrelid
+              JOIN pg_am am ON am.oid = ic.relam
+              JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = x.indkey[0]
+             WHERE x.indrelid = c.oid AND am.amname = 'corpus_bm25' AND x.indnatts > 1
                AND x.indpred IS NULL AND x.indexprs IS NULL
                AND x.indisvalid AND x.indisready AND x.indislive), '[]'::jsonb),
         'columns', COALESCE((

@@ -721,6 +721,17 @@ fn block_header_at(bytes: &[u8]) -> Result<Option<(BlockMeta, usize, usize)>, Co
     Ok(Some((BlockMeta { first_doc, last_doc, count, staircase }, n, at)))
 }
 
+/// The key under which an index holds a row's value of a further key column (the index's
+/// column `column`, from 2): a zero byte, which no analysed term holds, the column's number,
+/// then the value's bytes. Its postings are the rows holding the value.
+pub fn column_key(column: u8, value: &[u8]) -> Vec<u8> {
+    let mut key = Vec::with_capacity(2 + value.len());
+    key.push(0);
+    key.push(column);
+    key.extend_from_slice(value);
+    key
+}
+
 /// A row of the pending list: its document, length and terms with their frequencies.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PendingDoc {

@@ -440,6 +440,12 @@ fn resolve_source(
         text: colref(Side::Item, item, &src.text_column, text_info)?,
         tsv: colref(Side::Item, item, &src.tsv_column, tsv_info)?,
         tsv_index: item.bm25_indexes.iter().any(|c| c == tsv_info.name.as_deref().unwrap_or(&src.tsv_column)),
+        tsv_index_keys: item
+            .bm25_index_keys
+            .iter()
+            .filter(|x| x.column == tsv_info.name.as_deref().unwrap_or(&src.tsv_column))
+            .map(|x| x.keys.clone())
+            .collect(),
         embedding: colref_unchecked(Side::Item, &src.embedding_column, emb_info),
         dimensions: emb_info.typmod,
         space: 0,

@@ -631,8 +631,14 @@ pub fn bm25_index_hint(src: &Source) -> String {
     format!(
         "The lexical branch scores every candidate row without a BM25 index: CREATE INDEX CONCURRENTLY ON {} USING corpus_bm25 ({});",
         qualified(&src.item.schema, &src.item.name),
-        ident(&src.tsv.column)
+        bm25_index_columns(src)
     )
+}
+
+/// The columns of the `corpus_bm25` index a source wants: its BM25 column, then the isolation
+/// columns the index can hold (its ranking is then of the corpus' rows alone), quoted.
+pub fn bm25_index_columns(src: &Source) -> String {
+    std::iter::once(src.tsv.column.as_str()).chain(src.isolation_index_keys()).map(ident).collect::<Vec<_>>().join(", ")
 }
 
 /// Judge a source's indexes: an ANN index on the embedding with the operator class of the
@@ -651,6 +657,10 @@ pub fn judge_indexes(corpus: &str, src: &Source, indexes: &[IndexInfo]) -> Check
         ann.iter().filter(|x| x.opclasses.first().is_some_and(|o| o == src.distance.opclass())).collect();
     let gin = lead(indexes, &src.tsv.column).any(|x| x.am == "gin");
     let bm25 = lead(indexes, &src.tsv.column).any(|x| x.am == "corpus_bm25");
+    let held = src.isolation_index_keys();
+    let bm25_isolation = !held.is_empty()
+        && lead(indexes, &src.tsv.column)
+            .any(|x| x.am == "corpus_bm25" && held.iter().all(|c| x.columns.iter().skip(1).any(|k| k == c)));
     let fk = lead(indexes, &src.parent_fk.column).next().is_some();
     // the lexical branch looks champion-list items up by id (and the final fetch, every hit)
     let id = lead(indexes, &src.id.column).next().is_some();
@@ -729,6 +739,7 @@ pub fn judge_indexes(corpus: &str, src: &Source, indexes: &[IndexInfo]) -> Check
     row.detail = json!({
         "ann_index": ann.first().map(|x| &x.name),
         "lexical_bm25_index": bm25,
+        "lexical_bm25_index_holds_isolation": bm25_isolation,
         "ann_opclass_expected": src.distance.opclass(),
         "lexical_gin_index": gin,
         "parent_key_index": fk,

@@ -78,9 +78,20 @@ impl Request {
 /// Whether source `idx`'s BM25 subplan ranks through its `corpus_bm25` index (on Citus, each
 /// shard through its own).
 pub(super) fn through_index(req: &Request, lex: &LexicalPlans, idx: usize, window: usize) -> bool {
+    let src = &req.corpus.sources[idx];
     req.config.bm25_index
-        && req.corpus.sources[idx].tsv_index
-        && lexical::ranks_through_index(lex.corpus.n_docs, lex.corpus_share, window)
+        && src.tsv_index
+        && (src.index_holds_isolation() || lexical::ranks_through_index(lex.corpus.n_docs, lex.corpus_share, window))
+}
+
+/// The share of the rows an index ranking of source `idx` returns that are in the corpus: all
+/// of them when the index holds the isolation columns.
+fn index_share(req: &Request, lex: &LexicalPlans, idx: usize) -> f64 {
+    if req.corpus.sources[idx].index_holds_isolation() {
+        1.0
+    } else {
+        lex.corpus_share
+    }
 }
 
 /// Every subplan of one round, in source order (semantic, then lexical, per source).
@@ -115,7 +126,7 @@ pub(super) fn subplans(
                             lex.corpus.avg_doc_len(),
                             lex.params,
                             window as i64,
-                            lexical::index_page(window, lex.corpus_share),
+                            lexical::index_page(window, index_share(req, lex, idx)),
                         ));
                         continue;
                     }

@@ -63,10 +63,22 @@ pub struct RelationInfo {
     #[serde(default)]
     pub distribution: Option<String>,
     pub columns: BTreeMap<String, ColumnInfo>,
-    /// Columns with a usable `corpus_bm25` index of their own (valid, not partial, on the column
-    /// alone); absent in older catalogs.
+    /// Columns with a usable `corpus_bm25` index (valid, not partial, first on the column);
+    /// absent in older catalogs.
     #[serde(default)]
     pub bm25_indexes: Vec<String>,
+    /// The usable `corpus_bm25` indexes with further key columns: their first column and the
+    /// others.
+    #[serde(default)]
+    pub bm25_index_keys: Vec<Bm25IndexKeys>,
+}
+
+/// A `corpus_bm25` index's first column (the BM25 column it ranks) and its further key columns
+/// (whose values restrict its ranking).
+#[derive(Debug, Clone, Deserialize)]
+pub struct Bm25IndexKeys {
+    pub column: String,
+    pub keys: Vec<String>,
 }
 
 impl RelationInfo {

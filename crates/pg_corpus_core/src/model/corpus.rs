@@ -143,6 +143,8 @@ pub struct Source {
     pub tsv: ColRef,
     /// The BM25 column has a `corpus_bm25` index: the lexical branch ranks through it.
     pub tsv_index: bool,
+    /// The further key columns of each `corpus_bm25` index of the BM25 column that has some.
+    pub tsv_index_keys: Vec<Vec<String>>,
     pub embedding: ColRef,
     pub dimensions: i32,
     /// Its embedding space: an index into [`Corpus::spaces`] (0: the default space).
@@ -186,6 +188,27 @@ impl Source {
     /// per-parent cap then counts one item per parent of this source.
     pub fn own_parent(&self) -> bool {
         self.parent_fk.side == Side::Item && self.parent_fk.column == self.id.column
+    }
+
+    /// The isolation columns a `corpus_bm25` index can hold as further key columns: the item
+    /// table's own, of type text, in the order the isolation names them.
+    pub fn isolation_index_keys(&self) -> Vec<&str> {
+        self.isolation
+            .iter()
+            .filter(|c| c.col.side == Side::Item && !c.col.is_array && c.col.cast_type == "text")
+            .map(|c| c.col.column.as_str())
+            .collect()
+    }
+
+    /// Whether a `corpus_bm25` index of the BM25 column holds every isolation column as a key
+    /// column: its ranking is then of the corpus' rows alone, however small a slice of the
+    /// table the corpus is.
+    pub fn index_holds_isolation(&self) -> bool {
+        let held = self.isolation_index_keys();
+        self.tsv_index
+            && !self.isolation.is_empty()
+            && held.len() == self.isolation.len()
+            && self.tsv_index_keys.iter().any(|keys| held.iter().all(|c| keys.iter().any(|k| k == c)))
     }
 
     /// Every column the definition uses.
