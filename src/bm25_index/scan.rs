@@ -36,6 +36,8 @@ struct ScanState {
     filters: Vec<Vec<Vec<u8>>>,
     /// A condition with a NULL scoring or value holds for no row.
     none: bool,
+    /// The documents the index holds (dead ones not yet vacuumed included).
+    docs: u64,
     /// Per query key (by its position in the ordering, then in each condition), its parts'
     /// postings.
     parts: Vec<(usize, TermPostings)>,
@@ -80,6 +82,7 @@ impl ScanState {
         // SAFETY: block 0 of this index, held shared while the pages it points to are read.
         let meta_buf = unsafe { Locked::new(index, META_BLOCK, false) };
         let meta = meta_buf.meta().or_raise();
+        self.docs = meta.docs();
         let mut src = IndexPages::new(index);
         for re in &meta.segments {
             let seg = Segment::open(&mut src, *re).or_raise();
@@ -124,11 +127,16 @@ impl ScanState {
     }
 
     /// Per further column's condition, the parts of its keys (read after the ordering's keys
-    /// and, from `first`, the conditions' read).
+    /// and, from `first`, the conditions' read); a condition every document holds (a row holds
+    /// one value of a column: its values' postings add up to the documents) restricts nothing
+    /// and is left out.
     fn filter_lists(&self, mut first: usize) -> Vec<Vec<&TermPostings>> {
         let mut groups = Vec::with_capacity(self.filters.len());
         for f in &self.filters {
-            groups.push(self.lists(first..first + f.len()));
+            let lists = self.lists(first..first + f.len());
+            if (lists.iter().map(|p| p.postings() as u64).sum::<u64>()) < self.docs {
+                groups.push(lists);
+            }
             first += f.len();
         }
         groups

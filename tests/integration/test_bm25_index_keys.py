@@ -88,7 +88,8 @@ def test_a_condition_on_the_key_column_alone_restricts_the_ranking(db):
     with db.transaction():
         db.execute("SET LOCAL enable_sort = off")
         db.execute("SET LOCAL enable_bitmapscan = off")
-        for values in (["hundredth"], ["hundredth", "tenth"], ["tenth", None], ["nosuchkind"], []):
+        for values in (["hundredth"], ["hundredth", "tenth"], ["tenth", None], ["nosuchkind"], [],
+                       ["half", "tenth", "hundredth", "other"]):
             cond = "kind = ANY(%s::text[])"
             plan = "\n".join(r[0] for r in db.execute("EXPLAIN " + ranked.format(cond=cond), [values]))
             assert "Index Scan using docs_bm25_kind" in plan and "Index Cond" in plan, plan
