@@ -156,11 +156,12 @@ def fresh_database(uri: str, dbname: str, extensions: Sequence[str] = ("vector",
     return conn
 
 
-def recreate_extension(conn: psycopg.Connection) -> None:
+def recreate_extension(conn: psycopg.Connection, rebuild: bool = True) -> None:
     """pg_corpus dropped and created again in a database that keeps its data (an installed build
     changed). Columns generated from its functions would be dropped with it, with their indexes:
     they become plain columns first, keeping their values and indexes. Indexes of the extension's
-    access method (corpus_bm25) go with it and are built again."""
+    access method (corpus_bm25) go with it and are built again (unless not `rebuild`: the caller
+    builds them)."""
     ranking = [r[0] for r in conn.execute(
         """SELECT pg_get_indexdef(i.indexrelid) FROM pg_index i
              JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am am ON am.oid = c.relam
@@ -177,7 +178,7 @@ def recreate_extension(conn: psycopg.Connection) -> None:
     # objects the extension created at run time (trigger functions) outlive it
     conn.execute("DROP SCHEMA IF EXISTS corpus CASCADE")
     conn.execute("CREATE EXTENSION pg_corpus")
-    for definition in ranking:
+    for definition in ranking if rebuild else []:
         conn.execute(definition)
 
 
