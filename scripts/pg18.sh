@@ -109,7 +109,7 @@ PG_CORPUS_TEST_DIR="$ROOT/.pgdata/test-pg18" "$ROOT/.venv/bin/python" -m pytest 
   tests/integration/test_side_tables.py tests/integration/test_worker_rights.py \
   tests/integration/test_trigger_robustness.py tests/integration/test_reembed.py \
   tests/integration/test_health.py tests/integration/test_standby.py tests/integration/test_upgrade.py \
-  tests/integration/test_docs.py tests/integration/test_bm25_index.py \
+  tests/integration/test_docs.py tests/integration/test_bm25_index.py tests/integration/test_bm25_index_keys.py \
   tests/integration/test_tune.py tests/integration/test_pages.py tests/integration/test_why_not.py \
   tests/integration/test_question_words.py tests/integration/test_typed_ids.py
 step "PostgreSQL 18: all passed"

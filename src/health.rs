@@ -289,7 +289,8 @@ fn source_checks(
             health::judge_bm25_damage(&mut ix, x, d);
         }
     }
-    out.push(health::judge_slice_index(ix, src, searchable, total, served));
+    let ix = health::judge_slice_index(ix, src, searchable, total, served);
+    out.push(health::judge_bm25_key_columns(ix, src, &indexes, searchable, total));
 
     // re-embed queue: counts of this corpus' items; ages and the trigger are per table
     let queue =

@@ -657,10 +657,8 @@ pub fn judge_indexes(corpus: &str, src: &Source, indexes: &[IndexInfo]) -> Check
         ann.iter().filter(|x| x.opclasses.first().is_some_and(|o| o == src.distance.opclass())).collect();
     let gin = lead(indexes, &src.tsv.column).any(|x| x.am == "gin");
     let bm25 = lead(indexes, &src.tsv.column).any(|x| x.am == "corpus_bm25");
-    let held = src.isolation_index_keys();
-    let bm25_isolation = !held.is_empty()
-        && lead(indexes, &src.tsv.column)
-            .any(|x| x.am == "corpus_bm25" && held.iter().all(|c| x.columns.iter().skip(1).any(|k| k == c)));
+    let bm25_isolation =
+        lead(indexes, &src.tsv.column).any(|x| x.am == "corpus_bm25" && src.isolation_held_by(&x.columns[1..]));
     let fk = lead(indexes, &src.parent_fk.column).next().is_some();
     // the lexical branch looks champion-list items up by id (and the final fetch, every hit)
     let id = lead(indexes, &src.id.column).next().is_some();
@@ -1567,6 +1565,52 @@ pub fn judge_slice_index(mut row: CheckRow, src: &Source, searchable: i64, table
     row
 }
 
+/// A corpus at most this share of its item table's rows wants a `corpus_bm25` index that holds
+/// its isolation columns: through an index on the BM25 column alone its ranking's first page is
+/// about window / share rows of the whole table.
+pub const BM25_KEY_COLUMNS_MAX_SHARE: f64 = 0.5;
+
+/// The `indexes` row with the lexical slice's verdict: a corpus that is a slice of its item
+/// table (at most [`BM25_KEY_COLUMNS_MAX_SHARE`] of `table_rows`) whose `corpus_bm25` index does
+/// not hold the isolation columns it could hold ([`Source::isolation_index_keys`]) warns with
+/// the index to build in its place.
+pub fn judge_bm25_key_columns(
+    mut row: CheckRow,
+    src: &Source,
+    indexes: &[IndexInfo],
+    searchable: i64,
+    table_rows: f64,
+) -> CheckRow {
+    let share = if table_rows > 0.0 { searchable as f64 / table_rows } else { 1.0 };
+    let holdable: Vec<String> = src.isolation_index_keys().into_iter().map(String::from).collect();
+    if !src.isolation_held_by(&holdable) || share > BM25_KEY_COLUMNS_MAX_SHARE {
+        return row;
+    }
+    let bm25: Vec<&IndexInfo> = indexes
+        .iter()
+        .filter(|x| {
+            x.valid && !x.partial && x.am == "corpus_bm25" && x.columns.first().is_some_and(|c| c == &src.tsv.column)
+        })
+        .collect();
+    // (without one, the missing index's hint already names the isolation columns)
+    if bm25.is_empty() || bm25.iter().any(|x| src.isolation_held_by(&x.columns[1..])) {
+        return row;
+    }
+    let old = if bm25[0].qualified.is_empty() { ident(&bm25[0].name) } else { bm25[0].qualified.clone() };
+    row.count += 1;
+    row.flag(
+        Status::Warn,
+        format!(
+            "The corpus is {:.1}% of {}: ranking through {old} reads the whole table's postings to find its rows; an index holding its isolation columns ranks its own rows: CREATE INDEX CONCURRENTLY ON {} USING corpus_bm25 ({}); DROP INDEX CONCURRENTLY {old};",
+            share * 100.0,
+            qualified(&src.item.schema, &src.item.name),
+            qualified(&src.item.schema, &src.item.name),
+            bm25_index_columns(src)
+        ),
+    );
+    row
+}
+
 /// Queued items older than this warn (no worker seems to run).
 pub const QUEUE_WAIT_WARN_SECONDS: i64 = 3600;
 
@@ -1737,6 +1781,57 @@ mod tests {
                 assert!(!carries_isolation(src, &p.sql, &other));
             }
         }
+    }
+
+    #[test]
+    fn a_slice_whose_bm25_index_lacks_its_isolation_column_is_told_the_index_that_holds_it() {
+        let bm25 = |name: &str, cols: &[&str]| IndexInfo {
+            name: name.into(),
+            am: "corpus_bm25".into(),
+            valid: true,
+            columns: cols.iter().map(|c| c.to_string()).collect(),
+            opclasses: vec!["bm25_tsvector_ops".into()],
+            partial: false,
+            qualified: format!("public.{name}"),
+            definition: String::new(),
+            oid: 0,
+        };
+        let judge = |src: &Source, indexes: &[IndexInfo], share: f64| {
+            let row = judge_indexes("x", src, indexes);
+            judge_bm25_key_columns(row, src, indexes, (share * 1000.0) as i64, 1000.0)
+        };
+        // the isolation column is the parent's only: no index of the item table can hold it
+        let legal = legal();
+        assert!(legal.sources[0].isolation_index_keys().is_empty());
+        let row = judge(&legal.sources[0], &[bm25("b", &["content_tsv"])], 0.1);
+        assert!(!row.hint.contains("DROP INDEX CONCURRENTLY public.b"), "{}", row.hint);
+        // the item table carries a copy of it: the index should hold the copy
+        let mut d = crate::testing::legal_def();
+        d["sources"][0]["item"]["columns"]["source_kind"] = d["sources"][0]["parent"]["columns"]["source_kind"].clone();
+        let c = crate::definition::resolve(&serde_json::from_value(d).unwrap()).unwrap();
+        let src = &c.sources[0];
+        assert_eq!(src.isolation_index_keys(), vec!["source_kind"]);
+        let row = judge(src, &[bm25("b", &["content_tsv"])], 0.1);
+        assert!(
+            row.hint.contains(
+                "CREATE INDEX CONCURRENTLY ON \"public\".\"precedent_chunks\" USING corpus_bm25 (\"content_tsv\", \"source_kind\"); DROP INDEX CONCURRENTLY public.b;"
+            ),
+            "{}",
+            row.hint
+        );
+        assert_eq!(row.detail["lexical_bm25_index_holds_isolation"], false);
+        // most of the table: the plain index ranks it as well
+        assert!(!judge(src, &[bm25("b", &["content_tsv"])], 0.9).hint.contains("DROP INDEX CONCURRENTLY public.b"));
+        // an index that holds it: nothing to say
+        let row = judge(src, &[bm25("b2", &["content_tsv", "source_kind"])], 0.1);
+        assert!(!row.hint.contains("corpus_bm25 ("), "{}", row.hint);
+        assert_eq!(row.detail["lexical_bm25_index_holds_isolation"], true);
+        // the planner's view: the index's key columns as the catalog lists them
+        let mut held = src.clone();
+        held.tsv_index = true;
+        assert!(!held.index_holds_isolation());
+        held.tsv_index_keys = vec![vec!["page_number".into()], vec!["source_kind".into()]];
+        assert!(held.index_holds_isolation());
     }
 
     #[test]

@@ -191,24 +191,40 @@ impl Source {
     }
 
     /// The isolation columns a `corpus_bm25` index can hold as further key columns: the item
-    /// table's own, of type text, in the order the isolation names them.
+    /// table's own (or its copies of the parent's), of type text, in the order the isolation
+    /// names them.
     pub fn isolation_index_keys(&self) -> Vec<&str> {
-        self.isolation
-            .iter()
-            .filter(|c| c.col.side == Side::Item && !c.col.is_array && c.col.cast_type == "text")
-            .map(|c| c.col.column.as_str())
-            .collect()
+        let mut keys: Vec<&str> = Vec::new();
+        for c in &self.isolation {
+            if c.col.side == Side::Item
+                && !c.col.is_array
+                && c.col.cast_type == "text"
+                && !keys.contains(&c.col.column.as_str())
+            {
+                keys.push(c.col.column.as_str());
+            }
+        }
+        keys
+    }
+
+    /// Whether an index with these further key columns holds every isolation column, on the
+    /// item table (a parent's isolation column counts when the item table carries a copy of it,
+    /// which the corpus predicate checks too): its ranking is then of the corpus' rows alone
+    /// (rows whose copy drifted from the parent's are refused after it).
+    pub fn isolation_held_by(&self, keys: &[String]) -> bool {
+        let held = self.isolation_index_keys();
+        !self.isolation.is_empty()
+            && self
+                .isolation
+                .iter()
+                .all(|c| held.contains(&c.col.column.as_str()) && keys.iter().any(|k| k == &c.col.column))
     }
 
     /// Whether a `corpus_bm25` index of the BM25 column holds every isolation column as a key
-    /// column: its ranking is then of the corpus' rows alone, however small a slice of the
-    /// table the corpus is.
+    /// column ([`Source::isolation_held_by`]): its ranking is then of the corpus' rows alone,
+    /// however small a slice of the table the corpus is.
     pub fn index_holds_isolation(&self) -> bool {
-        let held = self.isolation_index_keys();
-        self.tsv_index
-            && !self.isolation.is_empty()
-            && held.len() == self.isolation.len()
-            && self.tsv_index_keys.iter().any(|keys| held.iter().all(|c| keys.iter().any(|k| k == c)))
+        self.tsv_index && self.tsv_index_keys.iter().any(|keys| self.isolation_held_by(keys))
     }
 
     /// Every column the definition uses.
