@@ -36,8 +36,9 @@ struct ScanState {
     filters: Vec<Vec<Vec<u8>>>,
     /// A condition with a NULL scoring or value holds for no row.
     none: bool,
-    /// The documents the index holds (dead ones not yet vacuumed included).
-    docs: u64,
+    /// Per further column's condition, whether every document the index holds (dead ones not
+    /// yet vacuumed included) holds one of its keys: it restricts nothing.
+    everywhere: Vec<bool>,
     /// Per query key (by its position in the ordering, then in each condition), its parts'
     /// postings.
     parts: Vec<(usize, TermPostings)>,
@@ -78,30 +79,56 @@ impl ScanState {
         if !ranked_alone {
             keys.extend(self.conds.iter().flat_map(|c| c.keys.iter().map(String::as_bytes)));
         }
+        let ranked = keys.len();
+        // the further columns' keys, each with its condition
+        let group: Vec<usize> = self.filters.iter().enumerate().flat_map(|(g, f)| f.iter().map(move |_| g)).collect();
         keys.extend(self.filters.iter().flatten().map(Vec::as_slice));
         // SAFETY: block 0 of this index, held shared while the pages it points to are read.
         let meta_buf = unsafe { Locked::new(index, META_BLOCK, false) };
         let meta = meta_buf.meta().or_raise();
-        self.docs = meta.docs();
         let mut src = IndexPages::new(index);
+        // a further column's keys are first found in the dictionaries: a condition whose keys
+        // every document holds restricts nothing, and its postings (as long as the table) are
+        // not read
+        let mut held = vec![0u64; self.filters.len()];
+        let mut found = Vec::new();
         for re in &meta.segments {
             let seg = Segment::open(&mut src, *re).or_raise();
             for (i, key) in keys.iter().enumerate() {
-                let p = seg.postings(&mut src, key).or_raise();
-                if !p.blocks.is_empty() {
-                    self.parts.push((i, p));
+                if i < ranked {
+                    let p = seg.postings(&mut src, key).or_raise();
+                    if !p.blocks.is_empty() {
+                        self.parts.push((i, p));
+                    }
+                } else if let Some(e) = seg.entry(&mut src, key).or_raise() {
+                    held[group[i - ranked]] += e.df;
+                    found.push((i, seg.clone(), e));
                 }
             }
         }
+        let mut pending = Vec::new();
         if meta.pending_docs > 0 {
             let (bytes, _) = read_pending(&mut src, &meta).or_raise();
             let rows = decode_pending(&bytes).or_raise();
             for (i, p) in pending_postings(&rows, &keys).into_iter().enumerate() {
+                if i >= ranked {
+                    held[group[i - ranked]] += p.postings() as u64;
+                }
+                if !p.blocks.is_empty() {
+                    pending.push((i, p));
+                }
+            }
+        }
+        self.everywhere = held.iter().map(|&n| n >= meta.docs()).collect();
+        for (i, seg, e) in found {
+            if !self.everywhere[group[i - ranked]] {
+                let p = seg.read(&mut src, &e).or_raise();
                 if !p.blocks.is_empty() {
                     self.parts.push((i, p));
                 }
             }
         }
+        self.parts.extend(pending.into_iter().filter(|(i, _)| *i < ranked || !self.everywhere[group[*i - ranked]]));
         drop(meta_buf);
         // every part of a key together, keys in query order (the order scores are summed in)
         self.parts.sort_by_key(|(i, _)| *i);
@@ -128,14 +155,13 @@ impl ScanState {
 
     /// Per further column's condition, the parts of its keys (read after the ordering's keys
     /// and, from `first`, the conditions' read); a condition every document holds (a row holds
-    /// one value of a column: its values' postings add up to the documents) restricts nothing
+    /// one value of a column: its values' documents add up to the index's) restricts nothing
     /// and is left out.
     fn filter_lists(&self, mut first: usize) -> Vec<Vec<&TermPostings>> {
         let mut groups = Vec::with_capacity(self.filters.len());
-        for f in &self.filters {
-            let lists = self.lists(first..first + f.len());
-            if (lists.iter().map(|p| p.postings() as u64).sum::<u64>()) < self.docs {
-                groups.push(lists);
+        for (f, &everywhere) in self.filters.iter().zip(&self.everywhere) {
+            if !everywhere {
+                groups.push(self.lists(first..first + f.len()));
             }
             first += f.len();
         }

@@ -577,6 +577,11 @@ impl Segment {
         find_entry(&page.data, term)
     }
 
+    /// The postings a dictionary entry of this segment points to.
+    pub fn read(&self, src: &mut dyn PageSource, entry: &DictEntry) -> Result<TermPostings, CoreError> {
+        read_postings(src, entry)
+    }
+
     /// A term's postings (empty when the segment does not hold it).
     pub fn postings(&self, src: &mut dyn PageSource, term: &[u8]) -> Result<TermPostings, CoreError> {
         match self.entry(src, term)? {
