@@ -485,10 +485,20 @@ def write_raw(path: str | Path, obj: Any) -> Path:
     return path
 
 
-def git_commit() -> str:
-    res = subprocess.run(["git", "-C", str(ROOT), "describe", "--always", "--dirty"],
+def git_commit(outputs: tuple[str, ...] = ()) -> str:
+    """The code a run measured: the last commit that changed anything but `outputs` (the paths
+    the benchmark itself writes, relative to the repository), with -dirty when anything but them
+    differs from it. Committing a run's outputs, or a run that rewrites another size's, leaves it
+    the same."""
+    excluded = [f":(exclude){o}" for o in outputs]
+    res = subprocess.run(["git", "-C", str(ROOT), "log", "-1", "--format=%h", "--", ".", *excluded],
                          capture_output=True, text=True)
-    return res.stdout.strip() or "?"
+    commit = res.stdout.strip()
+    if not commit:
+        return "?"
+    changed = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no", "--",
+                              ".", *excluded], capture_output=True, text=True).stdout.strip()
+    return commit + ("-dirty" if changed else "")
 
 
 def installed_build(fmt: str = "%Y-%m-%d %H:%M:%S UTC") -> str:

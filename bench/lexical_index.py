@@ -698,7 +698,9 @@ def run(a) -> None:
             mach["extensions"] = dict(conn.execute(
                 "SELECT extname, extversion FROM pg_extension WHERE extname IN "
                 "('vector', 'pg_corpus', 'pg_textsearch')").fetchall())
-    entry = dict(when=h.now(), commit=h.git_commit(), per_length=a.per_length, rounds=a.rounds, warmup=a.warmup,
+    outputs = tuple(str(Path(x).resolve().relative_to(h.ROOT)) for x in (a.json, a.markdown, a.section, a.plot)
+                    if Path(x).resolve().is_relative_to(h.ROOT))
+    entry = dict(when=h.now(), commit=h.git_commit(outputs), per_length=a.per_length, rounds=a.rounds, warmup=a.warmup,
                  ts_rank_per_length=a.ts_rank_per_length,
                  insert_batch=a.insert_batch, params=data_params(a), build=build, inserts=ins,
                  queries=[{k: v for k, v in x.items() if k != "orq"} for x in queries],
