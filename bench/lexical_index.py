@@ -700,7 +700,8 @@ def run(a) -> None:
                 "('vector', 'pg_corpus', 'pg_textsearch')").fetchall())
     outputs = tuple(str(Path(x).resolve().relative_to(h.ROOT)) for x in (a.json, a.markdown, a.section, a.plot)
                     if Path(x).resolve().is_relative_to(h.ROOT))
-    entry = dict(when=h.now(), commit=h.git_commit(outputs), per_length=a.per_length, rounds=a.rounds, warmup=a.warmup,
+    mach["commit"] = h.git_commit(outputs)
+    entry = dict(when=h.now(), commit=mach["commit"], per_length=a.per_length, rounds=a.rounds, warmup=a.warmup,
                  ts_rank_per_length=a.ts_rank_per_length,
                  insert_batch=a.insert_batch, params=data_params(a), build=build, inserts=ins,
                  queries=[{k: v for k, v in x.items() if k != "orq"} for x in queries],
