@@ -259,6 +259,58 @@ def test_the_lexical_branch_ranks_through_each_shards_bm25_index(dbs, pgc):
     assert re.search(r"Index Scan using precedent_chunks_bm25_idx_\d+", plan), plan
 
 
+def test_a_bm25_index_with_a_key_column_ranks_each_shards_slice_as_a_single_node(dbs):
+    """A distributed table's corpus_bm25 index on (BM25 column, isolation column): every shard
+    carries it, each ranks only its own slice's rows, and the answers are the single node's."""
+    rng = np.random.default_rng(SEED)
+    vocab = [f"k{i}" for i in range(300)]
+    rows = [(i, "rare" if i % 20 == 0 else "common",
+             " ".join(vocab[min(int(300 ** rng.random()), 299)] for _ in range(int(rng.integers(3, 30)))))
+            for i in range(1, 3001)]
+    for name in ("single", "dist"):
+        conn = dbs[name]
+        conn.execute("""CREATE TABLE kdocs (id int PRIMARY KEY, kind text NOT NULL, body text NOT NULL,
+                            emb vector(2), body_bm25 tsvector
+                            GENERATED ALWAYS AS (corpus.bm25_document(body, 'simple')) STORED)""")
+        if name == "dist":
+            conn.execute("SELECT create_distributed_table('kdocs', 'id')")
+        with conn.cursor().copy("COPY kdocs (id, kind, body) FROM STDIN") as cp:
+            for row in rows:
+                cp.write_row(row)
+        conn.execute("CREATE INDEX kdocs_bm25 ON kdocs USING corpus_bm25 (body_bm25, kind)")
+        conn.execute("ANALYZE kdocs")
+        for kind in ("rare", "common"):
+            conn.execute("SELECT corpus.corpus_create(%s, isolation => jsonb_build_object('kind', %s::text))",
+                         [f"k_{kind}", kind])
+            conn.execute("""SELECT corpus.corpus_add_source(%s, 'kdocs', 'kdocs', text_column => 'body',
+                              tsv_column => 'body_bm25', embedding_column => 'emb', parent_fk => 'id',
+                              language => 'simple', min_length => 1)""", [f"k_{kind}"])
+    search = ("SELECT item_id, lexical_score FROM corpus.corpus_hybrid_search(%s, NULL, %s, k => 10, "
+              "mode => 'lexical', max_per_parent => 0)")
+    for q in ("k0 k1", "k3 k40 k200", "k2", "k7 k9 k11 k150 k299"):
+        for kind in ("rare", "common"):
+            want = dbs["single"].execute(search, [f"k_{kind}", q]).fetchall()
+            got = dbs["dist"].execute(search, [f"k_{kind}", q]).fetchall()
+            assert [r[0] for r in got] == [r[0] for r in want] and len(got) == 10, (kind, q, got, want)
+            assert all(math.isclose(a[1], b[1], rel_tol=1e-9) for a, b in zip(got, want)), (kind, q)
+            assert all(int(r[0]) % 20 == 0 for r in got) == (kind == "rare"), (kind, q)
+    conn = dbs["dist"]
+    sql, params, strategy = conn.execute(
+        "SELECT sql, params, strategy FROM corpus.corpus_explain('k_rare', NULL, 'k0 k1', mode => 'lexical')").fetchone()
+    assert strategy == "bm25_index", (strategy, sql)
+    body = "\n".join(line for line in sql.splitlines() if not line.startswith("SET LOCAL "))
+    body = re.sub(r"\$(\d+)", r"%(p\1)s", body.replace("%", "%%"))
+    values = {f"p{i + 1}": v for i, v in enumerate(params)}
+    with conn.transaction():
+        conn.execute("SET LOCAL citus.propagate_set_commands = 'local'")
+        conn.execute("SET LOCAL enable_sort = off")
+        conn.execute("SET LOCAL enable_bitmapscan = off")
+        plan = "\n".join(r[0] for r in conn.execute(f"EXPLAIN (ANALYZE, COSTS OFF) {body}", values, prepare=False))
+    assert re.search(r"Index Scan using kdocs_bm25_\d+", plan), plan
+    # the slice is the index's condition, not a filter after it
+    assert re.search(r"Index Cond: .*\bkind = ", plan) and not re.search(r"Filter: .*\bkind = ", plan), plan
+
+
 def test_the_health_check_names_a_node_whose_slot_copies_differ(dbs):
     conn, citus = dbs["dist"], dbs["citus"]
     with psycopg.connect(citus.dsn("pgc_citus", "worker2"), autocommit=True) as w:
