@@ -348,18 +348,31 @@ fn cursors<'a>(terms: &[QueryTerm<'a>], scoring: &Scoring) -> Vec<Cursor<'a>> {
 /// documents only, and it decodes a block only where a candidate lies.
 pub struct Filter<'a> {
     groups: Vec<Vec<Cursor<'a>>>,
+    /// The last answer: no document before it, from the last one asked on, is held.
+    held: Option<u64>,
 }
 
 impl<'a> Filter<'a> {
     /// None without groups (no restriction).
     pub fn new(groups: &[Vec<&'a TermPostings>]) -> Option<Filter<'a>> {
-        (!groups.is_empty())
-            .then(|| Filter { groups: groups.iter().map(|g| g.iter().map(|p| Cursor::plain(p)).collect()).collect() })
+        (!groups.is_empty()).then(|| Filter {
+            groups: groups.iter().map(|g| g.iter().map(|p| Cursor::plain(p)).collect()).collect(),
+            held: None,
+        })
     }
 
     /// The first document at or after `d` that every group holds (u64::MAX when none). Asked of
-    /// increasing documents only.
-    fn next(&mut self, mut d: u64, work: &mut Work) -> u64 {
+    /// increasing documents only: up to the last answer, it is the answer again.
+    fn next(&mut self, d: u64, work: &mut Work) -> u64 {
+        if let Some(h) = self.held.filter(|&h| d <= h) {
+            return h;
+        }
+        let h = self.find(d, work);
+        self.held = Some(h);
+        h
+    }
+
+    fn find(&mut self, mut d: u64, work: &mut Work) -> u64 {
         loop {
             let mut agreed = true;
             for g in &mut self.groups {
