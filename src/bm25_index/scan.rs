@@ -231,8 +231,8 @@ unsafe fn count_index_scan(rel: pg_sys::Relation) {
     }
 }
 
-/// The keys a condition on a further key column names: its value, or each non-NULL element
-/// of its array (`col = ANY(array)`).
+/// The keys a condition on a further key column names: its value, or each distinct non-NULL
+/// element of its array (`col = ANY(array)`).
 ///
 /// # Safety
 /// `key` must be a non-NULL scan key on a text column of a corpus_bm25 index.
@@ -256,7 +256,12 @@ unsafe fn column_keys(key: &pg_sys::ScanKeyData) -> Vec<Vec<u8>> {
             &mut nulls,
             &mut n,
         );
-        (0..usize::try_from(n).unwrap_or(0)).filter(|&i| !*nulls.add(i)).map(|i| text(*elems.add(i))).collect()
+        // each value once: a condition's documents are counted as the sum of its values'
+        let mut keys: Vec<Vec<u8>> =
+            (0..usize::try_from(n).unwrap_or(0)).filter(|&i| !*nulls.add(i)).map(|i| text(*elems.add(i))).collect();
+        keys.sort_unstable();
+        keys.dedup();
+        keys
     }
 }
 
