@@ -231,9 +231,10 @@ SELECT jsonb_build_object(
         'bm25_index_keys', COALESCE((
             SELECT jsonb_agg(jsonb_build_object('column', a.attname::text, 'keys', COALESCE((
                        SELECT jsonb_agg(ka.attname::text ORDER BY k.n)
-                         FROM unnest(x.indkey::int2[]) WITH ORDINALITY AS k(attnum, n)
+                         FROM unnest(x.indkey::int2[], x.indcollation::oid[]) WITH ORDINALITY
+                              AS k(attnum, coll, n)
                          JOIN pg_attribute ka ON ka.attrelid = c.oid AND ka.attnum = k.attnum
-                        WHERE k.n > 1), '[]'::jsonb)) ORDER BY ic.relname)
+                        WHERE k.n > 1 AND k.coll = ka.attcollation), '[]'::jsonb)) ORDER BY ic.relname)
               FROM pg_index x
               JOIN pg_class ic ON ic.oid = x.indexrelid
               JOIN pg_am am ON am.oid = ic.relam

@@ -1596,14 +1596,22 @@ pub fn judge_bm25_key_columns(
     if bm25.is_empty() || bm25.iter().any(|x| src.isolation_held_by(&x.columns[1..])) {
         return row;
     }
-    let old = if bm25[0].qualified.is_empty() { ident(&bm25[0].name) } else { bm25[0].qualified.clone() };
+    let name = |x: &IndexInfo| if x.qualified.is_empty() { ident(&x.name) } else { x.qualified.clone() };
+    // (an index with other key columns may serve another corpus: only one on the BM25 column
+    // alone is named to drop)
+    let drop = bm25
+        .iter()
+        .find(|x| x.columns.len() == 1)
+        .map(|x| format!(" DROP INDEX CONCURRENTLY {};", name(x)))
+        .unwrap_or_default();
     row.count += 1;
     row.flag(
         Status::Warn,
         format!(
-            "The corpus is {:.1}% of {}: ranking through {old} reads the whole table's postings to find its rows; an index holding its isolation columns ranks its own rows: CREATE INDEX CONCURRENTLY ON {} USING corpus_bm25 ({}); DROP INDEX CONCURRENTLY {old};",
+            "The corpus is {:.1}% of {}: ranking through {} reads the whole table's postings to find its rows; an index holding its isolation columns ranks its own rows: CREATE INDEX CONCURRENTLY ON {} USING corpus_bm25 ({});{drop}",
             share * 100.0,
             qualified(&src.item.schema, &src.item.name),
+            name(bm25[0]),
             qualified(&src.item.schema, &src.item.name),
             bm25_index_columns(src)
         ),
@@ -1822,6 +1830,10 @@ mod tests {
         assert_eq!(row.detail["lexical_bm25_index_holds_isolation"], false);
         // most of the table: the plain index ranks it as well
         assert!(!judge(src, &[bm25("b", &["content_tsv"])], 0.9).hint.contains("DROP INDEX CONCURRENTLY public.b"));
+        // another key column's index (another corpus'): the new index is named, none to drop
+        let row = judge(src, &[bm25("t", &["content_tsv", "page_number"])], 0.1);
+        assert!(row.hint.contains("USING corpus_bm25 (\"content_tsv\", \"source_kind\");"), "{}", row.hint);
+        assert!(!row.hint.contains("DROP INDEX"), "{}", row.hint);
         // an index that holds it: nothing to say
         let row = judge(src, &[bm25("b2", &["content_tsv", "source_kind"])], 0.1);
         assert!(!row.hint.contains("corpus_bm25 ("), "{}", row.hint);

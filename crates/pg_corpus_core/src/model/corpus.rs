@@ -209,15 +209,17 @@ impl Source {
 
     /// Whether an index with these further key columns holds every isolation column, on the
     /// item table (a parent's isolation column counts when the item table carries a copy of it,
-    /// which the corpus predicate checks too): its ranking is then of the corpus' rows alone
-    /// (rows whose copy drifted from the parent's are refused after it).
+    /// which the corpus predicate checks too), each of one value: its ranking is then of the
+    /// corpus' rows alone (rows whose copy drifted from the parent's are refused after it).
+    /// PostgreSQL before 17 never makes `col = ANY(array)` on an index's later column a
+    /// condition of an ordered index scan, so an isolation of several values is left to the
+    /// executor's check after the ranking, as without the key column.
     pub fn isolation_held_by(&self, keys: &[String]) -> bool {
         let held = self.isolation_index_keys();
         !self.isolation.is_empty()
-            && self
-                .isolation
-                .iter()
-                .all(|c| held.contains(&c.col.column.as_str()) && keys.iter().any(|k| k == &c.col.column))
+            && self.isolation.iter().all(|c| {
+                c.values.len() == 1 && held.contains(&c.col.column.as_str()) && keys.iter().any(|k| k == &c.col.column)
+            })
     }
 
     /// Whether a `corpus_bm25` index of the BM25 column holds every isolation column as a key
