@@ -63,6 +63,26 @@ def test_every_slice_ranks_through_the_index_as_the_exhaustive_scorer(db, data):
         assert strategy(db, corpus, data[1][0]) == "bm25_index", corpus
 
 
+def test_an_isolation_of_several_values_ranks_as_the_exhaustive_scorer(db, data):
+    """kind = ANY(...) is an index condition of the ordered scan from PostgreSQL 17 on, a filter
+    after it before: the answers are the exhaustive ones either way."""
+    db.execute("SELECT corpus.corpus_create('two_kinds', isolation => '{\"kind\": [\"tenth\", \"hundredth\"]}')")
+    db.execute("""SELECT corpus.corpus_add_source('two_kinds', 'docs', 'docs', text_column => 'body',
+                    embedding_column => 'emb', tsv_column => 'body_bm25', language => 'simple',
+                    parent_fk => 'grp', min_length => 1)""")
+    try:
+        assert strategy(db, "two_kinds", data[1][0]) == "bm25_index"
+        for text in data[1][60:100]:
+            for k in (10, 40):
+                got = lexical(db, "two_kinds", text, k)
+                assert got == exhaustive(db, "two_kinds", text, k), (text, k)
+                kinds = {r[0] for r in db.execute("SELECT kind FROM docs WHERE id::text = ANY(%s)",
+                                                  [[g[0] for g in got]])}
+                assert kinds <= {"tenth", "hundredth"}, kinds
+    finally:
+        db.execute("SELECT corpus.corpus_drop('two_kinds')")
+
+
 def test_the_slice_is_an_index_condition_and_the_page_fits_the_window(db, data):
     for corpus, share in KINDS:
         node = index_scan(db, corpus, "w3 w17 w250")
