@@ -225,14 +225,9 @@ pub fn champion_lists(
             .first()
             .get_two::<i64, f64>()?;
         let documents = u64::try_from(documents.unwrap_or(0)).unwrap_or(0);
-        if corpus.sources[idx].index_holds_isolation()
-            || !pg_corpus_core::lexical::wants_champion_lists(
-                corpus.sources[idx].tsv_index,
-                documents,
-                &table_rows,
-                max_window,
-            )
-        {
+        let src = &corpus.sources[idx];
+        let share = src.index_share(pg_corpus_core::lexical::corpus_share(documents, &table_rows));
+        if !pg_corpus_core::lexical::wants_champion_lists(src.tsv_index, documents, share, max_window) {
             return Ok(Vec::new());
         }
         let avgdl = avgdl.unwrap_or(1.0);

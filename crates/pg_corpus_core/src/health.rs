@@ -1844,6 +1844,7 @@ mod tests {
         assert!(!held.index_holds_isolation());
         held.tsv_index_keys = vec![vec!["page_number".into()], vec!["source_kind".into()]];
         assert!(held.index_holds_isolation());
+        assert_eq!((held.index_share(0.05), src.index_share(0.05)), (1.0, 0.05));
     }
 
     #[test]

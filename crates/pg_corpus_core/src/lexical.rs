@@ -385,8 +385,8 @@ pub fn ranks_through_index(documents: u64, corpus_share: f64, window: usize) -> 
 /// since such a search never reads them. A corpus whose tables were never analysed gets them
 /// (its share of the tables is unknown). A search with the index turned off finds the common
 /// keys of a source without lists through its GIN index: the same answer, more rows scored.
-pub fn wants_champion_lists(tsv_index: bool, documents: u64, table_rows: &[f64], max_window: usize) -> bool {
-    let share = corpus_share(documents, table_rows);
+/// `share` is the corpus' share of the rows the index ranks ([`crate::model::Source::index_share`]).
+pub fn wants_champion_lists(tsv_index: bool, documents: u64, share: f64, max_window: usize) -> bool {
     !(tsv_index && share > 0.0 && ranks_through_index(documents, share, max_window))
 }
 
@@ -462,16 +462,19 @@ mod tests {
     #[test]
     fn champion_lists_are_built_unless_every_window_ranks_through_the_index() {
         // a whole table of 100,000 rows: every window up to 10,000 goes through its index
-        assert!(!wants_champion_lists(true, 100_000, &[100_000.0], 10_000));
-        assert!(wants_champion_lists(false, 100_000, &[100_000.0], 10_000), "no index");
+        assert!(!wants_champion_lists(true, 100_000, corpus_share(100_000, &[100_000.0]), 10_000));
+        assert!(wants_champion_lists(false, 100_000, corpus_share(100_000, &[100_000.0]), 10_000), "no index");
         // a 5% slice: its default window ranks through the index, a wider one scores candidates
         assert!(ranks_through_index(5_000, 0.05, 40));
-        assert!(wants_champion_lists(true, 5_000, &[100_000.0], 10_000));
-        assert!(!wants_champion_lists(true, 5_000, &[100_000.0], 250));
+        assert!(wants_champion_lists(true, 5_000, corpus_share(5_000, &[100_000.0]), 10_000));
+        assert!(!wants_champion_lists(true, 5_000, corpus_share(5_000, &[100_000.0]), 250));
+        // the same slice under an index that holds its isolation ranks as a table of its own
+        assert!(!ranks_through_index(5_000, 0.05, 1_000) && ranks_through_index(5_000, 1.0, 1_000));
+        assert!(!wants_champion_lists(true, 5_000, 1.0, 5_000));
         // two sources' tables; a table never analysed
-        assert!(!wants_champion_lists(true, 90_000, &[50_000.0, 50_000.0], 10_000));
-        assert!(wants_champion_lists(true, 90_000, &[50_000.0, -1.0], 10_000));
-        assert!(wants_champion_lists(true, 0, &[0.0], 10_000));
+        assert!(!wants_champion_lists(true, 90_000, corpus_share(90_000, &[50_000.0, 50_000.0]), 10_000));
+        assert!(wants_champion_lists(true, 90_000, corpus_share(90_000, &[50_000.0, -1.0]), 10_000));
+        assert!(wants_champion_lists(true, 0, corpus_share(0, &[0.0]), 10_000));
     }
 
     #[test]

@@ -81,17 +81,7 @@ pub(super) fn through_index(req: &Request, lex: &LexicalPlans, idx: usize, windo
     let src = &req.corpus.sources[idx];
     req.config.bm25_index
         && src.tsv_index
-        && (src.index_holds_isolation() || lexical::ranks_through_index(lex.corpus.n_docs, lex.corpus_share, window))
-}
-
-/// The share of the rows an index ranking of source `idx` returns that are in the corpus: all
-/// of them when the index holds the isolation columns.
-fn index_share(req: &Request, lex: &LexicalPlans, idx: usize) -> f64 {
-    if req.corpus.sources[idx].index_holds_isolation() {
-        1.0
-    } else {
-        lex.corpus_share
-    }
+        && lexical::ranks_through_index(lex.corpus.n_docs, src.index_share(lex.corpus_share), window)
 }
 
 /// Every subplan of one round, in source order (semantic, then lexical, per source).
@@ -126,7 +116,7 @@ pub(super) fn subplans(
                             lex.corpus.avg_doc_len(),
                             lex.params,
                             window as i64,
-                            lexical::index_page(window, index_share(req, lex, idx)),
+                            lexical::index_page(window, req.corpus.sources[idx].index_share(lex.corpus_share)),
                         ));
                         continue;
                     }

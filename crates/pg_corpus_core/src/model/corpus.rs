@@ -229,6 +229,16 @@ impl Source {
         self.tsv_index && self.tsv_index_keys.iter().any(|keys| self.isolation_held_by(keys))
     }
 
+    /// The share of the rows its `corpus_bm25` index ranks that are in a corpus which is
+    /// `corpus_share` of the table: all of them when the index holds the isolation columns.
+    pub fn index_share(&self, corpus_share: f64) -> f64 {
+        if self.index_holds_isolation() {
+            1.0
+        } else {
+            corpus_share
+        }
+    }
+
     /// Every column the definition uses.
     pub fn columns(&self) -> Vec<&ColRef> {
         let mut cols = vec![&self.id, &self.text, &self.tsv, &self.embedding, &self.parent_fk];
