@@ -7,9 +7,11 @@ plan shared by corpora of different sizes read every item of a large table for a
 internal_decisions (the same statements, another isolation value).
 
 auto_explain (with client_min_messages = log) shows every nested statement's plan to the
-client: a custom plan carries the values, a generic one `$n` parameters. The session asks for
-generic plans (plan_cache_mode = force_generic_plan), which is what the plan cache would choose
-by itself when the generic plan looks cheaper than the custom ones it made so far.
+client: a custom plan carries the values, a generic one `$n` parameters (a ranking through
+the corpus_bm25 index, whose one plan serves every slice, is checked for that plan instead).
+The session asks for generic plans (plan_cache_mode = force_generic_plan), which is what the
+plan cache would choose by itself when the generic plan looks cheaper than the custom ones it
+made so far.
 """
 import re
 
@@ -60,6 +62,16 @@ def test_subplans_are_planned_with_their_values_after_many_runs(db, pgc, mode, c
     assert len(subplans) >= (2 if mode != "hybrid" else 4), plans
     for p in subplans:
         lines = [l for l in p.splitlines() if re.search(r"(Filter|Cond):", l)]
+        if "OPERATOR(corpus.<@>)" in p:
+            # a ranking through the corpus_bm25 index has one plan for every slice (sorting
+            # off): the index's order, the parents looked up by key in a nested loop
+            steps = [l.strip() for l in p.splitlines() if "->" in l or l.startswith("Limit")]
+            assert any("Nested Loop" in l for l in steps), p
+            assert any(re.search(r"Index Scan using \w+_bm25_idx", l) for l in steps), p
+            assert not any(re.match(r"(-> +)?Sort\b", l) for l in steps), p
+            # kept, not planned again: the generic plan, its isolation value a parameter
+            assert any(re.search(r"source_kind = \$\d+", l) for l in lines), p
+            continue
         assert not any(re.search(r"source_kind = \$\d+", l) for l in lines), \
             f"a subplan was planned without its isolation value:\n{p}"
         assert any("internal_committee" in l for l in lines), f"the value is in the plan:\n{p}"
