@@ -565,7 +565,9 @@ PART_PATTERNS = [            # (part, pattern of the nested statement's text), f
     ("stats_lookup", re.compile(r"FROM corpus\.lexical_stats")),
     ("reltuples", re.compile(r"pg_catalog\.pg_class")),
     ("fetch", re.compile(r"AS locator")),
-    ("subplan", re.compile(r"_bm25_score|ts_rank_cd|OPERATOR\(\"public\"\.<=>\)")),
+    ("subplan", re.compile(r"_bm25_score|ts_rank_cd|OPERATOR\(\"public\"\.<=>\)"
+                           r"|OPERATOR\(corpus\.<@>\)")),
+    ("queue_lookup", re.compile(r"FROM corpus\.embedding_queue AS eq|corpus\._item_queued\(")),
 ]
 
 
