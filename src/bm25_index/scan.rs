@@ -11,7 +11,9 @@
 
 use std::collections::VecDeque;
 
-use pg_corpus_core::bm25_index::{column_key, decode_pending, pending_postings, read_pending, Segment};
+use pg_corpus_core::bm25_index::{
+    column_key, column_value_digested, decode_pending, pending_postings, read_pending, Segment,
+};
 use pg_corpus_core::postings::TermPostings;
 use pg_corpus_core::topk::{documents_in_all, next_page, rank_all, Hit, QueryTerm, Scoring};
 use pgrx::pg_sys;
@@ -36,6 +38,9 @@ struct ScanState {
     filters: Vec<Vec<Vec<u8>>>,
     /// A condition with a NULL scoring or value holds for no row.
     none: bool,
+    /// A condition names a value held under a digest ([`column_key`]), which other values
+    /// may share: the executor rechecks the conditions on each row.
+    recheck: bool,
     /// Per further column's condition, whether every document the index holds (dead ones not
     /// yet vacuumed included) holds one of its keys: it restricts nothing.
     everywhere: Vec<bool>,
@@ -236,10 +241,14 @@ unsafe fn count_index_scan(rel: pg_sys::Relation) {
 ///
 /// # Safety
 /// `key` must be a non-NULL scan key on a text column of a corpus_bm25 index.
-unsafe fn column_keys(key: &pg_sys::ScanKeyData) -> Vec<Vec<u8>> {
+unsafe fn column_keys(key: &pg_sys::ScanKeyData, digested: &mut bool) -> Vec<Vec<u8>> {
     unsafe {
         let column = u8::try_from(key.sk_attno).unwrap_or(u8::MAX);
-        let text = |d: pg_sys::Datum| column_key(column, super::varlena(d));
+        let mut text = |d: pg_sys::Datum| {
+            let value = super::varlena(d);
+            *digested |= column_value_digested(value);
+            column_key(column, value)
+        };
         if key.sk_flags & pg_sys::SK_SEARCHARRAY as i32 == 0 {
             return vec![text(key.sk_argument)];
         }
@@ -308,7 +317,7 @@ pub unsafe extern "C-unwind" fn amrescan(
             if key.sk_flags & pg_sys::SK_ISNULL as i32 != 0 {
                 st.none = true;
             } else if key.sk_attno > 1 {
-                st.filters.push(column_keys(key));
+                st.filters.push(column_keys(key, &mut st.recheck));
             } else {
                 st.conds.push(ScoringArg::from_datum(key.sk_argument).or_raise());
             }
@@ -336,7 +345,7 @@ pub unsafe extern "C-unwind" fn amgettuple(scan: pg_sys::IndexScanDesc, _dir: pg
         }
         let Some(hit) = st.next() else { return false };
         (*scan).xs_heaptid = tid_of(hit.doc);
-        (*scan).xs_recheck = false;
+        (*scan).xs_recheck = st.recheck;
         // The ranking is by the first ordering alone. Further orderings (ORDER BY tsv <@> s1,
         // tsv <@> s2) get their lower bound, −∞, and the executor computes them and reorders
         // the rows the first one ties.

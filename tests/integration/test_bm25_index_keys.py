@@ -174,6 +174,48 @@ def test_writes_that_move_a_row_between_slices_are_seen(db, cluster):
 N_BASE = 500_000
 
 
+def test_key_values_too_long_for_a_page_are_held_and_rechecked(cluster):
+    """A key column's value longer than a page holds is held under a digest: writes past the
+    pending list, VACUUM, the check and REINDEX go on, and a condition naming such a value
+    returns exactly its rows (the executor rechecks rows found through a digest)."""
+    conn = cluster.create_db("pg_corpus_bm25_index_long_keys")
+    conn.execute("CREATE TABLE t (id int PRIMARY KEY, kind text, tsv tsvector)")
+    conn.execute("CREATE INDEX t_bm25 ON t USING corpus_bm25 (tsv, kind)")
+    long1, long2, long3 = "k" * 9000, "k" * 8999 + "j", "x" * 1025
+    with pytest.raises(psycopg.errors.QueryCanceled):
+        with conn.transaction():
+            conn.execute("INSERT INTO t VALUES (0, %s, 'foo:1')", [long1])
+            raise psycopg.errors.QueryCanceled("roll back")
+    kinds = ["a", long1, long2, long3, "b", "k" * 1024]
+    with conn.cursor().copy("COPY t (id, kind, tsv) FROM STDIN") as cp:
+        for i in range(1, 4001):   # past the pending list: segments written and merged
+            cp.write_row((i, kinds[i % len(kinds)], f"foo:1 bar:{1 + i % 3} w{i % 50}:1"))
+    conn.execute("DELETE FROM t WHERE id % 7 = 0")
+    conn.execute("VACUUM t")
+    documents, heap_rows = conn.execute(
+        "SELECT documents, heap_rows FROM corpus.bm25_index_check('t_bm25', heapallindexed => true)").fetchone()
+    assert documents == heap_rows == conn.execute("SELECT count(*) FROM t").fetchone()[0]
+    scoring = "ROW('{foo,bar,w3}', '{1,2,3}', 3, 1.2, 0.75, 10)::corpus.bm25_scoring"
+    query = f"""SELECT id, kind FROM t WHERE kind = ANY(%s::text[]) AND tsv OPERATOR(corpus.|||) {scoring}
+                 ORDER BY tsv OPERATOR(corpus.<@>) {scoring}, id LIMIT 200"""
+    for values in ([long1], [long2], [long3], ["k" * 1024], [long1, long3], ["k" * 9001], ["a", long2]):
+        with conn.transaction():
+            conn.execute("SET LOCAL enable_sort = off")
+            plan = "\n".join(r[0] for r in conn.execute("EXPLAIN " + query, [values]))
+            assert "Index Scan using t_bm25" in plan and "Index Cond" in plan, plan
+            got = conn.execute(query, [values]).fetchall()
+        with conn.transaction():
+            conn.execute("SET LOCAL enable_indexscan = off")
+            conn.execute("SET LOCAL enable_bitmapscan = off")
+            want = conn.execute(query, [values]).fetchall()
+        assert got == want, [len(v) for v in values]
+        assert {k for _, k in got} <= set(values)
+        assert (len(got) > 0) == any(v in kinds for v in values)
+    conn.execute("REINDEX INDEX t_bm25")
+    conn.execute("CREATE INDEX t_bm25_again ON t USING corpus_bm25 (tsv, kind)")
+    conn.execute("SELECT corpus.bm25_index_check('t_bm25_again', heapallindexed => true)")
+
+
 def test_columns_the_index_cannot_hold_are_refused(db, cluster):
     with pytest.raises(psycopg.errors.FeatureNotSupported) as e:
         db.execute("CREATE INDEX ON docs USING corpus_bm25 (kind, body_bm25)")

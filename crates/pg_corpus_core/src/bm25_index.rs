@@ -25,7 +25,7 @@ use crate::{CoreError, SqlState};
 pub const NO_PAGE: u32 = u32::MAX;
 
 /// The format version written in the metapage.
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 3;
 
 const MAGIC: u32 = 0x4243_5042; // "BPCB"
 
@@ -726,15 +726,41 @@ fn block_header_at(bytes: &[u8]) -> Result<Option<(BlockMeta, usize, usize)>, Co
     Ok(Some((BlockMeta { first_doc, last_doc, count, staircase }, n, at)))
 }
 
+/// The longest value of a further key column an index holds as its bytes (a term must fit on
+/// a page; keys this short keep dictionary pages dense); a longer one is held under a digest
+/// of them ([`column_key`]), and a scan naming it rechecks its rows.
+pub const MAX_KEY_VALUE_BYTES: usize = 1024;
+
 /// The key under which an index holds a row's value of a further key column (the index's
 /// column `column`, from 2): a zero byte, which no analysed term holds, the column's number,
-/// then the value's bytes. Its postings are the rows holding the value.
+/// then the value's bytes. A value longer than [`MAX_KEY_VALUE_BYTES`] is held as a zero byte,
+/// which no text holds, and a digest of its bytes and length:
+/// values of one digest share its postings, so those rows are rechecked. A key's postings are
+/// the rows holding the value.
 pub fn column_key(column: u8, value: &[u8]) -> Vec<u8> {
-    let mut key = Vec::with_capacity(2 + value.len());
+    let mut key = Vec::with_capacity(2 + value.len().min(MAX_KEY_VALUE_BYTES + 1));
     key.push(0);
     key.push(column);
-    key.extend_from_slice(value);
+    if value.len() <= MAX_KEY_VALUE_BYTES {
+        key.extend_from_slice(value);
+    } else {
+        key.push(0);
+        key.extend_from_slice(&fnv1a(value, 0xcbf2_9ce4_8422_2325).to_le_bytes());
+        key.extend_from_slice(&fnv1a(value, 0x6c62_272e_07bb_0142).to_le_bytes());
+        key.extend_from_slice(&(value.len() as u64).to_le_bytes());
+    }
     key
+}
+
+/// Whether a key column's value is held under a digest ([`column_key`]): rows found through
+/// it must be rechecked.
+pub fn column_value_digested(value: &[u8]) -> bool {
+    value.len() > MAX_KEY_VALUE_BYTES
+}
+
+/// 64-bit FNV-1a of `bytes` from `basis`: fixed across platforms and releases (it is stored).
+fn fnv1a(bytes: &[u8], basis: u64) -> u64 {
+    bytes.iter().fold(basis, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3))
 }
 
 /// A row of the pending list: its document, length and terms with their frequencies.
@@ -982,6 +1008,29 @@ mod tests {
 
     /// Rows as (document, its terms as (term number, frequency), length).
     type Rows = Vec<(u64, Vec<(u8, u32)>, u32)>;
+
+    #[test]
+    fn a_long_key_value_is_held_under_a_short_digest_no_short_value_shares() {
+        let short = vec![b'k'; MAX_KEY_VALUE_BYTES];
+        assert_eq!(column_key(2, &short)[2..], short[..]);
+        assert!(!column_value_digested(&short));
+        let mut long = vec![b'k'; MAX_KEY_VALUE_BYTES + 1];
+        let key = column_key(2, &long);
+        assert!(column_value_digested(&long));
+        assert_eq!(key.len(), 3 + 24);
+        assert_eq!(&key[..3], &[0, 2, 0]);
+        // deterministic, and apart for another byte, length or column
+        assert_eq!(key, column_key(2, &long));
+        assert_ne!(key, column_key(3, &long));
+        let mut longer = long.clone();
+        longer.push(b'k');
+        assert_ne!(key, column_key(2, &longer));
+        long[0] = b'j';
+        assert_ne!(key, column_key(2, &long));
+        // a text holds no zero byte, so no value of at most the limit has a digest's key
+        let t = String::from_utf8(vec![b'a'; 40]).unwrap();
+        assert_ne!(column_key(2, t.as_bytes())[2], 0);
+    }
 
     fn terms_of(docs: &Rows) -> (BTreeMap<Vec<u8>, TermPostings>, Vec<u64>) {
         let pending: Vec<PendingDoc> = docs
