@@ -157,6 +157,62 @@ unsafe extern "C-unwind" fn heap_callback(
     }
 }
 
+/// The access method of a relation, from the catalog cache (no lock taken).
+///
+/// # Safety
+/// Inside a transaction.
+unsafe fn relation_am(oid: pg_sys::Oid) -> pg_sys::Oid {
+    unsafe {
+        let tuple =
+            pg_sys::SearchSysCache1(pg_sys::SysCacheIdentifier::RELOID as i32, oid.into_datum().expect("an oid datum"));
+        if tuple.is_null() {
+            return pg_sys::InvalidOid;
+        }
+        let am = (*pg_sys::heap_tuple_get_struct::<pg_sys::FormData_pg_class>(tuple)).relam;
+        pg_sys::ReleaseSysCache(tuple);
+        am
+    }
+}
+
+/// Whether the current role owns a relation (is a member of its owner's role, or a superuser).
+///
+/// # Safety
+/// Inside a transaction.
+unsafe fn owns_relation(oid: pg_sys::Oid) -> bool {
+    unsafe {
+        #[cfg(feature = "pg15")]
+        {
+            pg_sys::pg_class_ownercheck(oid, pg_sys::GetUserId())
+        }
+        #[cfg(not(feature = "pg15"))]
+        {
+            pg_sys::object_ownercheck(pg_sys::RelationRelationId, oid, pg_sys::GetUserId())
+        }
+    }
+}
+
+/// A relation's schema-qualified, quoted name for a message (empty parts for a relation that
+/// went meanwhile).
+///
+/// # Safety
+/// Inside a transaction.
+unsafe fn qualified_name(oid: pg_sys::Oid) -> String {
+    let text = |p: *const std::ffi::c_char| {
+        if p.is_null() {
+            String::new()
+        } else {
+            // SAFETY: a NUL-terminated name from the catalog cache
+            unsafe { std::ffi::CStr::from_ptr(p) }.to_string_lossy().into_owned()
+        }
+    };
+    unsafe {
+        pg_corpus_core::sql::qualified(
+            &text(pg_sys::get_namespace_name(pg_sys::get_rel_namespace(oid))),
+            &text(pg_sys::get_rel_name(oid)),
+        )
+    }
+}
+
 /// Check a corpus_bm25 index (see the module's description).
 #[pg_extern(volatile, parallel_unsafe)]
 fn bm25_index_check(
@@ -186,20 +242,12 @@ fn bm25_index_check(
                 "Pass a corpus_bm25 index, e.g. 'my_table_body_bm25_idx'::regclass.",
             ));
         }
-        if pg_sys::pg_class_aclcheck(heap_oid, pg_sys::GetUserId(), pg_sys::ACL_SELECT as pg_sys::AclMode)
-            != pg_sys::AclResult::ACLCHECK_OK
-        {
-            crate::error::raise(CoreError::new(
-                SqlState::InsufficientPrivilege,
-                "permission denied to check the index: its table is not readable by the current role",
-                "The table's owner can GRANT SELECT on it, or run the check.",
-            ));
-        }
-        let heap_lock = if heapallindexed { pg_sys::ShareLock } else { pg_sys::AccessShareLock } as i32;
-        let heap = pg_sys::table_open(heap_oid, heap_lock);
-        let rel = pg_sys::index_open(oid, pg_sys::AccessShareLock as i32);
-        let am = pg_sys::get_am_name((*(*rel).rd_rel).relam);
-        let ours = !am.is_null() && std::ffi::CStr::from_ptr(am).to_bytes() == b"corpus_bm25";
+        // (before any lock: the check locks the table against writes, which its owner may do)
+        let am = relation_am(oid);
+        let ours = am != pg_sys::InvalidOid && {
+            let name = pg_sys::get_am_name(am);
+            !name.is_null() && std::ffi::CStr::from_ptr(name).to_bytes() == b"corpus_bm25"
+        };
         if !ours {
             crate::error::raise(CoreError::new(
                 SqlState::WrongObjectType,
@@ -207,12 +255,34 @@ fn bm25_index_check(
                 "Pass an index created USING corpus_bm25.",
             ));
         }
+        if !owns_relation(heap_oid) {
+            crate::error::raise(
+                CoreError::new(
+                    SqlState::InsufficientPrivilege,
+                    format!(
+                        "permission denied to check the index: only the owner of table {} may",
+                        qualified_name(heap_oid)
+                    ),
+                    "Run the check as the table's owner (or a member of its role) or as a superuser.",
+                )
+                .with_detail(
+                    "The check counts every row of the table, whatever row-level security shows the caller, and locks it against writes.",
+                ),
+            );
+        }
+        let heap_lock = if heapallindexed { pg_sys::ShareLock } else { pg_sys::AccessShareLock } as i32;
+        let heap = pg_sys::table_open(heap_oid, heap_lock);
+        let rel = pg_sys::index_open(oid, pg_sys::AccessShareLock as i32);
+        // (the index may have been dropped and its number reused before the locks were taken)
+        if pg_sys::IndexGetRelation(oid, true) != heap_oid {
+            crate::error::raise(CoreError::new(
+                SqlState::UndefinedTable,
+                "the index was dropped or moved while the check started",
+                "Run the check again.",
+            ));
+        }
         if (*(*rel).rd_rel).relkind as u8 == pg_sys::RELKIND_PARTITIONED_INDEX {
-            let name = std::ffi::CStr::from_ptr(pg_sys::get_rel_name(oid)).to_string_lossy().into_owned();
-            let schema = std::ffi::CStr::from_ptr(pg_sys::get_namespace_name(pg_sys::get_rel_namespace(oid)))
-                .to_string_lossy()
-                .into_owned();
-            let qualified = pg_corpus_core::sql::qualified(&schema, &name);
+            let qualified = qualified_name(oid);
             crate::error::raise(
                 CoreError::new(
                     SqlState::WrongObjectType,
@@ -224,6 +294,20 @@ fn bm25_index_check(
                     ),
                 )
                 .with_detail("A partitioned index has no pages of its own."),
+            );
+        }
+        if !(*(*rel).rd_index).indisvalid {
+            // (a build that failed or is still running: its pages need not exist yet)
+            let qualified = qualified_name(oid);
+            crate::error::raise(
+                CoreError::new(
+                    SqlState::ObjectNotInPrerequisiteState,
+                    format!("index {qualified} is not valid: there is nothing to check"),
+                    format!(
+                        "An invalid index is left by a failed or running CREATE INDEX CONCURRENTLY or REINDEX CONCURRENTLY; once no build runs, drop it (DROP INDEX CONCURRENTLY {qualified};) and build it again."
+                    ),
+                )
+                .with_detail("Queries do not use an invalid index."),
             );
         }
         if heapallindexed

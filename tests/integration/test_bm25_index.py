@@ -271,19 +271,64 @@ def test_a_build_beyond_its_memory_merges_runs_from_a_temporary_file(db, data, r
             db.execute("SET LOCAL pg_corpus.bm25_candidate_budget = -1")
 
 
-def test_the_check_refuses_other_indexes_and_roles_that_cannot_read_the_table(db, reference):
+def test_the_check_refuses_other_indexes_and_roles_that_do_not_own_the_table(db, cluster, reference):
     with pytest.raises(psycopg.errors.WrongObjectType):
         db.execute("SELECT * FROM corpus.bm25_index_check('docs_pkey')")
     with pytest.raises(psycopg.errors.WrongObjectType):
         db.execute("SELECT * FROM corpus.bm25_index_check('docs')")
     db.execute("DROP ROLE IF EXISTS bm25_outsider; CREATE ROLE bm25_outsider")
+    db.execute("DROP ROLE IF EXISTS bm25_reader; CREATE ROLE bm25_reader")
+    db.execute("GRANT SELECT ON docs TO bm25_reader")
+    writer = cluster.connect(db.info.dbname)
     try:
-        with db.transaction():
-            db.execute("SET LOCAL ROLE bm25_outsider")
-            with pytest.raises(psycopg.errors.InsufficientPrivilege):
-                db.execute("SELECT * FROM corpus.bm25_index_check('docs_bm25')")
+        # a write in progress: a check that locked the table before refusing would wait for it
+        writer.execute("BEGIN")
+        writer.execute("UPDATE docs SET kind = kind WHERE id = (SELECT min(id) FROM docs)")
+        for role in ("bm25_outsider", "bm25_reader"):
+            for heap in (True, False):
+                # (another index of the table is refused as such, before any lock too)
+                for index, error in (("docs_bm25", psycopg.errors.InsufficientPrivilege),
+                                     ("docs_pkey", psycopg.errors.WrongObjectType)):
+                    with db.transaction():
+                        db.execute(f"SET LOCAL ROLE {role}")
+                        db.execute("SET LOCAL lock_timeout = '2s'")
+                        with pytest.raises(error) as e, db.transaction():
+                            db.execute("SELECT * FROM corpus.bm25_index_check(%s, %s)", [index, heap])
+                    if index == "docs_bm25":
+                        assert "owner" in e.value.diag.message_primary and e.value.diag.message_hint
     finally:
+        writer.execute("ROLLBACK")
+        writer.close()
+        db.execute("REVOKE ALL ON docs FROM bm25_reader")
         db.execute("DROP ROLE bm25_outsider")
+        db.execute("DROP ROLE bm25_reader")
+
+
+def test_the_check_refuses_an_index_whose_build_did_not_finish(db, cluster, reference):
+    """A CREATE INDEX CONCURRENTLY cancelled while it waits for an older snapshot leaves an
+    invalid index with no pages: the check says so (55000) instead of reporting damage."""
+    holder = cluster.connect(db.info.dbname)
+    try:
+        holder.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        holder.execute("SELECT count(*) FROM docs")
+        holder.execute("UPDATE docs SET kind = kind WHERE id = (SELECT min(id) FROM docs)")
+        db.execute("SET statement_timeout = '1s'")
+        try:
+            with pytest.raises(psycopg.errors.QueryCanceled):
+                db.execute("CREATE INDEX CONCURRENTLY docs_bm25_unbuilt ON docs USING corpus_bm25 (body_bm25, kind)")
+        finally:
+            db.execute("RESET statement_timeout")
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    try:
+        assert db.execute("SELECT indisvalid FROM pg_index WHERE indexrelid = 'docs_bm25_unbuilt'::regclass").fetchone() == (False,)
+        for heap in (True, False):
+            with pytest.raises(psycopg.errors.ObjectNotInPrerequisiteState) as e:
+                db.execute("SELECT * FROM corpus.bm25_index_check('docs_bm25_unbuilt', %s)", [heap])
+            assert "not valid" in e.value.diag.message_primary and "DROP INDEX CONCURRENTLY" in e.value.diag.message_hint
+    finally:
+        db.execute("DROP INDEX IF EXISTS docs_bm25_unbuilt")
 
 
 def test_a_partitioned_source_ranks_through_its_partitions_indexes_and_is_checked_there(cluster):
