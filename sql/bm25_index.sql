@@ -26,8 +26,8 @@ CREATE OPERATOR corpus.<@> (
     FUNCTION = corpus._bm25_distance
 );
 
--- (LEAKPROOF: it raises only for a bad scoring, never for a row's value, so that under
--- row-level security the condition can still be the index's)
+-- (LEAKPROOF: it never raises, whatever its arguments: a scoring it cannot read holds no
+-- row. Under row-level security the condition can then still be the index's.)
 CREATE FUNCTION corpus._bm25_match(pg_catalog.tsvector, corpus.bm25_scoring) RETURNS pg_catalog.bool
 LANGUAGE c IMMUTABLE STRICT LEAKPROOF PARALLEL SAFE COST 10
 AS 'MODULE_PATHNAME', '_bm25_match';

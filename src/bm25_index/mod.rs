@@ -904,6 +904,14 @@ type CachedScoring = (Vec<u8>, Vec<pg_corpus_core::lexical::ScoredKey>, f64, Bm2
 /// `fcinfo` must be a call of a strict function whose second argument is a
 /// `corpus.bm25_scoring`.
 unsafe fn call_scoring<'a>(fcinfo: pg_sys::FunctionCallInfo) -> &'a CachedScoring {
+    unsafe { read_call_scoring(fcinfo).or_raise() }
+}
+
+/// [`call_scoring`], a scoring that cannot be read being the error it would raise.
+///
+/// # Safety
+/// As [`call_scoring`].
+unsafe fn read_call_scoring<'a>(fcinfo: pg_sys::FunctionCallInfo) -> Result<&'a CachedScoring, CoreError> {
     unsafe {
         let args = (*fcinfo).args.as_slice(2);
         let raw = varlena(args[1].value);
@@ -911,7 +919,7 @@ unsafe fn call_scoring<'a>(fcinfo: pg_sys::FunctionCallInfo) -> &'a CachedScorin
         let cached = (*flinfo).fn_extra as *mut CachedScoring;
         let hit = !cached.is_null() && (*cached).0.as_slice() == raw;
         if !hit {
-            let arg = ScoringArg::from_datum(args[1].value).or_raise();
+            let arg = ScoringArg::from_datum(args[1].value)?;
             let entry = (raw.to_vec(), arg.scored_keys(), arg.avg_doc_len, arg.params);
             let mut mcx = pgrx::PgMemoryContexts::For((*flinfo).fn_mcxt);
             if cached.is_null() {
@@ -920,7 +928,7 @@ unsafe fn call_scoring<'a>(fcinfo: pg_sys::FunctionCallInfo) -> &'a CachedScorin
                 *cached = entry;
             }
         }
-        &*((*flinfo).fn_extra as *const CachedScoring)
+        Ok(&*((*flinfo).fn_extra as *const CachedScoring))
     }
 }
 
@@ -942,13 +950,17 @@ pub unsafe extern "C-unwind" fn _bm25_distance(fcinfo: pg_sys::FunctionCallInfo)
 }
 
 /// Whether a document holds at least one of a scoring's keys, whatever its weight
-/// (`tsvector OPERATOR(corpus.|||) corpus.bm25_scoring`): the rows an index scan ranks.
+/// (`tsvector OPERATOR(corpus.|||) corpus.bm25_scoring`): the rows an index scan ranks. It is
+/// leakproof, so it never raises: a scoring it cannot read holds no row (the index scan and
+/// `<@>` report it).
 #[no_mangle]
 #[pg_guard]
 pub unsafe extern "C-unwind" fn _bm25_match(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
     // SAFETY: a strict function of (tsvector, corpus.bm25_scoring): neither argument is NULL.
     unsafe {
-        let c = call_scoring(fcinfo);
+        let Ok(c) = read_call_scoring(fcinfo) else {
+            return false.into_datum().expect("a bool datum");
+        };
         let args = (*fcinfo).args.as_slice(2);
         let found = match TsVector::parse(tsvector_bytes(args[0].value)) {
             Some(doc) => c.1.iter().any(|k| doc.find(k.key.as_bytes()).is_some()),

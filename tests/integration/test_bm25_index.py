@@ -331,6 +331,46 @@ def test_the_check_refuses_an_index_whose_build_did_not_finish(db, cluster, refe
         db.execute("DROP INDEX IF EXISTS docs_bm25_unbuilt")
 
 
+def test_the_match_operator_is_leakproof_and_never_raises(cluster):
+    """|||, declared LEAKPROOF so that it may be the index's condition under row-level
+    security, runs before a view's or policy's own conditions: an error naming a row's scoring
+    would show a row the caller may not read. A scoring it cannot read holds no row; <@> (not
+    leakproof) reports the mistake."""
+    conn = cluster.create_db("pg_corpus_bm25_leakproof")
+    conn.execute("""
+        CREATE TABLE saved (owner text, s corpus.bm25_scoring);
+        INSERT INTO saved VALUES
+            ('bm25_viewer', ROW(ARRAY['public'], ARRAY[1.0], 10, 1.2, 0.75, 10)),
+            ('boss', ROW(ARRAY['hidden-merger'], ARRAY[-1.0], 10, 1.2, 0.75, 10)),
+            ('boss', ROW(ARRAY['a', 'b'], ARRAY[1.0], 10, 1.2, 0.75, 10)),
+            ('boss', ROW(ARRAY['a'], ARRAY[1.0], 10, -1, 0.75, 10)),
+            ('boss', ROW(ARRAY[NULL, 'a'], ARRAY[1.0, 1.0], 10, 1.2, 0.75, 10));
+        -- (a leakproof condition cheaper than the view's runs first: at its own cost of 10
+        -- operator costs it would not, and this view would not show a leak)
+        ALTER FUNCTION corpus._bm25_match(tsvector, corpus.bm25_scoring) COST 1;
+        CREATE FUNCTION may_see(o text) RETURNS bool LANGUAGE plpgsql STABLE AS $$BEGIN RETURN o = current_user; END$$;
+        CREATE VIEW saved_v WITH (security_barrier) AS SELECT owner, s FROM saved WHERE may_see(owner);
+        DROP ROLE IF EXISTS bm25_viewer;
+        CREATE ROLE bm25_viewer;
+        GRANT SELECT ON saved_v TO bm25_viewer;""")
+    try:
+        assert conn.execute("SELECT proleakproof FROM pg_proc WHERE oid = 'corpus._bm25_match'::regproc").fetchone()[0]
+        with conn.transaction():
+            conn.execute("SET LOCAL ROLE bm25_viewer")
+            rows = conn.execute("""SELECT owner FROM saved_v
+                                    WHERE 'public:1 hidden-merger:1 a:1'::tsvector OPERATOR(corpus.|||) s""").fetchall()
+        assert rows == [("bm25_viewer",)]
+        bad = conn.execute("SELECT s FROM saved WHERE owner = 'boss'").fetchall()
+        for (s,) in bad:
+            assert conn.execute("SELECT 'hidden-merger:1 a:1'::tsvector OPERATOR(corpus.|||) %s::corpus.bm25_scoring",
+                                [s]).fetchone()[0] is False
+            with pytest.raises(psycopg.errors.InvalidParameterValue):
+                conn.execute("SELECT 'a:1'::tsvector OPERATOR(corpus.<@>) %s::corpus.bm25_scoring", [s])
+    finally:
+        conn.execute("REVOKE ALL ON saved_v FROM bm25_viewer")
+        conn.execute("DROP ROLE bm25_viewer")
+
+
 def test_a_partitioned_source_ranks_through_its_partitions_indexes_and_is_checked_there(cluster):
     """A partitioned index has no pages: searches rank through its partitions' indexes, the
     health check reads those back (it failed with 58P01 opening the parent), and
