@@ -264,3 +264,10 @@ def test_registration_recommends_the_index_with_the_isolation_columns(cluster):
     assert "corpus_bm25 (" not in (hint or ""), hint
     assert strategy(conn, "odd", "alpha") == "bm25_index"
     assert len(lexical(conn, "odd", "alpha", 10)) == 10
+    # a key column of another collation than the column's holds no isolation (searches do not
+    # take it to, as the catalog lists it): the health check names the index that would
+    conn.execute('DROP INDEX "Odd Docs_body_bm25_Kind_idx"')
+    conn.execute('CREATE INDEX odd_posix ON "Odd Docs" USING corpus_bm25 (body_bm25, "Kind" COLLATE "POSIX")')
+    status, detail, hint = conn.execute(indexes_row).fetchone()
+    assert status == "warn" and detail["lexical_bm25_index_holds_isolation"] is False, (status, detail)
+    assert 'USING corpus_bm25 ("body_bm25", "Kind");' in hint, hint

@@ -657,8 +657,8 @@ pub fn judge_indexes(corpus: &str, src: &Source, indexes: &[IndexInfo]) -> Check
         ann.iter().filter(|x| x.opclasses.first().is_some_and(|o| o == src.distance.opclass())).collect();
     let gin = lead(indexes, &src.tsv.column).any(|x| x.am == "gin");
     let bm25 = lead(indexes, &src.tsv.column).any(|x| x.am == "corpus_bm25");
-    let bm25_isolation =
-        lead(indexes, &src.tsv.column).any(|x| x.am == "corpus_bm25" && src.isolation_held_by(&x.columns[1..]));
+    // (as searches see it: the catalog's key columns of the source's usable indexes)
+    let bm25_isolation = src.index_holds_isolation();
     let fk = lead(indexes, &src.parent_fk.column).next().is_some();
     // the lexical branch looks champion-list items up by id (and the final fetch, every hit)
     let id = lead(indexes, &src.id.column).next().is_some();
@@ -1593,7 +1593,7 @@ pub fn judge_bm25_key_columns(
         })
         .collect();
     // (without one, the missing index's hint already names the isolation columns)
-    if bm25.is_empty() || bm25.iter().any(|x| src.isolation_held_by(&x.columns[1..])) {
+    if bm25.is_empty() || src.index_holds_isolation() {
         return row;
     }
     let name = |x: &IndexInfo| if x.qualified.is_empty() { ident(&x.name) } else { x.qualified.clone() };
@@ -1808,6 +1808,15 @@ mod tests {
             let row = judge_indexes("x", src, indexes);
             judge_bm25_key_columns(row, src, indexes, (share * 1000.0) as i64, 1000.0)
         };
+        // the source as the catalog describes it: its usable indexes' key columns (a key
+        // column of another collation than the column's, or of a partial or expression index,
+        // is not listed)
+        let listed = |src: &Source, keys: &[&str]| {
+            let mut s = src.clone();
+            s.tsv_index = true;
+            s.tsv_index_keys = vec![keys.iter().map(|k| k.to_string()).collect()];
+            s
+        };
         // the isolation column is the parent's only: no index of the item table can hold it
         let legal = legal();
         assert!(legal.sources[0].isolation_index_keys().is_empty());
@@ -1831,13 +1840,18 @@ mod tests {
         // most of the table: the plain index ranks it as well
         assert!(!judge(src, &[bm25("b", &["content_tsv"])], 0.9).hint.contains("DROP INDEX CONCURRENTLY public.b"));
         // another key column's index (another corpus'): the new index is named, none to drop
-        let row = judge(src, &[bm25("t", &["content_tsv", "page_number"])], 0.1);
+        let row = judge(&listed(src, &["page_number"]), &[bm25("t", &["content_tsv", "page_number"])], 0.1);
         assert!(row.hint.contains("USING corpus_bm25 (\"content_tsv\", \"source_kind\");"), "{}", row.hint);
         assert!(!row.hint.contains("DROP INDEX"), "{}", row.hint);
         // an index that holds it: nothing to say
-        let row = judge(src, &[bm25("b2", &["content_tsv", "source_kind"])], 0.1);
+        let row = judge(&listed(src, &["source_kind"]), &[bm25("b2", &["content_tsv", "source_kind"])], 0.1);
         assert!(!row.hint.contains("corpus_bm25 ("), "{}", row.hint);
         assert_eq!(row.detail["lexical_bm25_index_holds_isolation"], true);
+        // one whose key column has another collation than the column (a search cannot take
+        // it to hold the values): the index that holds them is named
+        let row = judge(&listed(src, &[]), &[bm25("b3", &["content_tsv", "source_kind"])], 0.1);
+        assert!(row.hint.contains("USING corpus_bm25 (\"content_tsv\", \"source_kind\");"), "{}", row.hint);
+        assert_eq!(row.detail["lexical_bm25_index_holds_isolation"], false);
         // the planner's view: the index's key columns as the catalog lists them
         let mut held = src.clone();
         held.tsv_index = true;
