@@ -43,8 +43,41 @@ s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.clos
 PY
 }
 
+port_free() {
+  python3 - "$1" <<'PY'
+import socket, sys
+s = socket.socket()
+try:
+    s.bind(("127.0.0.1", int(sys.argv[1])))
+except (OSError, ValueError):
+    sys.exit(1)
+finally:
+    s.close()
+PY
+}
+
+# Accepting connections on its socket.
+ready() {
+  [ -f "$portfile" ] && as_owner "$PGBIN/pg_isready" -q -h "$sock" -p "$(cat "$portfile")" >/dev/null 2>&1
+}
+
+# A cluster that runs (or is starting or dying, e.g. just after kill -9 of its postmaster):
+# wait until it accepts connections or is gone. Returns 0 when it runs.
+settle() {
+  running || return 1
+  for _ in $(seq 1 120); do
+    ready && return 0
+    running || return 1
+    sleep 0.5
+  done
+  running
+}
+
 launch() {
-  port="$(free_port)"
+  # the port of the last start when it is still free: a standby's primary_conninfo names it
+  port=""
+  if [ -f "$portfile" ] && port_free "$(cat "$portfile")"; then port="$(cat "$portfile")"; fi
+  [ -n "$port" ] || port="$(free_port)"
   # pgrx appends a Rust backtrace to error details when RUST_BACKTRACE is set: keep the
   # server's errors what users see on a production server.
   unset RUST_BACKTRACE
@@ -68,7 +101,7 @@ case "$cmd" in
         || { cat "$dir/initdb.log" >&2; echo "initdb failed in $data" >&2; exit 1; }
     fi
     as_owner mkdir -p "$sock"
-    if running; then uri; exit 0; fi
+    if settle; then uri; exit 0; fi
     launch
     uri
     ;;
@@ -82,7 +115,7 @@ case "$cmd" in
         || { cat "$dir/basebackup.log" >&2; echo "pg_basebackup from $primary failed" >&2; exit 1; }
     fi
     as_owner mkdir -p "$sock"
-    if running; then uri; exit 0; fi
+    if settle; then uri; exit 0; fi
     launch
     uri
     ;;
