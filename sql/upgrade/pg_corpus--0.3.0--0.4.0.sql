@@ -168,6 +168,13 @@ DROP FUNCTION corpus._embedding_item_lock(oid, smallint, smallint, text);
 DROP FUNCTION corpus._embedding_item_store(oid, smallint, smallint, text, anyelement);
 DROP FUNCTION corpus._embedding_queue_deferred();
 
+-- Searches ask whether a text reaches a source's min_length with corpus._has_content, which
+-- reads a stored text's beginning first, and the rest only when the beginning has too few
+-- content characters.
+CREATE FUNCTION corpus._has_content(pg_catalog.text, pg_catalog.int4) RETURNS pg_catalog.bool
+LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE
+AS 'MODULE_PATHNAME', '_has_content';
+
 -- corpus_bm25: an index access method ranking rows by BM25 (sql/bm25_index.sql).
 CREATE TYPE corpus.bm25_scoring AS (
     keys pg_catalog.text[],

@@ -302,6 +302,9 @@ const CORPUS_DEFINITION: &str = r#"
               WHERE e.corpus = c.name), '[]'::jsonb),
          -- searches measure text with corpus._content_length (absent from older catalogs)
          'content_function', true,
+         -- and ask whether it reaches the minimum with corpus._has_content (likewise)
+         'has_content_function',
+             pg_catalog.to_regprocedure('corpus._has_content(pg_catalog.text,pg_catalog.int4)') IS NOT NULL,
          'vector_schema', (SELECT n.nspname::text FROM pg_extension e
                              JOIN pg_namespace n ON n.oid = e.extnamespace
                             WHERE e.extname = 'vector'),

@@ -2,6 +2,8 @@
 and control characters are not text. A parent whose required column holds only such
 characters is incomplete, a text padded with them to `min_length` is too short — in the
 searches, the BM25 statistics, find-similar and the health check alike."""
+import re
+
 import psycopg
 import pytest
 
@@ -89,3 +91,42 @@ def test_the_content_function_measures_every_class(db):
         n = db.execute("SELECT corpus._content_length(%s)", [ch * 5 + "ab" + ch * 5]).fetchone()[0]
         assert n == 2, name
     assert db.execute("SELECT corpus._content_length('a \t\u00a0 b')").fetchone()[0] == 3
+
+
+def test_searches_ask_whether_a_stored_text_reaches_the_minimum_as_its_count_says(db):
+    """corpus._has_content(text, n), what searches ask, reads a stored text's beginning first:
+    for texts stored inline, compressed and out of line, whose content lies at the start, only
+    past a long blank beginning, or falls one character short, it answers _content_length >= n."""
+    rng = __import__("random").Random(5)
+    texts = []
+    for name, ch in list(BLANKS.items()) + [("space", " ")]:
+        texts += [ch * 30 + VISIBLE + ch * 30,            # 9 content characters
+                  ch * 5000 + LONG,                       # content only past a long blank start
+                  (ch + "x") * 3000,                      # compressible, one character a step
+                  LONG + ch * 9000]
+    # incompressible (random letters, Hebrew and emoji: 2 and 4 bytes a character), out of line
+    alphabet = "abcdefghij שלוםעולם 😀ž"
+    texts += ["".join(rng.choice(alphabet) for _ in range(n)) for n in (0, 1, 19, 20, 21, 300, 20000)]
+    db.execute("DROP TABLE IF EXISTS stored")
+    db.execute("CREATE TABLE stored (id int, plain text, kept text)")
+    db.execute("ALTER TABLE stored ALTER COLUMN plain SET STORAGE EXTERNAL")   # out of line, uncompressed
+    with db.cursor() as cur:
+        cur.executemany("INSERT INTO stored VALUES (%s, %s, %s)", [(i, t, t) for i, t in enumerate(texts)])
+    # (texts over 2 kB go out of line: plain ones uncompressed, kept ones compressed when they
+    # shrink)
+    assert db.execute("SELECT count(*) FROM stored WHERE pg_column_size(kept) < octet_length(kept)"
+                      ).fetchone()[0] > 0, "some values are compressed"
+    wrong = db.execute("""
+        SELECT s.id, m.n, c.col FROM stored s, generate_series(0, 80) AS m(n),
+               LATERAL (VALUES ('plain', s.plain), ('kept', s.kept)) AS c(col, v)
+         WHERE corpus._has_content(c.v, m.n) IS DISTINCT FROM (corpus._content_length(c.v) >= m.n)""").fetchall()
+    assert wrong == [], wrong[:10]
+    for big in (2 ** 31 - 1, 10 ** 6):
+        assert db.execute("SELECT bool_or(corpus._has_content(kept, %s)) FROM stored", [big]).fetchone()[0] is False
+    assert db.execute("SELECT corpus._has_content('', -1), corpus._has_content(NULL, 1)").fetchone() == (True, None)
+    # the searches' contract is written with it
+    for mode in ("lexical", "semantic"):
+        plan = db.execute("SELECT sql FROM corpus.corpus_explain('content', '[1,0,0]', 'appeal', mode => %s)",
+                          [mode]).fetchone()[0]
+        assert re.search(r'corpus\._has_content\((i\."body"|\w+\.(doc|item)_text), 20\)', plan), plan
+        assert not re.search(r'_content_length\((i\."body"|\w+\.(doc|item)_text)', plan), plan

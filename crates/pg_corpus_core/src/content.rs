@@ -1,6 +1,7 @@
 //! What counts as content in a text: the searchable contract's `min_length` and a parent's
 //! required columns are measured with this rule, in every query that applies them (searches,
-//! statistics, health checks), through `corpus._content_length`.
+//! statistics, health checks), through `corpus._content_length` (the count) and
+//! `corpus._has_content` (whether it reaches a minimum: what searches ask).
 //!
 //! A character is blank when it is Unicode White_Space, a Default_Ignorable_Code_Point
 //! (zero-width characters, bidi marks and embeddings, the BOM, variation selectors, fillers,
@@ -66,6 +67,45 @@ pub fn content_length(text: &str) -> usize {
     n
 }
 
+/// Whether `text` holds at least `min` content characters ([`content_length`] ≥ `min`), read
+/// only as far as needed.
+pub fn has_content_length(text: &str, min: usize) -> bool {
+    if min == 0 {
+        return true;
+    }
+    let (mut n, mut seen, mut space) = (0, false, false);
+    for c in text.chars() {
+        if !is_blank(c) {
+            n += 1 + usize::from(space);
+            if n >= min {
+                return true;
+            }
+            seen = true;
+            space = false;
+        } else if seen && is_white_space(c) {
+            space = true;
+        }
+    }
+    false
+}
+
+/// The bytes of a text's beginning that usually hold `min` content characters (four bytes a
+/// character, the most UTF-8 takes, and some room for spaces). A text's beginning never has
+/// more content characters than the whole text, so when it has `min` the text has; when it
+/// has fewer, the whole text is read.
+pub fn content_prefix_bytes(min: usize) -> usize {
+    min.saturating_mul(4).saturating_add(16)
+}
+
+/// The longest beginning of `bytes` that is whole UTF-8 characters (a prefix cut inside a
+/// character loses that character; invalid bytes end it).
+pub fn utf8_prefix(bytes: &[u8]) -> &str {
+    match std::str::from_utf8(bytes) {
+        Ok(s) => s,
+        Err(e) => std::str::from_utf8(&bytes[..e.valid_up_to()]).unwrap_or_default(),
+    }
+}
+
 /// Whether `text` holds any content character.
 pub fn has_content(text: &str) -> bool {
     text.chars().any(|c| !is_blank(c))
@@ -124,6 +164,23 @@ mod tests {
     }
 
     proptest::proptest! {
+        /// Reaching a minimum is the count reaching it, for the whole text and (from a
+        /// beginning cut at any byte) never above the whole text's answer.
+        #[test]
+        fn a_minimum_is_reached_as_the_count_says_and_a_prefix_never_overstates_it(
+            picks in proptest::collection::vec(0usize..64, 0..80), min in 0usize..70, cut in 0usize..400,
+        ) {
+            let alphabet: Vec<char> = BLANKS.iter().map(|b| b.0).chain(['a', 'ש', 'ž', ' ', '\u{05B8}', '😀']).collect();
+            let text: String = picks.iter().map(|&i| alphabet[i % alphabet.len()]).collect();
+            proptest::prop_assert_eq!(has_content_length(&text, min), content_length(&text) >= min, "{:?}", text);
+            let prefix = utf8_prefix(&text.as_bytes()[..cut.min(text.len())]);
+            proptest::prop_assert!(text.starts_with(prefix));
+            proptest::prop_assert!(content_length(prefix) <= content_length(&text));
+            if has_content_length(prefix, min) {
+                proptest::prop_assert!(has_content_length(&text, min));
+            }
+        }
+
         #[test]
         fn the_one_pass_count_is_the_rule(
             picks in proptest::collection::vec(0usize..64, 0..60), ascii in proptest::collection::vec(0u8..128, 0..40),

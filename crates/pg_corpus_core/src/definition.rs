@@ -460,6 +460,7 @@ fn resolve_source(
         metadata: key_map(src, item, &src.metadata, "metadata")?,
         min_length: src.min_length,
         content_function: def.content_function,
+        has_content_function: def.has_content_function,
         ts_config: src.ts_config,
         language: src.language.as_deref().map(crate::model::Language::parse).transpose()?,
         semantic_weight: src.semantic_weight,
@@ -701,11 +702,18 @@ mod tests {
     fn the_contract_measures_content_with_the_content_function_when_the_catalog_has_it() {
         let mut def = legal_def();
         def["content_function"] = json!(true);
-        let c = resolve_json(def).unwrap();
+        let c = resolve_json(def.clone()).unwrap();
         let (sql, _) = crate::plan::fetch(&c, 0, &[], vec!["1".into()], vec![]);
         assert!(sql.contains("corpus._content_length(i.\"content\") >= 50"), "{sql}");
         assert!(sql.contains("corpus._content_length(p.\"case_number\"::text) > 0"), "{sql}");
-        assert!(!sql.contains("btrim"), "{sql}");
+        assert!(!sql.contains("btrim") && !sql.contains("_has_content"), "{sql}");
+        // a catalog with corpus._has_content asks it whether the text reaches the minimum
+        def["has_content_function"] = json!(true);
+        let c = resolve_json(def).unwrap();
+        let (sql, _) = crate::plan::fetch(&c, 0, &[], vec!["1".into()], vec![]);
+        assert!(sql.contains("corpus._has_content(i.\"content\", 50)"), "{sql}");
+        assert!(!sql.contains("corpus._content_length(i."), "{sql}");
+        assert!(sql.contains("corpus._content_length(p.\"case_number\"::text) > 0"), "{sql}");
     }
 
     #[test]

@@ -93,7 +93,9 @@ pub fn scope_parts(src: &Source, params: &mut Params) -> ScopeParts {
 /// carried out of a subquery): at least `min_length` characters of content
 /// ([`crate::content::content_length`]).
 fn text_contract(src: &Source, expr: &str) -> Vec<String> {
-    if src.min_length > 0 && src.content_function {
+    if src.min_length > 0 && src.has_content_function {
+        vec![format!("corpus._has_content({expr}, {})", src.min_length)]
+    } else if src.min_length > 0 && src.content_function {
         vec![format!("corpus._content_length({expr}) >= {}", src.min_length)]
     } else if src.min_length > 0 {
         vec![format!("char_length(btrim({expr})) >= {}", src.min_length)]

@@ -163,6 +163,10 @@ pub struct CorpusDef {
     /// which a newer library serves until they are updated: text is then measured with btrim).
     #[serde(default)]
     pub content_function: bool,
+    /// Whether the catalog has `corpus._has_content` (false in catalogs of older releases:
+    /// searches then compare `corpus._content_length` with the minimum).
+    #[serde(default)]
+    pub has_content_function: bool,
     pub sources: Vec<SourceDef>,
     /// Named embedding spaces: `{"name": {"dimensions": n, "model": "…", "weight": w}}`.
     #[serde(default)]

@@ -164,6 +164,10 @@ pub struct Source {
     /// Measure text with `corpus._content_length` ([`crate::content`]), or with btrim in a
     /// catalog that predates it.
     pub content_function: bool,
+    /// Ask whether a text reaches `min_length` with `corpus._has_content`, which reads a
+    /// stored text's beginning first ([`crate::content::has_content_length`]), in a catalog
+    /// that has it.
+    pub has_content_function: bool,
     pub ts_config: i64,
     pub language: Option<Language>,
     pub semantic_weight: f64,
