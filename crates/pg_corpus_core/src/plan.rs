@@ -24,18 +24,19 @@ pub struct Subplan {
     /// A lexical subplan to be planned without nested loops, so that its index scan comes
     /// first ([`ScopeCheck::JoinedAfterIndex`]).
     pub index_first: bool,
-    /// One plan serves every value of its parameters ([`one_plan_serves`]): planned once and
-    /// kept, not planned again for each search.
+    /// One plan serves every value of its parameters ([`one_plan_serves`],
+    /// [`ranking_plan_serves`]): planned once and kept, not planned again for each search.
     pub generic: bool,
 }
 
-/// Whether one plan serves every value of a ranking through the corpus_bm25 index or a lookup
-/// by ids over this source. A ranking's order is the index's (sorting is off), and a parent is
-/// joined by a nested loop under it whatever the slice's size; a lookup starts from its ids (a
-/// page of hits, each parent found by its key). A distributed source's plan routes to shards
-/// by its values: planned with them each time.
+/// Whether one plan serves every value of a statement over this source: it reads the item
+/// table alone (no parent to join, not distributed), so the plan has no join to choose and no
+/// shards to route to. A lookup by ids is then planned once (a ranking through the corpus_bm25
+/// index: [`ranking_plan_serves`]). A lookup joined to its parent is planned with its values:
+/// a generic plan estimates the parent's isolation value by its average, and may start from
+/// the parents holding it, reading a large corpus' items whole on every search.
 pub fn one_plan_serves(src: &Source) -> bool {
-    !src.distributed()
+    src.parent.is_none() && !src.distributed()
 }
 
 /// `alias."column"`.
@@ -507,8 +508,16 @@ LIMIT {lim}",
         limit,
         pruned: false,
         index_first: false,
-        generic: one_plan_serves(src),
+        generic: ranking_plan_serves(src),
     }
+}
+
+/// Whether one plan serves every value of a ranking through the corpus_bm25 index: sorting is
+/// off, so the index's order is the statement's only order, and a join to the parent keeps it
+/// only as a nested loop driven by the index scan, whatever the slice's size. A distributed
+/// source's plan routes to shards by its values.
+pub fn ranking_plan_serves(src: &Source) -> bool {
+    !src.distributed()
 }
 
 /// The documents of one source the one-pass statistics and champion lists are built from, as
@@ -1039,17 +1048,17 @@ mod tests {
     }
 
     #[test]
-    fn a_ranking_or_lookup_is_planned_once_unless_distributed() {
+    fn a_ranking_through_the_index_is_planned_once_unless_distributed() {
         let scored: Vec<crate::lexical::ScoredKey> = ["חוזה", "שכירות"]
             .iter()
             .map(|k| crate::lexical::ScoredKey { key: k.to_string(), weight_idf: 1.5 })
             .collect();
         let ranking =
             |c: &Corpus| lexical_bm25_index(c, 0, &[], &scored, 50.0, crate::bm25::Bm25Params::default(), 40, 16);
-        // a source isolated through its parent: the ranking's join is the nested loop under
-        // the index's order, a lookup's starts from its ids
+        // a source isolated through its parent: a lookup's join is the planner's to choose
+        // per slice, a ranking's is the nested loop under the index's order
         let joined = legal();
-        assert!(one_plan_serves(&joined.sources[0]));
+        assert!(!one_plan_serves(&joined.sources[0]));
         let p = ranking(&joined);
         assert!(p.sql.contains(" JOIN ") && p.generic, "{}", p.sql);
         // the same source with the isolation column on the item table itself
