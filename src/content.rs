@@ -2,6 +2,8 @@
 //! searchable contract is written with.
 
 use pg_corpus_core::content::{content_prefix_bytes, has_content_length, utf8_prefix};
+
+use crate::lexical::{detoasted_bytes, varlena_bytes};
 use pgrx::prelude::*;
 
 /// The number of content characters of a text: blank characters (Unicode white space,
@@ -50,37 +52,17 @@ unsafe fn text_has_content(value: pg_sys::Datum, min: usize) -> bool {
         return true;
     }
     unsafe {
-        let raw = value.cast_mut_ptr::<pg_sys::varlena>();
         let whole = pg_sys::toast_raw_datum_size(value).saturating_sub(pg_sys::VARHDRSZ);
         let prefix = content_prefix_bytes(min);
         if prefix < whole {
             if let Ok(count) = i32::try_from(prefix) {
-                let slice = pg_sys::pg_detoast_datum_slice(raw, 0, count);
-                let found = has_content_length(utf8_prefix(bytes(slice)), min);
-                if slice != raw {
-                    pg_sys::pfree(slice.cast());
-                }
-                if found {
+                let slice = pg_sys::pg_detoast_datum_slice(value.cast_mut_ptr(), 0, count);
+                if has_content_length(utf8_prefix(detoasted_bytes(slice)), min) {
                     return true;
                 }
             }
         }
-        let text = pg_sys::pg_detoast_datum_packed(raw);
-        let found = has_content_length(utf8_prefix(bytes(text)), min);
-        if text != raw {
-            pg_sys::pfree(text.cast());
-        }
-        found
-    }
-}
-
-/// A detoasted varlena's data.
-///
-/// # Safety
-/// `v` must be a detoasted (possibly short-header) varlena that outlives the slice.
-unsafe fn bytes<'a>(v: *mut pg_sys::varlena) -> &'a [u8] {
-    unsafe {
-        std::slice::from_raw_parts(pgrx::varlena::vardata_any(v) as *const u8, pgrx::varlena::varsize_any_exhdr(v))
+        has_content_length(utf8_prefix(varlena_bytes(value)), min)
     }
 }
 

@@ -106,11 +106,17 @@ impl ScoreQuery {
 ///
 /// # Safety
 /// `d` must be a non-NULL varlena datum.
-unsafe fn varlena_bytes<'a>(d: pg_sys::Datum) -> &'a [u8] {
+pub(crate) unsafe fn varlena_bytes<'a>(d: pg_sys::Datum) -> &'a [u8] {
+    unsafe { detoasted_bytes(pg_sys::pg_detoast_datum_packed(d.cast_mut_ptr())) }
+}
+
+/// The data of a detoasted varlena (possibly with a short header).
+///
+/// # Safety
+/// `ptr` must be a detoasted varlena that outlives the slice.
+pub(crate) unsafe fn detoasted_bytes<'a>(ptr: *mut pg_sys::varlena) -> &'a [u8] {
     unsafe {
-        let ptr = pg_sys::pg_detoast_datum_packed(d.cast_mut_ptr());
-        let len = pgrx::varlena::varsize_any_exhdr(ptr);
-        std::slice::from_raw_parts(pgrx::varlena::vardata_any(ptr) as *const u8, len)
+        std::slice::from_raw_parts(pgrx::varlena::vardata_any(ptr) as *const u8, pgrx::varlena::varsize_any_exhdr(ptr))
     }
 }
 

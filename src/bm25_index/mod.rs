@@ -25,6 +25,7 @@ use pgrx::pg_sys;
 use pgrx::prelude::*;
 
 use crate::error::OrRaise;
+use crate::lexical::varlena_bytes as varlena;
 use pages::{log_pages, IndexPages, Locked, TempPages, CAPACITY, META_BLOCK};
 
 /// Bytes of pending rows beyond which an insert moves them into a segment: a scan reads the
@@ -43,18 +44,6 @@ fn tid_of(doc: u64) -> pg_sys::ItemPointerData {
     pg_sys::ItemPointerData {
         ip_blkid: pg_sys::BlockIdData { bi_hi: (blk >> 16) as u16, bi_lo: (blk & 0xFFFF) as u16 },
         ip_posid: (doc & 0xFFFF) as u16,
-    }
-}
-
-/// A varlena datum's bytes, detoasted.
-///
-/// # Safety
-/// `d` must be a non-NULL varlena datum.
-unsafe fn varlena<'a>(d: pg_sys::Datum) -> &'a [u8] {
-    unsafe {
-        let ptr = pg_sys::pg_detoast_datum_packed(d.cast_mut_ptr());
-        let len = pgrx::varlena::varsize_any_exhdr(ptr);
-        std::slice::from_raw_parts(pgrx::varlena::vardata_any(ptr) as *const u8, len)
     }
 }
 

@@ -52,9 +52,23 @@ pub fn is_blank(c: char) -> bool {
 /// The number of content characters of `text`: blank characters trimmed at both ends, each
 /// inner run of white space counted once, inner invisible and control characters not counted.
 pub fn content_length(text: &str) -> usize {
+    content_length_up_to(text, usize::MAX)
+}
+
+/// Whether `text` holds at least `min` content characters ([`content_length`] ≥ `min`), read
+/// only as far as needed.
+pub fn has_content_length(text: &str, min: usize) -> bool {
+    content_length_up_to(text, min) >= min
+}
+
+/// [`content_length`], the reading stopped once it reaches `limit`.
+fn content_length_up_to(text: &str, limit: usize) -> usize {
     // one pass: a run of white space counts when content comes before and after it
     let (mut n, mut seen, mut space) = (0, false, false);
     for c in text.chars() {
+        if n >= limit {
+            break;
+        }
         if !is_blank(c) {
             n += 1 + usize::from(space);
             seen = true;
@@ -65,28 +79,6 @@ pub fn content_length(text: &str) -> usize {
         // (other blanks are invisible: neither content nor the end of a run of spaces)
     }
     n
-}
-
-/// Whether `text` holds at least `min` content characters ([`content_length`] ≥ `min`), read
-/// only as far as needed.
-pub fn has_content_length(text: &str, min: usize) -> bool {
-    if min == 0 {
-        return true;
-    }
-    let (mut n, mut seen, mut space) = (0, false, false);
-    for c in text.chars() {
-        if !is_blank(c) {
-            n += 1 + usize::from(space);
-            if n >= min {
-                return true;
-            }
-            seen = true;
-            space = false;
-        } else if seen && is_white_space(c) {
-            space = true;
-        }
-    }
-    false
 }
 
 /// The bytes of a text's beginning that usually hold `min` content characters (four bytes a
